@@ -1,0 +1,109 @@
+package optim
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"rlhfstation/internal/testref"
+)
+
+func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
+	py := testref.Python(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, kind := range []string{"constant", "linear", "cosine"} {
+		sizes := []int{7, 13}
+		var init [][]float32
+		var params []*Param
+		for _, n := range sizes {
+			d := make([]float32, n)
+			for i := range d {
+				d[i] = float32(r.NormFloat64())
+			}
+			init = append(init, append([]float32(nil), d...))
+			params = append(params, &Param{Data: d, Grad: make([]float32, n)})
+		}
+		const steps = 12
+		var grads [][][]float32
+		for s := 0; s < steps; s++ {
+			var gs [][]float32
+			scale := 0.1
+			if s%4 == 1 {
+				scale = 5 // some steps exceed max_norm and are clipped
+			}
+			for _, n := range sizes {
+				g := make([]float32, n)
+				for i := range g {
+					g[i] = float32(scale * r.NormFloat64())
+				}
+				gs = append(gs, g)
+			}
+			grads = append(grads, gs)
+		}
+		sched := Schedule{Kind: kind, Warmup: 3, Total: steps}
+		const lr, maxNorm = 1e-2, 1.0
+		opt := NewAdamW(params, 0.9, 0.999, 1e-8, 0.01)
+		var norms []float64
+		for s := 0; s < steps; s++ {
+			for i, p := range params {
+				copy(p.Grad, grads[s][i])
+			}
+			norms = append(norms, ClipGradNorm(params, maxNorm))
+			opt.Update(lr * sched.Factor(s))
+		}
+		in, _ := json.Marshal(map[string]any{"params": init, "grads": grads, "lr": lr, "beta1": 0.9,
+			"beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "warmup": 3, "total": steps, "kind": kind, "max_norm": maxNorm})
+		cmd := exec.Command(py, filepath.Join("testdata", "reference.py"))
+		cmd.Stdin = bytes.NewReader(in)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("reference.py: %v", err)
+		}
+		var want struct {
+			Params [][]float64
+			Norms  []float64
+		}
+		if err := json.Unmarshal(out, &want); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range params {
+			for j, v := range p.Data {
+				if math.Abs(float64(v)-want.Params[i][j]) > 1e-5*math.Max(1, math.Abs(want.Params[i][j])) {
+					t.Errorf("%s: param[%d][%d] = %g, torch %g", kind, i, j, v, want.Params[i][j])
+				}
+			}
+		}
+		for s := range norms {
+			if math.Abs(norms[s]-want.Norms[s]) > 1e-5*want.Norms[s] {
+				t.Errorf("%s: step %d grad norm %g, torch %g", kind, s, norms[s], want.Norms[s])
+			}
+		}
+	}
+}
+
+func TestScheduleHandValues(t *testing.T) {
+	s := Schedule{Kind: "linear", Warmup: 2, Total: 10}
+	for step, want := range map[int]float64{0: 0, 1: 0.5, 2: 1, 6: 0.5, 10: 0} {
+		if got := s.Factor(step); math.Abs(got-want) > 1e-12 {
+			t.Errorf("linear step %d: %g, want %g", step, got, want)
+		}
+	}
+	c := Schedule{Kind: "cosine", Total: 4}
+	if got := c.Factor(2); math.Abs(got-0.5) > 1e-12 {
+		t.Errorf("cosine half-way: %g", got)
+	}
+	if (Schedule{Kind: "exp"}).Validate() == nil {
+		t.Error("unknown schedule must be refused")
+	}
+}
+
+func TestClipLeavesNonFiniteAlone(t *testing.T) {
+	p := &Param{Data: []float32{1}, Grad: []float32{float32(math.NaN())}}
+	if n := ClipGradNorm([]*Param{p}, 1); !math.IsNaN(n) {
+		t.Fatalf("norm %g", n)
+	}
+}
