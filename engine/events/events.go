@@ -40,10 +40,10 @@ type Event struct {
 	Step int       `json:"step"`
 
 	// run_start
-	Run        string         `json:"run,omitempty"`     // run folder name
-	Model      string         `json:"model,omitempty"`   // model folder or "builtin"
-	Device     string         `json:"device,omitempty"`  // "cpu", "cuda:0 (NVIDIA H100)"…
-	Preset     string         `json:"preset,omitempty"`  // reward preset name
+	Run        string         `json:"run,omitempty"`    // run folder name
+	Model      string         `json:"model,omitempty"`  // model folder or "builtin"
+	Device     string         `json:"device,omitempty"` // "cpu", "cuda:0 (NVIDIA H100)"…
+	Preset     string         `json:"preset,omitempty"` // reward preset name
 	TotalSteps int            `json:"total_steps,omitempty"`
 	Params     *Params        `json:"params,omitempty"`
 	Config     map[string]any `json:"config,omitempty"` // the resolved run configuration
