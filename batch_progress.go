@@ -1,0 +1,194 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"rlhfstation/engine/events"
+)
+
+// batchProgress renders a headless run's events: a progress bar redrawn in place on a
+// terminal, or one plain line per logged step when the output is a file or a pipe, and a
+// summary at the end.
+type batchProgress struct {
+	out      io.Writer
+	terminal bool
+	width    int
+	now      func() time.Time
+
+	start      time.Time
+	total      int
+	run        string
+	rewards    []float64 // reward per step, for the summary
+	last       events.Metrics
+	lastStep   int
+	anomalies  int
+	ckpts      []string
+	barVisible bool
+}
+
+func newBatchProgress(out io.Writer, terminal bool) *batchProgress {
+	return &batchProgress{out: out, terminal: terminal, width: 30, now: time.Now}
+}
+
+// Handle prints what an event calls for.
+func (p *batchProgress) Handle(e events.Event) {
+	switch e.Type {
+	case events.RunStart:
+		p.start, p.total, p.run = p.now(), e.TotalSteps, e.Run
+		params := ""
+		if e.Params != nil {
+			params = fmt.Sprintf(", %s trainable of %s parameters", humanCount(e.Params.Trainable), humanCount(e.Params.Total))
+		}
+		p.line(fmt.Sprintf("run %s: model %s on %s, preset %s, %d steps%s", e.Run, e.Model, e.Device, e.Preset, e.TotalSteps, params))
+	case events.Step:
+		p.lastStep, p.last = e.Step, e.Metrics
+		if r, ok := e.Metrics["reward"]; ok {
+			p.rewards = append(p.rewards, r)
+		}
+		if p.terminal {
+			p.drawBar()
+		} else {
+			p.line(p.stepLine())
+		}
+	case events.Anomaly:
+		p.anomalies++
+		p.line(fmt.Sprintf("%s step %d: %s (%s = %.4g): %s", strings.ToUpper(e.Severity), e.Step, e.Rule, e.Metric, e.Value, e.Message))
+	case events.Checkpoint:
+		p.ckpts = append(p.ckpts, e.Path)
+		health := ""
+		if e.Health != nil {
+			health = fmt.Sprintf(" (health %.2f)", e.Health.Score)
+		}
+		p.line(fmt.Sprintf("checkpoint %s%s", e.Path, health))
+	case events.Log:
+		if e.Level != "debug" {
+			p.line(e.Message)
+		}
+	case events.RunEnd:
+		p.clearBar()
+		p.summary(e)
+	}
+}
+
+func (p *batchProgress) stepLine() string {
+	m := p.last
+	var b strings.Builder
+	fmt.Fprintf(&b, "step %d/%d", p.lastStep, p.total)
+	for _, k := range []string{"reward", "reward_std", "kl", "loss", "entropy", "grad_norm", "ppl/aggregate", "ntl/digit_accuracy"} {
+		if v, ok := m[k]; ok {
+			fmt.Fprintf(&b, " %s=%.4g", k, v)
+		}
+	}
+	if v, ok := m["perf/tokens_per_second"]; ok {
+		fmt.Fprintf(&b, " tok/s=%.0f", v)
+	}
+	fmt.Fprintf(&b, " elapsed=%s eta=%s", p.elapsed(), p.eta())
+	return b.String()
+}
+
+func (p *batchProgress) drawBar() {
+	frac := 0.0
+	if p.total > 0 {
+		frac = math.Min(1, float64(p.lastStep)/float64(p.total))
+	}
+	filled := int(frac * float64(p.width))
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", p.width-filled)
+	m := p.last
+	fmt.Fprintf(p.out, "\r\x1b[2Kstep %d/%d %s reward %.3f kl %.4f %.0f tok/s ETA %s",
+		p.lastStep, p.total, bar, m["reward"], m["kl"], m["perf/tokens_per_second"], p.eta())
+	p.barVisible = true
+}
+
+func (p *batchProgress) clearBar() {
+	if p.barVisible {
+		fmt.Fprint(p.out, "\r\x1b[2K")
+		p.barVisible = false
+	}
+}
+
+// line prints a full line, keeping the bar below it on a terminal.
+func (p *batchProgress) line(s string) {
+	p.clearBar()
+	fmt.Fprintln(p.out, s)
+	if p.terminal && p.lastStep > 0 && p.total > 0 {
+		p.drawBar()
+	}
+}
+
+func (p *batchProgress) elapsed() time.Duration {
+	if p.start.IsZero() {
+		return 0
+	}
+	return p.now().Sub(p.start).Round(time.Second)
+}
+
+func (p *batchProgress) eta() string {
+	if p.lastStep == 0 || p.total == 0 {
+		return "?"
+	}
+	per := p.now().Sub(p.start) / time.Duration(p.lastStep)
+	return (per * time.Duration(p.total-p.lastStep)).Round(time.Second).String()
+}
+
+func (p *batchProgress) summary(e events.Event) {
+	fmt.Fprintf(p.out, "run %s %s after %d steps in %s", p.run, e.Status, p.lastStep, p.elapsed())
+	if e.Reason != "" {
+		fmt.Fprintf(p.out, ": %s", e.Reason)
+	}
+	fmt.Fprintln(p.out)
+	if n := len(p.rewards); n >= 2 {
+		k := min(20, n/2)
+		first, firstSE := meanSE(p.rewards[:k])
+		last, lastSE := meanSE(p.rewards[n-k:])
+		fmt.Fprintf(p.out, "  reward: first %d steps %.4f ± %.4f, last %d steps %.4f ± %.4f\n", k, first, firstSE, k, last, lastSE)
+	}
+	keys := make([]string, 0, len(p.last))
+	for k := range p.last {
+		if !strings.HasPrefix(k, "perf/") && !strings.HasPrefix(k, "mem/") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(p.out, "  %-28s %.6g\n", k, p.last[k])
+	}
+	if p.anomalies > 0 {
+		fmt.Fprintf(p.out, "  anomalies: %d (see events.jsonl)\n", p.anomalies)
+	}
+	if n := len(p.ckpts); n > 0 {
+		fmt.Fprintf(p.out, "  last checkpoint: %s\n", p.ckpts[n-1])
+	}
+}
+
+// meanSE is the mean and its standard error.
+func meanSE(x []float64) (mean, se float64) {
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(len(x))
+	if len(x) < 2 {
+		return mean, 0
+	}
+	ss := 0.0
+	for _, v := range x {
+		ss += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(ss/float64(len(x)-1)) / math.Sqrt(float64(len(x)))
+}
+
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
