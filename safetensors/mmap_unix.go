@@ -1,0 +1,16 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd
+
+package safetensors
+
+import (
+	"os"
+	"syscall"
+)
+
+// mapFile maps the first size bytes of f privately: pages are shared with the page cache
+// until written, and a stray write never reaches the file or faults.
+func mapFile(f *os.File, size int64) ([]byte, error) {
+	return syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE)
+}
+
+func unmapFile(b []byte) error { return syscall.Munmap(b) }
