@@ -1,0 +1,394 @@
+// Package config is the run configuration of a GRPO run (DESIGN §5, §9): a TOML file whose
+// training keys carry TRL GRPOConfig's names, plus what to train (model, data, preset) and where
+// (device, output). Values come in layers, each overriding the one before:
+//
+//	defaults < the preset's [grpo] table < the config file < command-line flags
+//
+// Decoding is strict: an unknown key or a value of the wrong type is an error naming the file,
+// the key and its line. The resolved configuration is written into the run folder as
+// config.toml, which loads back to identical values.
+//
+// Where this differs from TRL: per_device_train_batch_size counts PROMPTS per micro-step (each
+// gets num_generations completions), not completions as in TRL; `batch_size` is not accepted as
+// a key (the flag is --batch-size). max_grad_norm = 0 turns clipping off; save_steps = 0 saves
+// only at the end; save_total_limit = 0 keeps every checkpoint; warmup_steps > 0 wins over
+// warmup_ratio, as in transformers.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Config is a resolved run configuration. The `toml` tag is the key; `grpo` marks the keys a
+// preset's [grpo] table may set; `enum` lists the allowed strings.
+type Config struct {
+	// What to train, with what, and where.
+	Model           string `toml:"model"`     // model folder; "" = the built-in model
+	Data            string `toml:"data"`      // prompt file; "" = the preset's built-in prompts
+	Preset          string `toml:"preset"`    // reward preset name
+	Baselines       string `toml:"baselines"` // baselines.json; "" = computed at start
+	AcceptBaselines bool   `toml:"accept_baselines"`
+	Device          string `toml:"device" enum:"auto,cpu,cuda"`
+	OutputDir       string `toml:"output_dir"` // parent of run folders
+	RunName         string `toml:"run_name"`   // "" = <yyyymmdd-hhmmss>-<preset>
+
+	// GRPO and optimisation, with TRL GRPOConfig's names.
+	LearningRate              float64 `toml:"learning_rate" grpo:""`
+	Beta                      float64 `toml:"beta" grpo:""`
+	Epsilon                   float64 `toml:"epsilon" grpo:""`
+	EpsilonHigh               float64 `toml:"epsilon_high" grpo:""` // = epsilon unless set
+	NumGenerations            int     `toml:"num_generations" grpo:""`
+	MaxCompletionLength       int     `toml:"max_completion_length" grpo:""`
+	MaxPromptLength           int     `toml:"max_prompt_length" grpo:""`
+	Temperature               float64 `toml:"temperature" grpo:""`
+	TopP                      float64 `toml:"top_p" grpo:""`
+	TopK                      int     `toml:"top_k" grpo:""` // 0 = off
+	NumIterations             int     `toml:"num_iterations" grpo:""`
+	ScaleRewards              string  `toml:"scale_rewards" grpo:"" enum:"group,batch,none"`
+	LossType                  string  `toml:"loss_type" grpo:"" enum:"grpo,bnpo,dr_grpo,dapo"`
+	MaxGradNorm               float64 `toml:"max_grad_norm" grpo:""` // 0 = no clipping
+	PerDeviceTrainBatchSize   int     `toml:"per_device_train_batch_size" grpo:""`
+	GradientAccumulationSteps int     `toml:"gradient_accumulation_steps" grpo:""`
+	MaxSteps                  int     `toml:"max_steps" grpo:""`
+	LoggingSteps              int     `toml:"logging_steps" grpo:""`
+	SaveSteps                 int     `toml:"save_steps" grpo:""`       // 0 = only at the end
+	SaveTotalLimit            int     `toml:"save_total_limit" grpo:""` // 0 = keep all
+	Seed                      int64   `toml:"seed" grpo:""`
+	LRSchedulerType           string  `toml:"lr_scheduler_type" grpo:"" enum:"constant,linear,cosine"`
+	WarmupSteps               int     `toml:"warmup_steps" grpo:""`
+	WarmupRatio               float64 `toml:"warmup_ratio" grpo:""`
+	WeightDecay               float64 `toml:"weight_decay" grpo:""`
+	AdamBeta1                 float64 `toml:"adam_beta1" grpo:""`
+	AdamBeta2                 float64 `toml:"adam_beta2" grpo:""`
+	AdamEpsilon               float64 `toml:"adam_epsilon" grpo:""`
+
+	LoRA  LoRA  `toml:"lora"`
+	Quant Quant `toml:"quant"`
+
+	// Monitor is the [monitor] table, kept undecoded for the monitor package.
+	Monitor map[string]any `toml:"monitor"`
+
+	origin map[string]string // key → where its value came from, for messages
+}
+
+// LoRA is the [lora] table, with PEFT LoraConfig's names.
+type LoRA struct {
+	R               int     `toml:"r"`
+	Alpha           float64 `toml:"lora_alpha"`
+	Dropout         float64 `toml:"lora_dropout"`   // PEFT's default, 0
+	TargetModules   Modules `toml:"target_modules"` // names, or "all-linear"
+	UseRSLoRA       bool    `toml:"use_rslora"`
+	InitLoRAWeights bool    `toml:"init_lora_weights"`
+}
+
+// Quant is the [quant] table: how the frozen base is quantized (DESIGN §8).
+type Quant struct {
+	Type        string `toml:"type" enum:"nf4,fp4,none"`
+	BlockSize   int    `toml:"blocksize"`
+	DoubleQuant bool   `toml:"double_quant"`
+}
+
+// AllLinear is the target_modules value meaning every linear layer but the LM head.
+const AllLinear = "all-linear"
+
+// Modules is the target_modules setting: module names, or the single name "all-linear".
+// In TOML it is a list of strings or one string.
+type Modules []string
+
+// AllLinear reports whether m targets every linear layer.
+func (m Modules) AllLinear() bool { return len(m) == 1 && m[0] == AllLinear }
+
+// Default returns the defaults of DESIGN §5 (TRL's and PEFT's where DESIGN is silent).
+func Default() *Config {
+	return &Config{
+		Preset:    "story",
+		Device:    "auto",
+		OutputDir: "runs",
+
+		LearningRate:              1e-5,
+		Beta:                      0.04,
+		Epsilon:                   0.2,
+		EpsilonHigh:               0.2,
+		NumGenerations:            8,
+		MaxCompletionLength:       128,
+		MaxPromptLength:           512,
+		Temperature:               1.0,
+		TopP:                      1.0,
+		TopK:                      0,
+		NumIterations:             1,
+		ScaleRewards:              "group",
+		LossType:                  "dapo",
+		MaxGradNorm:               1.0,
+		PerDeviceTrainBatchSize:   4,
+		GradientAccumulationSteps: 1,
+		MaxSteps:                  100,
+		LoggingSteps:              10,
+		SaveSteps:                 50,
+		SaveTotalLimit:            0,
+		Seed:                      42,
+		LRSchedulerType:           "linear",
+		WeightDecay:               0,
+		AdamBeta1:                 0.9,
+		AdamBeta2:                 0.999,
+		AdamEpsilon:               1e-8,
+
+		LoRA:  LoRA{R: 16, Alpha: 32, TargetModules: Modules{AllLinear}, InitLoRAWeights: true},
+		Quant: Quant{Type: "nf4", BlockSize: 64, DoubleQuant: true},
+	}
+}
+
+// Origin says where key's value came from: "default", a file and line, a preset, a flag.
+func (c *Config) Origin(key string) string {
+	if o, ok := c.origin[key]; ok {
+		return o
+	}
+	return "default"
+}
+
+func (c *Config) setOrigin(key, src string) {
+	if c.origin == nil {
+		c.origin = map[string]string{}
+	}
+	c.origin[key] = src
+}
+
+// Finish fills the derived values (epsilon_high = epsilon unless some layer set it) and
+// validates the result. Load and Resolve call it; call it after Apply and ApplyFile.
+func (c *Config) Finish() error {
+	if _, set := c.origin["epsilon_high"]; !set {
+		c.EpsilonHigh = c.Epsilon
+	}
+	return c.Validate()
+}
+
+// Validate checks every value, returning one error that lists each problem with the value's origin.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(key string, v any, msg string) {
+		errs = append(errs, fmt.Sprintf("%s = %v (%s): %s", key, fmtValue(v), c.Origin(key), msg))
+	}
+	for _, l := range leaves(c) {
+		if l.v.Kind() == reflect.Float64 && (math.IsNaN(l.v.Float()) || math.IsInf(l.v.Float(), 0)) {
+			bad(l.key, l.v.Float(), "must be a finite number")
+		}
+		if enum := l.f.Tag.Get("enum"); enum != "" && !oneOf(l.v.String(), enum) {
+			bad(l.key, l.v.String(), "must be one of "+strings.ReplaceAll(enum, ",", ", "))
+		}
+	}
+	positive := func(key string, v float64) {
+		if !(v > 0) {
+			bad(key, v, "must be greater than 0")
+		}
+	}
+	atLeast := func(key string, v, min int) {
+		if v < min {
+			bad(key, v, fmt.Sprintf("must be at least %d", min))
+		}
+	}
+	inUnit := func(key string, v float64) { // [0, 1)
+		if v < 0 || v >= 1 {
+			bad(key, v, "must be in [0, 1)")
+		}
+	}
+	nonNegative := func(key string, v float64) {
+		if v < 0 {
+			bad(key, v, "must not be negative")
+		}
+	}
+	if c.Preset == "" {
+		bad("preset", c.Preset, "must name a preset")
+	}
+	if c.OutputDir == "" {
+		bad("output_dir", c.OutputDir, "must name a folder")
+	}
+	if strings.ContainsAny(c.RunName, `/\`) || c.RunName == "." || c.RunName == ".." {
+		bad("run_name", c.RunName, "must be a plain folder name")
+	}
+	positive("learning_rate", c.LearningRate)
+	nonNegative("beta", c.Beta)
+	inUnit("epsilon", c.Epsilon)
+	nonNegative("epsilon_high", c.EpsilonHigh)
+	if c.NumGenerations < 2 {
+		bad("num_generations", c.NumGenerations, "must be at least 2: GRPO compares the completions of a group")
+	}
+	atLeast("max_completion_length", c.MaxCompletionLength, 1)
+	atLeast("max_prompt_length", c.MaxPromptLength, 1)
+	positive("temperature", c.Temperature)
+	if !(c.TopP > 0 && c.TopP <= 1) {
+		bad("top_p", c.TopP, "must be in (0, 1]")
+	}
+	atLeast("top_k", c.TopK, 0)
+	atLeast("num_iterations", c.NumIterations, 1)
+	nonNegative("max_grad_norm", c.MaxGradNorm)
+	atLeast("per_device_train_batch_size", c.PerDeviceTrainBatchSize, 1)
+	atLeast("gradient_accumulation_steps", c.GradientAccumulationSteps, 1)
+	atLeast("max_steps", c.MaxSteps, 1)
+	atLeast("logging_steps", c.LoggingSteps, 1)
+	atLeast("save_steps", c.SaveSteps, 0)
+	atLeast("save_total_limit", c.SaveTotalLimit, 0)
+	atLeast("warmup_steps", c.WarmupSteps, 0)
+	inUnit("warmup_ratio", c.WarmupRatio)
+	nonNegative("weight_decay", c.WeightDecay)
+	inUnit("adam_beta1", c.AdamBeta1)
+	inUnit("adam_beta2", c.AdamBeta2)
+	positive("adam_epsilon", c.AdamEpsilon)
+
+	atLeast("lora.r", c.LoRA.R, 1)
+	positive("lora.lora_alpha", c.LoRA.Alpha)
+	inUnit("lora.lora_dropout", c.LoRA.Dropout)
+	switch m := c.LoRA.TargetModules; {
+	case len(m) == 0:
+		bad("lora.target_modules", m, `must name modules, or be "all-linear"`)
+	case len(m) > 1 && sliceHas(m, AllLinear):
+		bad("lora.target_modules", m, `"all-linear" stands alone`)
+	case sliceHas(m, ""):
+		bad("lora.target_modules", m, "holds an empty name")
+	}
+	if b := c.Quant.BlockSize; b < 32 || b > 4096 || b&(b-1) != 0 {
+		bad("quant.blocksize", b, "must be a power of two from 32 to 4096")
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+}
+
+// WarmupStepsFor is the number of warm-up steps: warmup_steps when set, else
+// ceil(warmup_ratio × max_steps), as transformers computes it.
+func (c *Config) WarmupStepsFor() int {
+	if c.WarmupSteps > 0 {
+		return c.WarmupSteps
+	}
+	return int(math.Ceil(c.WarmupRatio * float64(c.MaxSteps)))
+}
+
+// Hash is a content hash (SHA-256, hex) of the resolved configuration as Encode writes it.
+func (c *Config) Hash() string {
+	sum := sha256.Sum256(c.Encode())
+	return hex.EncodeToString(sum[:])
+}
+
+// Map returns the configuration as plain values keyed like the TOML (nested maps for the
+// tables), for the run_start event.
+func (c *Config) Map() map[string]any {
+	out := map[string]any{}
+	for _, l := range leaves(c) {
+		m := out
+		parts := strings.Split(l.key, ".")
+		for _, p := range parts[:len(parts)-1] {
+			sub, ok := m[p].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[p] = sub
+			}
+			m = sub
+		}
+		v := l.v.Interface()
+		if mods, ok := v.(Modules); ok {
+			v = []string(mods)
+			if mods.AllLinear() {
+				v = AllLinear
+			}
+		}
+		m[parts[len(parts)-1]] = v
+	}
+	if len(c.Monitor) > 0 {
+		out["monitor"] = c.Monitor
+	}
+	return out
+}
+
+// leaf is one settable value of the configuration.
+type leaf struct {
+	key  string // "beta", "lora.r"
+	f    reflect.StructField
+	v    reflect.Value
+	grpo bool
+}
+
+// leaves lists every scalar setting of c in declaration order (Monitor excluded).
+func leaves(c *Config) []leaf {
+	var out []leaf
+	var walk func(rv reflect.Value, prefix string)
+	walk = func(rv reflect.Value, prefix string) {
+		t := rv.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := f.Tag.Get("toml")
+			if name == "" || name == "monitor" {
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(rv.Field(i), prefix+name+".")
+				continue
+			}
+			_, grpo := f.Tag.Lookup("grpo")
+			out = append(out, leaf{key: prefix + name, f: f, v: rv.Field(i), grpo: grpo})
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), "")
+	return out
+}
+
+// tables lists the names of the tables of a Config ("lora", "quant", "monitor").
+func tables() []string {
+	var out []string
+	t := reflect.TypeOf(Config{})
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if name := f.Tag.Get("toml"); name != "" && (f.Type.Kind() == reflect.Struct || f.Type.Kind() == reflect.Map) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func oneOf(s, list string) bool {
+	for _, e := range strings.Split(list, ",") {
+		if s == e {
+			return true
+		}
+	}
+	return false
+}
+
+func sliceHas(s []string, x string) bool {
+	for _, e := range s {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return quote(v)
+	case Modules:
+		q := make([]string, len(v))
+		for i, s := range v {
+			q[i] = quote(s)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	case float64:
+		return formatFloat(v)
+	}
+	return fmt.Sprint(v)
+}
+
+// keys returns the sorted keys of m.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

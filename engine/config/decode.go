@@ -1,0 +1,353 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Load reads a configuration file over the defaults and finishes it: what a run folder's
+// config.toml gives back.
+func Load(path string) (*Config, error) {
+	c := Default()
+	if err := c.ApplyFile(path); err != nil {
+		return nil, err
+	}
+	if err := c.Finish(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Apply sets the keys of a preset's [grpo] table (already decoded, as the presets package
+// gives it). Only GRPO keys are allowed; source names the table in errors ("preset math [grpo]").
+func (c *Config) Apply(table map[string]any, source string) error {
+	return c.apply(table, source, nil, true)
+}
+
+// ApplyFile reads the TOML file at path over c.
+func (c *Config) ApplyFile(path string) error {
+	raw, loc, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	return c.apply(raw, path, loc, false)
+}
+
+// readFile parses a TOML file into its raw map and a locator of its keys' lines.
+func readFile(path string) (map[string]any, locator, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw := map[string]any{}
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, nil, fmt.Errorf("%s:%d: %s", path, pe.Position.Line, pe.Message)
+		}
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return raw, fileLocator(string(data)), nil
+}
+
+// locator gives the line that defines a key path, 0 when unknown.
+type locator func(path []string) int
+
+// fileLocator finds key lines by decoding doc into a struct holding only that key, of a type
+// whose decoding always fails: BurntSushi/toml reports such a failure as a ParseError carrying
+// the key's position, and exposes positions no other way.
+func fileLocator(doc string) locator {
+	return func(path []string) int {
+		for n := len(path); n > 0; n-- { // implicit tables have no line: try the parents
+			v := reflect.New(probeType(path[:n]))
+			_, err := toml.Decode(doc, v.Interface())
+			var pe toml.ParseError
+			if errors.As(err, &pe) && pe.Position.Line > 0 {
+				return pe.Position.Line
+			}
+		}
+		return 0
+	}
+}
+
+type probe struct{}
+
+func (probe) UnmarshalTOML(any) error { return errors.New("probe") }
+
+func probeType(path []string) reflect.Type {
+	t := reflect.TypeOf(probe{})
+	for i := len(path) - 1; i >= 0; i-- {
+		tag := reflect.StructTag("toml:" + strconv.Quote(path[i]))
+		t = reflect.StructOf([]reflect.StructField{{Name: "F", Type: t, Tag: tag}})
+	}
+	return t
+}
+
+// keyError is one problem with one key, sortable by line.
+type keyError struct {
+	line int
+	msg  string
+}
+
+// apply sets every key of raw into c. grpoOnly restricts it to the GRPO keys (a preset table).
+// All problems are reported together, in line order.
+func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly bool) error {
+	byKey := map[string]leaf{}
+	for _, l := range leaves(c) {
+		byKey[l.key] = l
+	}
+	isTable := map[string]bool{}
+	for _, t := range tables() {
+		isTable[t] = true
+	}
+	var errs []keyError
+	fail := func(path []string, format string, args ...any) {
+		e := keyError{msg: fmt.Sprintf(format, args...)}
+		if loc != nil {
+			e.line = loc(path)
+		}
+		errs = append(errs, e)
+	}
+	var walk func(m map[string]any, prefix []string)
+	walk = func(m map[string]any, prefix []string) {
+		for _, k := range keys(m) {
+			path := append(append([]string(nil), prefix...), k)
+			key := strings.Join(path, ".")
+			v := m[k]
+			l, ok := byKey[key]
+			switch {
+			case !ok && len(prefix) == 0 && isTable[k] && !grpoOnly:
+				sub, isMap := v.(map[string]any)
+				if !isMap {
+					fail(path, "%s: want a table [%s], got %s", key, key, describe(v))
+				} else if k == "monitor" {
+					c.Monitor = mergeMaps(c.Monitor, sub)
+					c.setOrigin(key, where(source, loc, path))
+				} else {
+					walk(sub, path)
+				}
+			case !ok:
+				fail(path, "unknown key %q%s", key, suggest(key, byKey, grpoOnly))
+			case grpoOnly && !l.grpo:
+				fail(path, "key %q is not a GRPO setting and cannot be set here", key)
+			default:
+				if b, isBool := v.(bool); isBool && key == "scale_rewards" {
+					v = map[bool]string{true: "group", false: "none"}[b] // TRL's boolean form
+				}
+				if err := set(l.v, v); err != nil {
+					fail(path, "%s: %v", key, err)
+				} else {
+					c.setOrigin(key, where(source, loc, path))
+				}
+			}
+		}
+	}
+	walk(raw, nil)
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].line < errs[j].line })
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		if e.line > 0 {
+			msgs[i] = fmt.Sprintf("%s:%d: %s", source, e.line, e.msg)
+		} else {
+			msgs[i] = fmt.Sprintf("%s: %s", source, e.msg)
+		}
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+func where(source string, loc locator, path []string) string {
+	if loc != nil {
+		if line := loc(path); line > 0 {
+			return fmt.Sprintf("%s:%d", source, line)
+		}
+	}
+	return source
+}
+
+// set stores the decoded TOML value v into the field dst, converting only where no
+// information is lost (an integer into a float field).
+func set(dst reflect.Value, v any) error {
+	switch dst.Interface().(type) {
+	case Modules:
+		switch v := v.(type) {
+		case string:
+			dst.Set(reflect.ValueOf(Modules{v}))
+			return nil
+		case []string:
+			dst.Set(reflect.ValueOf(Modules(append([]string(nil), v...))))
+			return nil
+		case []any:
+			m := make(Modules, len(v))
+			for i, e := range v {
+				s, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("want a list of module names, element %d is %s", i, describe(e))
+				}
+				m[i] = s
+			}
+			dst.Set(reflect.ValueOf(m))
+			return nil
+		}
+		return fmt.Errorf(`want a list of module names or "all-linear", got %s`, describe(v))
+	}
+	switch dst.Kind() {
+	case reflect.String:
+		if s, ok := v.(string); ok {
+			dst.SetString(s)
+			return nil
+		}
+		return fmt.Errorf("want a string, got %s", describe(v))
+	case reflect.Bool:
+		if b, ok := v.(bool); ok {
+			dst.SetBool(b)
+			return nil
+		}
+		return fmt.Errorf("want true or false, got %s", describe(v))
+	case reflect.Int, reflect.Int64:
+		if i, ok := asInt(v); ok {
+			if dst.OverflowInt(i) {
+				return fmt.Errorf("%d is out of range", i)
+			}
+			dst.SetInt(i)
+			return nil
+		}
+		return fmt.Errorf("want an integer, got %s", describe(v))
+	case reflect.Float64:
+		if i, ok := asInt(v); ok {
+			dst.SetFloat(float64(i))
+			return nil
+		}
+		switch v := v.(type) {
+		case float64:
+			dst.SetFloat(v)
+			return nil
+		case float32:
+			dst.SetFloat(float64(v))
+			return nil
+		}
+		return fmt.Errorf("want a number, got %s", describe(v))
+	}
+	return fmt.Errorf("cannot set a %s", dst.Type())
+}
+
+func asInt(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case uint64:
+		if v <= math.MaxInt64 {
+			return int64(v), true
+		}
+	}
+	return 0, false
+}
+
+// describe names a decoded TOML value's type and shows it, for messages.
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return "the string " + quote(v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case int64, int, int32:
+		return fmt.Sprintf("the integer %v", v)
+	case float64:
+		return "the float " + formatFloat(v)
+	case []any, []string:
+		return "a list"
+	case map[string]any:
+		return "a table"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func mergeMaps(dst, src map[string]any) map[string]any {
+	if dst == nil {
+		dst = map[string]any{}
+	}
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = mergeMaps(dm, sm)
+				continue
+			}
+			v = mergeMaps(nil, sm)
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+// hints names the right key for names that users of other tools write.
+var hints = map[string]string{
+	"batch_size":      "per_device_train_batch_size",
+	"lr":              "learning_rate",
+	"steps":           "max_steps",
+	"num_train_steps": "max_steps",
+	"kl_coef":         "beta",
+	"output":          "output_dir",
+	"out":             "output_dir",
+	"lora.alpha":      "lora.lora_alpha",
+	"lora.dropout":    "lora.lora_dropout",
+	"lora_r":          "lora.r",
+	"lora_alpha":      "lora.lora_alpha",
+}
+
+// suggest returns `; did you mean "x"?` for a near miss, else "".
+func suggest(key string, byKey map[string]leaf, grpoOnly bool) string {
+	if key == "grpo" {
+		return "; GRPO settings go at the top level of a run configuration"
+	}
+	if h, ok := hints[key]; ok {
+		return fmt.Sprintf("; did you mean %q?", h)
+	}
+	best, bestD := "", 3
+	for k, l := range byKey {
+		if grpoOnly && !l.grpo {
+			continue
+		}
+		if d := distance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// distance is the Levenshtein edit distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+
+	"rlhfstation/internal/atomicfile"
+)
+
+// Write saves the configuration as TOML at path, atomically.
+func (c *Config) Write(path string) error {
+	return atomicfile.WriteFile(path, c.Encode(), 0o644)
+}
+
+// Encode renders every setting explicitly as TOML, in a fixed order, so that loading the text
+// gives identical values and equal configurations give equal bytes (Hash).
+func (c *Config) Encode() []byte {
+	var b bytes.Buffer
+	b.WriteString("# rlhfstation run configuration (resolved: every value explicit)\n")
+	table := ""
+	for _, l := range leaves(c) {
+		parts := strings.Split(l.key, ".")
+		if t := strings.Join(parts[:len(parts)-1], "."); t != table {
+			table = t
+			fmt.Fprintf(&b, "\n[%s]\n", table)
+		}
+		fmt.Fprintf(&b, "%s = %s\n", parts[len(parts)-1], encodeValue(l.v))
+	}
+	if len(c.Monitor) > 0 {
+		b.WriteString("\n")
+		// The monitor table is free-form: BurntSushi's encoder sorts its keys.
+		if err := toml.NewEncoder(&b).Encode(struct {
+			Monitor map[string]any `toml:"monitor"`
+		}{c.Monitor}); err != nil {
+			fmt.Fprintf(&b, "# monitor table not encodable: %v\n", err)
+		}
+	}
+	return b.Bytes()
+}
+
+func encodeValue(v reflect.Value) string {
+	if m, ok := v.Interface().(Modules); ok {
+		if m.AllLinear() {
+			return quote(AllLinear)
+		}
+		q := make([]string, len(m))
+		for i, s := range m {
+			q[i] = quote(s)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return quote(v.String())
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.Int, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Float64:
+		return formatFloat(v.Float())
+	}
+	panic("config: no TOML form for " + v.Type().String())
+}
+
+// formatFloat writes f as a TOML float that parses back to the same bits.
+func formatFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return s
+}
+
+// quote writes s as a TOML basic string.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		case r == utf8.RuneError:
+			b.WriteString(`\uFFFD`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
