@@ -119,7 +119,7 @@ r = 8
 		origin    string
 	}{
 		{"preset", c.Preset, "math", path + ":1"},
-		{"beta", c.Beta, 0.1, "preset math [grpo]"},                  // preset over default
+		{"beta", c.Beta, 0.1, "preset math [grpo]"},                    // preset over default
 		{"num_generations", c.NumGenerations, 4, "preset math [grpo]"}, // preset over default
 		{"temperature", c.Temperature, 0.9, path + ":3"},               // file over preset
 		{"max_steps", c.MaxSteps, 50, "--steps"},                       // flag over file over preset
