@@ -1,0 +1,275 @@
+package rewards
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// BaselinesFormat names the layout of baselines.json.
+const BaselinesFormat = "rlhfstation-baselines/1"
+
+// Percentiles are the p5, p25, p50, p75 and p95 of one level over the samples.
+type Percentiles struct {
+	P5  float64 `json:"p5"`
+	P25 float64 `json:"p25"`
+	P50 float64 `json:"p50"`
+	P75 float64 `json:"p75"`
+	P95 float64 `json:"p95"`
+}
+
+// LevelPercentiles holds Percentiles per level.
+type LevelPercentiles struct {
+	Word     Percentiles `json:"word"`
+	Phrase   Percentiles `json:"phrase"`
+	Sentence Percentiles `json:"sentence"`
+}
+
+// Baselines are the B_l of DESIGN §6.1 and what baselines.json records about them.
+type Baselines struct {
+	Format        string           `json:"format"`
+	Levels        Levels           `json:"baselines"` // B_l: geometric mean of P_l over the samples
+	Samples       int              `json:"samples"`
+	Std           Levels           `json:"std"` // sample standard deviation of P_l
+	Percentiles   LevelPercentiles `json:"percentiles"`
+	ModelHash     string           `json:"model_hash"`
+	TokenizerHash string           `json:"tokenizer_hash"`
+	Created       time.Time        `json:"created"`
+	Source        string           `json:"source"` // the reference data the samples came from
+}
+
+// ComputeBaselines aggregates the levels of reference samples: B_l is the geometric mean of
+// P_l over the samples, with each level's sample std and percentiles. Samples with a
+// non-finite or non-positive level (texts with no word) are left out.
+func ComputeBaselines(samples []Levels) (Baselines, error) {
+	var word, phrase, sentence []float64
+	for _, s := range samples {
+		if !positiveFinite(s.Word) || !positiveFinite(s.Phrase) || !positiveFinite(s.Sentence) {
+			continue
+		}
+		word = append(word, s.Word)
+		phrase = append(phrase, s.Phrase)
+		sentence = append(sentence, s.Sentence)
+	}
+	if len(word) == 0 {
+		return Baselines{}, errors.New("no sample with words to compute baselines from")
+	}
+	return Baselines{
+		Format:  BaselinesFormat,
+		Levels:  Levels{geometricMean(word), geometricMean(phrase), geometricMean(sentence)},
+		Samples: len(word),
+		Std:     Levels{sampleStd(word), sampleStd(phrase), sampleStd(sentence)},
+		Percentiles: LevelPercentiles{
+			Word:     percentiles(word),
+			Phrase:   percentiles(phrase),
+			Sentence: percentiles(sentence),
+		},
+	}, nil
+}
+
+func positiveFinite(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
+
+func geometricMean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += math.Log(x)
+	}
+	return math.Exp(sum / float64(len(xs)))
+}
+
+// sampleStd is the standard deviation with Bessel's correction; 0 for fewer than two values.
+func sampleStd(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	mean := 0.0
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(ss / float64(len(xs)-1))
+}
+
+// percentiles interpolates linearly between order statistics (numpy's default).
+func percentiles(xs []float64) Percentiles {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	at := func(q float64) float64 {
+		pos := q / 100 * float64(len(s)-1)
+		lo := int(math.Floor(pos))
+		if lo >= len(s)-1 {
+			return s[len(s)-1]
+		}
+		return s[lo] + (pos-float64(lo))*(s[lo+1]-s[lo])
+	}
+	return Percentiles{at(5), at(25), at(50), at(75), at(95)}
+}
+
+// Validate checks that loaded baselines can be divided by.
+func (b Baselines) Validate() error {
+	if b.Format != BaselinesFormat {
+		return fmt.Errorf("format %q, want %q", b.Format, BaselinesFormat)
+	}
+	for _, v := range []struct {
+		name string
+		x    float64
+	}{{"word", b.Levels.Word}, {"phrase", b.Levels.Phrase}, {"sentence", b.Levels.Sentence}} {
+		if !positiveFinite(v.x) {
+			return fmt.Errorf("baseline %s = %v: it must be a finite number above 0", v.name, v.x)
+		}
+	}
+	if b.Samples < 1 {
+		return fmt.Errorf("samples = %d: baselines need at least one sample", b.Samples)
+	}
+	return nil
+}
+
+// LoadBaselines reads and validates a baselines.json file.
+func LoadBaselines(path string) (Baselines, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Baselines{}, err
+	}
+	var b Baselines
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return Baselines{}, fmt.Errorf("%s: %w", path, jsonErrorLine(data, err))
+	}
+	if err := b.Validate(); err != nil {
+		return Baselines{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
+// Save writes b as indented JSON, atomically: a temporary file in the same folder, fsync,
+// rename, so a crash never leaves half a file.
+func (b Baselines) Save(path string) error {
+	data, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+// ErrBaselinesMismatch is wrapped by Check's error when the hashes differ.
+var ErrBaselinesMismatch = errors.New("baselines were made with another model or tokenizer")
+
+// Check refuses baselines made with another model or tokenizer (content hashes differ) unless
+// accept is true, in which case it returns a warning to show instead of an error.
+func (b Baselines) Check(modelHash, tokenizerHash string, accept bool) (warning string, err error) {
+	var what string
+	switch {
+	case b.ModelHash != modelHash:
+		what = fmt.Sprintf("the model's hash is %s but the baselines were made with model %s", short(modelHash), short(b.ModelHash))
+	case b.TokenizerHash != tokenizerHash:
+		what = fmt.Sprintf("the tokenizer's hash is %s but the baselines were made with tokenizer %s", short(tokenizerHash), short(b.TokenizerHash))
+	default:
+		return "", nil
+	}
+	if accept {
+		return "using baselines made with another model or tokenizer (--accept-baselines): " + what, nil
+	}
+	return "", fmt.Errorf("%w: %s; recompute them with `rlhfstation baseline` or pass --accept-baselines to use them anyway", ErrBaselinesMismatch, what)
+}
+
+func short(hash string) string {
+	if hash == "" {
+		return "(none)"
+	}
+	if len(hash) > 19 {
+		return hash[:19] + "…"
+	}
+	return hash
+}
+
+// ContentHash is "sha256:<hex>" over the contents of the files in order, each preceded by
+// its length so that different splits of the same bytes differ. Use it for model weights
+// (all safetensors shards, sorted) and for tokenizer.json.
+func ContentHash(paths ...string) (string, error) {
+	h := sha256.New()
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return "", err
+		}
+		st, err := f.Stat()
+		if err == nil {
+			fmt.Fprintf(h, "%d\n", st.Size())
+			_, err = io.Copy(h, f)
+		}
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("hashing %s: %w", p, err)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same folder, fsyncs
+// it, renames it over path and fsyncs the folder.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// jsonErrorLine adds the line number to a JSON syntax or type error.
+func jsonErrorLine(data []byte, err error) error {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off < 0 || off > int64(len(data)) {
+		return err
+	}
+	return fmt.Errorf("line %d: %w", 1+bytes.Count(data[:off], []byte("\n")), err)
+}

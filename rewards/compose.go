@@ -1,0 +1,255 @@
+package rewards
+
+import (
+	"fmt"
+	"math"
+)
+
+// notApplicable is the value of a reward function that does not apply to a sample.
+var notApplicable = math.NaN()
+
+// NotApplicable reports whether a reward value means "not applicable" (NaN).
+func NotApplicable(r float64) bool { return math.IsNaN(r) }
+
+// Sample is one completion with everything a reward function may need. Functions read only
+// the fields they use; the engine fills what its preset's functions need.
+type Sample struct {
+	Prompt     string
+	Completion string
+	Answer     string // the dataset's answer (ground truth); "" when it has none
+	IDs        []int  // completion token ids
+	Spans      []Span // their bytes in Completion, in order
+	NLL        []float64
+	// DigitLogits: see NTLInput.DigitLogits.
+	DigitLogits func(pos int) []float32
+}
+
+// Func is a named reward function over a batch. Score returns one value per sample (NaN where
+// it does not apply) and the function's own batch metrics (e.g. "ppl/word").
+type Func interface {
+	Name() string
+	Score(samples []Sample) (values []float64, metrics map[string]float64, err error)
+}
+
+// Weighted is a reward function with its weight w_f.
+type Weighted struct {
+	Func   Func
+	Weight float64
+}
+
+// Result is a scored batch.
+type Result struct {
+	Total   []float64            // r = Σ_f w_f r_f, NaN-safe: functions that do not apply add nothing
+	ByFunc  map[string][]float64 // each function's values (NaN: not applicable)
+	Metrics map[string]float64   // rewards/<name>/mean and /std, and the functions' own metrics
+}
+
+// Compose scores samples with every function and sums them with their weights (DESIGN §5).
+func Compose(funcs []Weighted, samples []Sample) (Result, error) {
+	res := Result{
+		Total:   make([]float64, len(samples)),
+		ByFunc:  map[string][]float64{},
+		Metrics: map[string]float64{},
+	}
+	for _, wf := range funcs {
+		name := wf.Func.Name()
+		if _, dup := res.ByFunc[name]; dup {
+			return Result{}, fmt.Errorf("rewards: reward function %q used twice", name)
+		}
+		values, metrics, err := wf.Func.Score(samples)
+		if err != nil {
+			return Result{}, fmt.Errorf("reward %s: %w", name, err)
+		}
+		if len(values) != len(samples) {
+			return Result{}, fmt.Errorf("reward %s: %d values for %d samples", name, len(values), len(samples))
+		}
+		res.ByFunc[name] = values
+		for i, v := range values {
+			if !NotApplicable(v) {
+				res.Total[i] += wf.Weight * v
+			}
+		}
+		mean, std := NaNMeanStd(values)
+		res.Metrics["rewards/"+name+"/mean"] = mean
+		res.Metrics["rewards/"+name+"/std"] = std
+		for k, v := range metrics {
+			res.Metrics[k] = v
+		}
+	}
+	return res, nil
+}
+
+// NaNMeanStd is the mean and sample standard deviation (Bessel's correction, as TRL logs
+// them) of the values that are not NaN. With none: NaN, NaN; with one: the value, 0.
+func NaNMeanStd(xs []float64) (mean, std float64) {
+	n := 0
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			mean += x
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	mean /= float64(n)
+	if n == 1 {
+		return mean, 0
+	}
+	ss := 0.0
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			ss += (x - mean) * (x - mean)
+		}
+	}
+	return mean, math.Sqrt(ss / float64(n-1))
+}
+
+// PPL is the multi-level perplexity reward (DESIGN §6.1), named "ppl".
+type PPL struct {
+	Weights    Weights
+	Baselines  Levels
+	Shape      Shape
+	Thresholds Thresholds
+}
+
+// PPLScore is one completion's multi-level perplexity and reward.
+type PPLScore struct {
+	Words       []Word  `json:"-"`
+	Levels      Levels  `json:"levels"`
+	Aggregate   float64 `json:"aggregate"`
+	Improvement float64 `json:"improvement"`
+	Reward      float64 `json:"reward"`
+	Empty       bool    `json:"empty"` // no word: reward 0
+}
+
+// Validate checks the weights, baselines, shape and thresholds.
+func (p PPL) Validate() error {
+	if err := p.Weights.Validate(); err != nil {
+		return err
+	}
+	b := p.Baselines
+	if !positiveFinite(b.Word) || !positiveFinite(b.Phrase) || !positiveFinite(b.Sentence) {
+		return fmt.Errorf("perplexity baselines %+v must be finite numbers above 0", b)
+	}
+	if _, err := ParseShape(string(p.Shape)); err != nil {
+		return err
+	}
+	return p.Thresholds.Validate()
+}
+
+// ScoreText scores one completion given its token spans and the scorer's per-token NLLs.
+func (p PPL) ScoreText(text string, spans []Span, nll []float64) (PPLScore, error) {
+	words, err := Words(text, spans, nll)
+	if err != nil {
+		return PPLScore{}, err
+	}
+	l, ok := MultiLevel(words)
+	if !ok {
+		return PPLScore{Levels: l, Aggregate: math.NaN(), Improvement: math.NaN(), Reward: 0, Empty: true}, nil
+	}
+	imp := Improvement(l, p.Baselines, p.Weights)
+	return PPLScore{
+		Words:       words,
+		Levels:      l,
+		Aggregate:   Aggregate(l, p.Weights),
+		Improvement: imp,
+		Reward:      p.Shape.Reward(imp, p.Thresholds),
+	}, nil
+}
+
+// Name is "ppl".
+func (PPL) Name() string { return "ppl" }
+
+// Score gives each sample its reward, and the batch metrics ppl/word, ppl/phrase,
+// ppl/sentence, ppl/aggregate, ppl/improvement (means over non-empty completions) and
+// rewards/ppl/empty (how many completions had no word).
+func (p PPL) Score(samples []Sample) ([]float64, map[string]float64, error) {
+	values := make([]float64, len(samples))
+	sums := map[string][]float64{}
+	empty := 0
+	for i, s := range samples {
+		sc, err := p.ScoreText(s.Completion, s.Spans, s.NLL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		values[i] = sc.Reward
+		if sc.Empty {
+			empty++
+			continue
+		}
+		sums["ppl/word"] = append(sums["ppl/word"], sc.Levels.Word)
+		sums["ppl/phrase"] = append(sums["ppl/phrase"], sc.Levels.Phrase)
+		sums["ppl/sentence"] = append(sums["ppl/sentence"], sc.Levels.Sentence)
+		sums["ppl/aggregate"] = append(sums["ppl/aggregate"], sc.Aggregate)
+		sums["ppl/improvement"] = append(sums["ppl/improvement"], sc.Improvement)
+	}
+	metrics := map[string]float64{"rewards/ppl/empty": float64(empty)}
+	for _, k := range []string{"ppl/word", "ppl/phrase", "ppl/sentence", "ppl/aggregate", "ppl/improvement"} {
+		metrics[k], _ = NaNMeanStd(sums[k])
+	}
+	return values, metrics, nil
+}
+
+// Name is "ntl".
+func (NTL) Name() string { return "ntl" }
+
+// Score gives each sample its ntl_reward (NaN where not applicable), and the batch metrics
+// ntl/loss and ntl/reward (means over applicable samples), ntl/total_digits,
+// ntl/correct_digits (sums) and ntl/digit_accuracy (their ratio).
+func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
+	values := make([]float64, len(samples))
+	losses := make([]float64, len(samples))
+	total, correct := 0, 0
+	for i, s := range samples {
+		r, err := n.ScoreCompletion(NTLInput{Text: s.Completion, IDs: s.IDs, Spans: s.Spans, Answer: s.Answer, DigitLogits: s.DigitLogits})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		values[i], losses[i] = r.Reward, r.Loss
+		total += r.Total
+		correct += r.Correct
+	}
+	metrics := map[string]float64{
+		"ntl/total_digits":   float64(total),
+		"ntl/correct_digits": float64(correct),
+		"ntl/digit_accuracy": math.NaN(),
+	}
+	if total > 0 {
+		metrics["ntl/digit_accuracy"] = float64(correct) / float64(total)
+	}
+	metrics["ntl/loss"], _ = NaNMeanStd(losses)
+	metrics["ntl/reward"], _ = NaNMeanStd(values)
+	return values, metrics, nil
+}
+
+// Correctness is the answer-correctness reward (DESIGN §6.3), named "correctness".
+type Correctness struct{ Extraction Extraction }
+
+// Name is "correctness".
+func (Correctness) Name() string { return "correctness" }
+
+// Score is 1 for an exact numeric match with the sample's ground truth, else 0; NaN for
+// samples without an answer.
+func (c Correctness) Score(samples []Sample) ([]float64, map[string]float64, error) {
+	values := make([]float64, len(samples))
+	for i, s := range samples {
+		values[i] = CorrectnessReward(s.Completion, GroundTruth(s.Answer), c.Extraction)
+	}
+	return values, nil, nil
+}
+
+// Format is the `#### N` format reward, named "format".
+type Format struct{}
+
+// Name is "format".
+func (Format) Name() string { return "format" }
+
+// Score is 1 for a completion with a well-formed `#### N` line, else 0.
+func (Format) Score(samples []Sample) ([]float64, map[string]float64, error) {
+	values := make([]float64, len(samples))
+	for i, s := range samples {
+		values[i] = FormatReward(s.Completion)
+	}
+	return values, nil, nil
+}
