@@ -1,0 +1,278 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// u is float32's unit roundoff.
+const u = 1.0 / (1 << 24)
+
+// tolerance bounds |fast − ref| for one element of C. Both are float32 sums of the same k
+// products in different orders (the fast path splits k into blocks, runs lanes and uses FMA);
+// each has a worst-case error of at most (k+3)·u·(|alpha|·Σ|a·b| + |beta·c|) (k roundings in
+// the sum, then alpha, beta and the blocked accumulation into C), so the two differ by at most
+// twice that. A wrong element, row or tile is off by O(Σ|a·b|) and fails by orders of magnitude.
+func tolerance(k int, scale float64) float64 { return 2 * float64(k+3+4) * u * scale }
+
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	pad            int // extra stride beyond the row width, for every operand
+	alpha, beta    float32
+}
+
+func (tc gemmCase) String() string {
+	t := func(b bool) string {
+		if b {
+			return "T"
+		}
+		return "N"
+	}
+	return fmt.Sprintf("%s%s_m%d_n%d_k%d_pad%d_a%g_b%g", t(tc.transA), t(tc.transB), tc.m, tc.n,
+		tc.k, tc.pad, tc.alpha, tc.beta)
+}
+
+// operands makes A, B and C with their strides; C is filled with NaN when beta is 0, since
+// Sgemm must then not read it.
+func (tc gemmCase) operands(rng *rand.Rand) (a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	ar, ac := tc.m, tc.k
+	if tc.transA {
+		ar, ac = ac, ar
+	}
+	br, bc := tc.k, tc.n
+	if tc.transB {
+		br, bc = bc, br
+	}
+	lda, ldb, ldc = ac+tc.pad, bc+tc.pad, tc.n+tc.pad
+	a = randSlice(rng, max(0, (ar-1)*lda+ac))
+	b = randSlice(rng, max(0, (br-1)*ldb+bc))
+	c = randSlice(rng, tc.m*ldc)
+	if tc.beta == 0 {
+		for i := range c {
+			c[i] = float32(math.NaN())
+		}
+	}
+	return
+}
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = rng.Float32()*2 - 1
+	}
+	return s
+}
+
+// absBound is |alpha|·Σ_p|op(A)[i,p]·op(B)[p,j]| + |beta·C0[i,j]|, the scale of the rounding error.
+func absBound(tc gemmCase, a []float32, lda int, b []float32, ldb int, c0 []float32, ldc, i, j int) float64 {
+	var s float64
+	for p := 0; p < tc.k; p++ {
+		var av, bv float32
+		if tc.transA {
+			av = a[p*lda+i]
+		} else {
+			av = a[i*lda+p]
+		}
+		if tc.transB {
+			bv = b[j*ldb+p]
+		} else {
+			bv = b[p*ldb+j]
+		}
+		s += math.Abs(float64(av) * float64(bv))
+	}
+	s *= math.Abs(float64(tc.alpha))
+	if tc.beta != 0 {
+		s += math.Abs(float64(tc.beta) * float64(c0[i*ldc+j]))
+	}
+	return s
+}
+
+// compare checks got against want over the m×n window of C and that the padding between rows
+// was left alone.
+func compare(t *testing.T, tc gemmCase, a []float32, lda int, b []float32, ldb int, c0, got, want []float32, ldc int) {
+	t.Helper()
+	bad := 0
+	for i := 0; i < tc.m; i++ {
+		for j := 0; j < ldc; j++ {
+			g, w := got[i*ldc+j], want[i*ldc+j]
+			if j >= tc.n {
+				if math.Float32bits(g) != math.Float32bits(c0[i*ldc+j]) {
+					t.Errorf("C[%d,%d] in the row padding changed: %g → %g", i, j, c0[i*ldc+j], g)
+					bad++
+				}
+				continue
+			}
+			tol := tolerance(tc.k, absBound(tc, a, lda, b, ldb, c0, ldc, i, j))
+			if d := math.Abs(float64(g) - float64(w)); !(d <= tol) {
+				t.Errorf("C[%d,%d] = %g, reference %g (diff %.3g > tolerance %.3g)", i, j, g, w, d, tol)
+				bad++
+			}
+			if bad > 10 {
+				t.Fatal("too many mismatches")
+			}
+		}
+	}
+}
+
+func testCases() []gemmCase {
+	var cs []gemmCase
+	sizes := [][3]int{
+		{1, 1, 1}, {1, 7, 13}, {7, 1, 31}, {13, 31, 7}, {31, 65, 127}, {65, 127, 31},
+		{127, 13, 65}, {14, 32, 256}, {28, 64, 513}, {300, 65, 129}, {33, 301, 300},
+		{6, 16, 1}, {5, 300, 257},
+	}
+	ab := [][2]float32{{1, 0}, {1, 1}, {-0.75, 0}, {1.5, 0.5}, {1, -2}}
+	i := 0
+	for _, s := range sizes {
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			// Rotate alpha, beta and padding through the shapes rather than taking every
+			// combination: each still meets every transposition case and size.
+			x := ab[i%len(ab)]
+			pad := []int{0, 3, 17}[i%3]
+			i++
+			cs = append(cs, gemmCase{tr[0], tr[1], s[0], s[1], s[2], pad, x[0], x[1]})
+		}
+	}
+	return cs
+}
+
+// runCase compares the kernel's path with SgemmRef on one case.
+func runCase(t *testing.T, kr *kernel, tc gemmCase) {
+	rng := rand.New(rand.NewPCG(uint64(tc.m*1000003+tc.n*1009+tc.k), uint64(tc.pad)))
+	a, lda, b, ldb, c0, ldc := tc.operands(rng)
+	want := append([]float32(nil), c0...)
+	SgemmRef(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, want, ldc)
+	got := append([]float32(nil), c0...)
+	sgemm(kr, tc.transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{b: b, ld: ldb, trans: tc.transB}, tc.beta, got, ldc)
+	compare(t, tc, a, lda, b, ldb, c0, got, want, ldc)
+}
+
+// TestKernels runs every kernel this CPU has, with each packing routine, on one, two and three
+// goroutines, against SgemmRef.
+func TestKernels(t *testing.T) {
+	defer func(n int64, w int, tr bool) {
+		threads.Store(n)
+		minParallelWork = w
+		useTranspose16 = tr
+	}(threads.Load(), minParallelWork, useTranspose16)
+	minParallelWork = 0 // small cases too take the parallel path
+	packers := []bool{false}
+	if useTranspose16 {
+		packers = append(packers, true)
+	}
+	for _, kr := range kernels() {
+		for _, asmPack := range packers {
+			for _, nt := range []int{1, 2, 3} {
+				name := fmt.Sprintf("%s/asmpack=%v/threads%d", kr.name, asmPack, nt)
+				t.Run(name, func(t *testing.T) {
+					useTranspose16 = asmPack
+					SetThreads(nt)
+					for _, tc := range testCases() {
+						t.Run(tc.String(), func(t *testing.T) { runCase(t, kr, tc) })
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestPanelSource checks that op(B) from a PanelSource gives bit for bit what the slice gives,
+// with the source written the way a quantized weight's is: W stored [n,k], each micro-panel
+// expanded from a scratch strip of nr rows of W.
+func TestPanelSource(t *testing.T) {
+	defer func(n int64) { threads.Store(n) }(threads.Load())
+	for _, kr := range kernels() {
+		for _, nt := range []int{1, 2} {
+			SetThreads(nt)
+			for _, s := range [][3]int{{1, 1, 1}, {31, 65, 127}, {300, 97, 300}, {64, 512, 520}} {
+				for _, transA := range []bool{false, true} {
+					tc := gemmCase{transA: transA, transB: true, m: s[0], n: s[1], k: s[2], pad: 5, alpha: 0.5, beta: 0}
+					rng := rand.New(rand.NewPCG(uint64(s[0]), uint64(s[2])))
+					a, lda, w, ldw, c0, ldc := tc.operands(rng)
+					want := append([]float32(nil), c0...)
+					sgemm(kr, transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{b: w, ld: ldw, trans: true}, 0, want, ldc)
+					got := append([]float32(nil), c0...)
+					sgemm(kr, transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{src: stripSource{w: w, ld: ldw}}, 0, got, ldc)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s threads%d %v: C[%d] = %g from the source, %g from the slice", kr.name, nt, tc, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// stripSource is op(B) = Wᵀ for W [n,k], packed one micro-panel at a time through a scratch strip.
+type stripSource struct {
+	w  []float32
+	ld int
+}
+
+func (s stripSource) PackB(dst []float32, p0, kc, j0, nc, nr int) {
+	strip := make([]float32, nr*kc)
+	for q := 0; q*nr < nc; q++ {
+		rows := min(nr, nc-q*nr)
+		for r := 0; r < rows; r++ {
+			row := (j0 + q*nr + r) * s.ld
+			copy(strip[r*kc:(r+1)*kc], s.w[row+p0:row+p0+kc])
+		}
+		PackB(dst[q*kc*nr:], strip, kc, true, 0, kc, 0, rows, nr)
+	}
+}
+
+// TestSpecialCases covers the BLAS conventions: k = 0 or alpha = 0 scale C by beta without
+// touching A and B, and beta = 0 clears C even when it holds NaN.
+func TestSpecialCases(t *testing.T) {
+	nan := float32(math.NaN())
+	c := []float32{nan, 2, 9, 3, nan, 9}
+	Sgemm(false, false, 2, 2, 0, 1, nil, 1, nil, 2, 0, c, 3)
+	if c[0] != 0 || c[1] != 0 || c[3] != 0 || c[4] != 0 || c[2] != 9 {
+		t.Errorf("k=0, beta=0: C = %v, want zeros in the 2×2 window", c)
+	}
+	c = []float32{1, 2, 3, 4}
+	a := []float32{nan, nan}
+	Sgemm(false, false, 2, 2, 1, 0, a, 1, []float32{nan, nan}, 2, 2, c, 2)
+	if c[0] != 2 || c[1] != 4 || c[2] != 6 || c[3] != 8 {
+		t.Errorf("alpha=0, beta=2: C = %v, want [2 4 6 8]", c)
+	}
+	Sgemm(false, false, 0, 5, 5, 1, nil, 5, make([]float32, 25), 5, 0, nil, 5)
+}
+
+// TestBadArguments checks that a slice too short for its shape panics with a message naming
+// the operand before any kernel touches memory.
+func TestBadArguments(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func()
+		want string
+	}{
+		{"short A", func() {
+			Sgemm(false, false, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+		}, "A has 15"},
+		{"short B", func() {
+			Sgemm(false, true, 4, 4, 4, 1, make([]float32, 16), 4, make([]float32, 15), 4, 0, make([]float32, 16), 4)
+		}, "B has 15"},
+		{"short C", func() {
+			Sgemm(true, false, 4, 4, 4, 1, make([]float32, 16), 4, make([]float32, 16), 4, 0, make([]float32, 15), 4)
+		}, "C has 15"},
+		{"small lda", func() {
+			Sgemm(false, false, 4, 4, 4, 1, make([]float32, 16), 3, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+		}, "ldA=3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if msg, _ := r.(string); !strings.Contains(msg, tc.want) {
+					t.Errorf("panic %v, want one containing %q", r, tc.want)
+				}
+			}()
+			tc.call()
+		})
+	}
+}

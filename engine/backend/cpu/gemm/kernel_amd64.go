@@ -1,0 +1,77 @@
+//go:build !purego
+
+package gemm
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run gen_kernels.go
+
+// The assembly kernels (kernel_amd64.s) compute one tile from packed panels; load≠0 means
+// C is read and scaled by beta, load=0 means C is only written.
+
+//go:noescape
+func kernelAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int)
+
+//go:noescape
+func kernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int)
+
+//go:noescape
+func transpose16(dst *float32, ldd int, rows *[16]*float32, lanes, blocks int)
+
+// useTranspose16 selects the AVX-512 transposition for packing (tests turn it off to cover
+// the Go one).
+var useTranspose16 = cpu.X86.HasAVX512F
+
+// transposePanel packs the leading multiple of 16 of the kc columns of one full micro-panel
+// (rows q0..q0+w-1 of src from column p0, into d as d[p·w+l]) and returns how many it packed.
+func transposePanel(d, src []float32, ld, q0, p0, kc, w int) int {
+	blocks := kc / 16
+	if !useTranspose16 || blocks == 0 {
+		return 0
+	}
+	_ = d[blocks*16*w-1]
+	var rows [16]*float32
+	for l0 := 0; l0 < w; l0 += 16 {
+		lanes := min(16, w-l0)
+		for i := range rows {
+			// Rows past the panel are masked off; point them at a row that exists.
+			base := (q0+l0+min(i, lanes-1))*ld + p0
+			rows[i] = &src[base : base+blocks*16][0]
+		}
+		transpose16(&d[l0], w, &rows, lanes, blocks)
+	}
+	return blocks * 16
+}
+
+var avx512Kernel = &kernel{name: "avx512", mr: 14, nr: 32, mc: 336, kc: 256, nc: 4096,
+	run: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool) {
+		// The slice expressions check that the whole tile is in bounds before the
+		// assembly touches raw memory.
+		_, _, _ = a[kc*14-1], b[kc*32-1], c[13*ldc+31]
+		kernelAVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
+	}}
+
+var avx2Kernel = &kernel{name: "avx2", mr: 6, nr: 16, mc: 240, kc: 256, nc: 4096,
+	run: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool) {
+		_, _, _ = a[kc*6-1], b[kc*16-1], c[5*ldc+15]
+		kernelAVX2(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
+	}}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// kernels lists the kernels this CPU can run, fastest first.
+func kernels() []*kernel {
+	var ks []*kernel
+	if cpu.X86.HasAVX512F {
+		ks = append(ks, avx512Kernel)
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ks = append(ks, avx2Kernel)
+	}
+	return append(ks, goKernel)
+}
