@@ -1,0 +1,313 @@
+package tokenizer
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// piece is a pre-token: the bytes [start,end) of the text being encoded, led by a
+// space that is not in the text when prefix is set (ByteLevel's add_prefix_space).
+type piece struct {
+	start, end int
+	prefix     bool
+}
+
+// preTokenizer refines pieces of s into smaller ones, as one step of a Hugging Face
+// pre_tokenizer does.
+type preTokenizer interface {
+	preTokenize(s string, in []piece) []piece
+}
+
+// matcher finds the matches of a pattern in s, as [start,end) pairs in order.
+type matcher interface {
+	matches(s string, dst [][2]int) [][2]int
+}
+
+// behavior says what a Split does with the matches (Hugging Face's
+// SplitDelimiterBehavior).
+type behavior int
+
+const (
+	behaviorRemoved behavior = iota
+	behaviorIsolated
+	behaviorMergedWithPrevious
+	behaviorMergedWithNext
+	behaviorContiguous
+)
+
+var behaviorNames = map[string]behavior{
+	"Removed":            behaviorRemoved,
+	"Isolated":           behaviorIsolated,
+	"MergedWithPrevious": behaviorMergedWithPrevious,
+	"MergedWithNext":     behaviorMergedWithNext,
+	"Contiguous":         behaviorContiguous,
+}
+
+// splitPre is the Split pre-tokenizer, and the regex step of ByteLevel.
+type splitPre struct {
+	m        matcher
+	behavior behavior
+	invert   bool
+}
+
+// byteLevelPre is the ByteLevel pre-tokenizer: an optional leading space per piece,
+// then (with use_regex) GPT-2's split. Mapping bytes to the byte-level alphabet is
+// done by the model, which sees raw bytes.
+type byteLevelPre struct {
+	addPrefixSpace bool
+	split          *splitPre // nil without use_regex
+}
+
+type sequencePre []preTokenizer
+
+func (q sequencePre) preTokenize(s string, in []piece) []piece {
+	for _, p := range q {
+		in = p.preTokenize(s, in)
+	}
+	return in
+}
+
+func (b *byteLevelPre) preTokenize(s string, in []piece) []piece {
+	if b.addPrefixSpace {
+		for i := range in {
+			if !in[i].prefix && !strings.HasPrefix(s[in[i].start:in[i].end], " ") {
+				in[i].prefix = true
+			}
+		}
+	}
+	if b.split != nil {
+		return b.split.preTokenize(s, in)
+	}
+	return in
+}
+
+func (p *splitPre) preTokenize(s string, in []piece) []piece {
+	out := make([]piece, 0, len(in)+len(s)/4)
+	var ms [][2]int
+	var parts []part
+	for _, pc := range in {
+		text := s[pc.start:pc.end]
+		if pc.prefix {
+			text = " " + text
+		}
+		ms = p.m.matches(text, ms[:0])
+		parts = splitParts(len(text), ms, p.behavior, p.invert, parts[:0])
+		for _, r := range parts {
+			if !pc.prefix {
+				out = append(out, piece{pc.start + r.start, pc.start + r.end, false})
+				continue
+			}
+			// Positions in text are one past those in s, the prefix being at 0.
+			a := max(r.start-1, 0)
+			out = append(out, piece{pc.start + a, pc.start + r.end - 1, r.start == 0})
+		}
+	}
+	return out
+}
+
+type part struct{ start, end int }
+
+// splitParts cuts [0,n) at the matches by Hugging Face's rules for a Split
+// behavior; empty parts are dropped.
+func splitParts(n int, ms [][2]int, b behavior, invert bool, dst []part) []part {
+	type seg struct {
+		start, end int
+		match      bool
+	}
+	var segs []seg
+	if n == 0 {
+		return dst
+	}
+	prev := 0
+	for _, m := range ms {
+		if m[0] > prev {
+			segs = append(segs, seg{prev, m[0], false})
+		}
+		segs = append(segs, seg{m[0], m[1], true})
+		prev = m[1]
+	}
+	if prev < n {
+		segs = append(segs, seg{prev, n, false})
+	}
+	if invert {
+		for i := range segs {
+			segs[i].match = !segs[i].match
+		}
+	}
+	var res []seg
+	switch b {
+	case behaviorIsolated:
+		res = segs
+	case behaviorRemoved:
+		for _, g := range segs {
+			if !g.match {
+				res = append(res, g)
+			}
+		}
+	case behaviorMergedWithPrevious:
+		prevMatch := false
+		for _, g := range segs {
+			if g.match && !prevMatch && len(res) > 0 {
+				res[len(res)-1].end = g.end
+			} else {
+				res = append(res, g)
+			}
+			prevMatch = g.match
+		}
+	case behaviorMergedWithNext:
+		prevMatch := false
+		for i := len(segs) - 1; i >= 0; i-- {
+			g := segs[i]
+			if g.match && !prevMatch && len(res) > 0 {
+				res[len(res)-1].start = g.start
+			} else {
+				res = append(res, g)
+			}
+			prevMatch = g.match
+		}
+		for i, j := 0, len(res)-1; i < j; i, j = i+1, j-1 {
+			res[i], res[j] = res[j], res[i]
+		}
+	case behaviorContiguous:
+		prevMatch := false
+		for _, g := range segs {
+			if g.match == prevMatch && len(res) > 0 {
+				res[len(res)-1].end = g.end
+			} else {
+				res = append(res, g)
+			}
+			prevMatch = g.match
+		}
+	}
+	for _, g := range res {
+		if g.end > g.start {
+			dst = append(dst, part{g.start, g.end})
+		}
+	}
+	return dst
+}
+
+// matches of a scanner cover the text: each one is a pre-token.
+func (sc *scanner) matches(s string, dst [][2]int) [][2]int { return sc.split(s, dst) }
+
+// regexMatcher is Go's regexp, for patterns that need no look-around.
+type regexMatcher struct{ re *regexp.Regexp }
+
+func (r regexMatcher) matches(s string, dst [][2]int) [][2]int {
+	for _, m := range r.re.FindAllStringIndex(s, -1) {
+		dst = append(dst, [2]int{m[0], m[1]})
+	}
+	return dst
+}
+
+// literalMatcher splits on a fixed string (a Split with a String pattern).
+type literalMatcher string
+
+func (l literalMatcher) matches(s string, dst [][2]int) [][2]int {
+	if l == "" {
+		return dst
+	}
+	for off := 0; ; {
+		k := strings.Index(s[off:], string(l))
+		if k < 0 {
+			return dst
+		}
+		dst = append(dst, [2]int{off + k, off + k + len(l)})
+		off += k + len(l)
+	}
+}
+
+// digitMatcher matches each ASCII digit (Hugging Face's Digits pre-tokenizer).
+type digitMatcher struct{}
+
+func (digitMatcher) matches(s string, dst [][2]int) [][2]int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			dst = append(dst, [2]int{i, i + 1})
+		}
+	}
+	return dst
+}
+
+// compilePattern returns the matcher of a Split regex: a hand-written scanner for the
+// known byte-level patterns, else Go's regexp with the Unicode meaning of \s \d \w
+// restored (Oniguruma's), else an error: look-around has no Go equivalent.
+func compilePattern(pattern string) (matcher, error) {
+	if sc := knownScanner(pattern); sc != nil {
+		return sc, nil
+	}
+	translated, err := translateRegex(pattern)
+	if err != nil {
+		return nil, err
+	}
+	re, err := regexp.Compile(translated)
+	if err != nil {
+		return nil, fmt.Errorf("pre-tokenizer regex %q is not supported (Go's regexp: %v)", pattern, err)
+	}
+	return regexMatcher{re}, nil
+}
+
+// Oniguruma's Unicode classes, spelled for Go's regexp (whose \s \d \w are ASCII).
+const (
+	uniSpace = `\t\n\v\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}`
+	uniDigit = `\p{Nd}`
+	uniWord  = `\p{L}\p{M}\p{Nd}\p{Pc}`
+)
+
+// translateRegex rewrites \s \S \d \D \w \W to their Unicode meaning.
+func translateRegex(p string) (string, error) {
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '\\' && i+1 < len(p) {
+			e := p[i+1]
+			i++
+			var set string
+			switch e {
+			case 's', 'S':
+				set = uniSpace
+			case 'd', 'D':
+				set = uniDigit
+			case 'w', 'W':
+				set = uniWord
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(e)
+				continue
+			}
+			negated := e == 'S' || e == 'D' || e == 'W'
+			switch {
+			case inClass && negated:
+				return "", fmt.Errorf("pre-tokenizer regex %q: \\%c inside a character class is not supported", p, e)
+			case inClass:
+				b.WriteString(set)
+			case negated:
+				b.WriteString("[^" + set + "]")
+			default:
+				b.WriteString("[" + set + "]")
+			}
+			continue
+		}
+		switch {
+		case c == '[' && !inClass:
+			inClass = true
+			b.WriteByte(c)
+			// A ']' right after '[' or '[^' is a literal in the class.
+			if i+1 < len(p) && p[i+1] == '^' {
+				b.WriteByte('^')
+				i++
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				b.WriteString(`\]`)
+				i++
+			}
+			continue
+		case c == ']' && inClass:
+			inClass = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
+}

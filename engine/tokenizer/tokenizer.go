@@ -1,0 +1,258 @@
+// Package tokenizer reads Hugging Face tokenizer.json files and encodes text exactly
+// as the Hugging Face tokenizers library does for byte-level BPE (GPT-2, Llama-3,
+// Qwen2 and tokenizers trained here), and trains such tokenizers.
+//
+// It is built on github.com/sugarme/tokenizer for the byte-level alphabet and the
+// file's added-token schema. The parts sugarme gets wrong or cannot run here are our
+// own: pre-tokenizer regexes with look-ahead (hand-written scanners), the BPE merge
+// loop (sugarme's is quadratic and breaks rank ties by clock time; its package also
+// needs a module that go.mod does not list), added-token splitting and offsets.
+package tokenizer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Tokenizer encodes and decodes text. It is safe for concurrent use.
+type Tokenizer struct {
+	raw  []byte // the tokenizer.json it was loaded from or will be saved as
+	hash string
+
+	model       *bpe
+	normalizer  normalizer   // nil: none
+	pre         preTokenizer // nil: the whole text is one pre-token
+	post        postProcessor
+	byteDecoder bool // the decoder is ByteLevel; else tokens are joined with spaces
+
+	added       []*addedToken // by id
+	addedByID   map[int]*addedToken
+	addedByText map[string]*addedToken
+	rawAdded    *addedMatcher // tokens matched in the text as given
+	normAdded   *addedMatcher // tokens matched in the normalized text
+	vocabSize   int
+	bytesOnce   sync.Once
+	bytesByID   [][]byte
+}
+
+// Encoding is the result of Encode.
+//
+// Offsets[i] is the byte range [start,end) of the text that token i stands for.
+// Tokens added by the post-processor (BOS and the like) get [0,0). A byte-level token
+// covers exactly the bytes it encodes, so a character split over two tokens is shared
+// between them byte by byte; a space added by add_prefix_space covers nothing. When a
+// normalizer changed the text, ranges are those of the source characters the token's
+// normalized bytes came from (tokens inside one changed character share its range).
+type Encoding struct {
+	IDs     []int
+	Offsets [][2]int
+}
+
+// Load reads a tokenizer.json, or the tokenizer.json inside a folder.
+func Load(path string) (*Tokenizer, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "tokenizer.json")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Hash is the SHA-256 (hex) of the tokenizer.json bytes: the tokenizer's content hash.
+func (t *Tokenizer) Hash() string { return t.hash }
+
+func hashBytes(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// VocabSize is one more than the largest id, added tokens included.
+func (t *Tokenizer) VocabSize() int { return t.vocabSize }
+
+// TokenID returns the id of a token string (an added token's content or a vocabulary
+// entry, in its byte-level spelling such as "Ġthe").
+func (t *Tokenizer) TokenID(token string) (int, bool) {
+	if a, ok := t.addedByText[token]; ok {
+		return a.id, true
+	}
+	id, ok := t.model.vocab[token]
+	return id, ok
+}
+
+// Token returns the vocabulary string of an id ("" for an unknown id).
+func (t *Tokenizer) Token(id int) string {
+	if a, ok := t.addedByID[id]; ok {
+		return a.content
+	}
+	if id >= 0 && id < len(t.model.tokens) {
+		return t.model.tokens[id]
+	}
+	return ""
+}
+
+// IsSpecial reports whether id is a special added token (skipped by Decode when asked).
+func (t *Tokenizer) IsSpecial(id int) bool {
+	a, ok := t.addedByID[id]
+	return ok && a.special
+}
+
+// TokenBytes returns the raw bytes a token stands for (byte-level characters mapped
+// back to bytes), nil for special tokens and unknown ids. Do not modify the result.
+func (t *Tokenizer) TokenBytes(id int) []byte {
+	t.bytesOnce.Do(t.buildTokenBytes)
+	if id < 0 || id >= len(t.bytesByID) || t.IsSpecial(id) {
+		return nil
+	}
+	return t.bytesByID[id]
+}
+
+func (t *Tokenizer) buildTokenBytes() {
+	t.bytesByID = make([][]byte, t.vocabSize)
+	for id := range t.bytesByID {
+		tok := t.Token(id)
+		if tok == "" {
+			continue
+		}
+		t.bytesByID[id] = t.tokenBytes(tok)
+	}
+}
+
+func (t *Tokenizer) tokenBytes(tok string) []byte {
+	if t.byteDecoder {
+		return unByteLevel(tok)
+	}
+	return []byte(tok)
+}
+
+// Decode turns ids back into text, as Hugging Face's decode does: unknown ids are
+// dropped, special tokens too when skipSpecial, bytes that are not valid UTF-8
+// become U+FFFD.
+func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
+	t.bytesOnce.Do(t.buildTokenBytes)
+	if !t.byteDecoder {
+		parts := make([]string, 0, len(ids))
+		for _, id := range ids {
+			if tok := t.Token(id); tok != "" && !(skipSpecial && t.IsSpecial(id)) {
+				parts = append(parts, tok)
+			}
+		}
+		return strings.Join(parts, " ")
+	}
+	var buf []byte
+	for _, id := range ids {
+		if id < 0 || id >= len(t.bytesByID) || skipSpecial && t.IsSpecial(id) {
+			continue
+		}
+		buf = append(buf, t.bytesByID[id]...)
+	}
+	return lossyUTF8(buf)
+}
+
+// Encode tokenizes text. With addSpecial the post-processor's tokens (a BOS, say)
+// are added, as Hugging Face's encode(add_special_tokens=True) does.
+func (t *Tokenizer) Encode(text string, addSpecial bool) Encoding {
+	var e Encoding
+	if addSpecial {
+		e.addSpecial(t.post.before)
+	}
+	pos := 0
+	for _, m := range t.rawAdded.find(text, nil) {
+		if m.start > pos {
+			t.encodeSegment(text, pos, m.start, &e)
+		}
+		e.add(m.tok.id, m.start, m.end)
+		pos = m.end
+	}
+	if pos < len(text) {
+		t.encodeSegment(text, pos, len(text), &e)
+	}
+	if addSpecial {
+		e.addSpecial(t.post.after)
+	}
+	return e
+}
+
+func (e *Encoding) add(id, start, end int) {
+	e.IDs = append(e.IDs, id)
+	e.Offsets = append(e.Offsets, [2]int{start, end})
+}
+
+func (e *Encoding) addSpecial(ids []int) {
+	for _, id := range ids {
+		e.add(id, 0, 0)
+	}
+}
+
+// encodeSegment encodes text[a:b], which holds no unnormalized added token:
+// normalize, split out normalized added tokens, pre-tokenize, merge.
+func (t *Tokenizer) encodeSegment(text string, a, b int, e *Encoding) {
+	seg := text[a:b]
+	s, al := seg, alignment(nil)
+	if t.normalizer != nil {
+		s, al = t.normalizer.normalize(seg)
+	}
+	emit := func(id, x, y int) {
+		lo, hi := al.span(x, y)
+		e.add(id, a+lo, a+hi)
+	}
+	pos := 0
+	for _, m := range t.normAdded.find(s, nil) {
+		if m.start > pos {
+			t.encodeText(s, pos, m.start, emit)
+		}
+		emit(m.tok.id, m.start, m.end)
+		pos = m.end
+	}
+	if pos < len(s) {
+		t.encodeText(s, pos, len(s), emit)
+	}
+}
+
+// encodeText pre-tokenizes and merges s[a:b], reporting each token with its byte
+// range in s.
+func (t *Tokenizer) encodeText(s string, a, b int, emit func(id, x, y int)) {
+	pieces := []piece{{a, b, false}}
+	if t.pre != nil {
+		pieces = t.pre.preTokenize(s, pieces)
+	}
+	var out []symbolOut
+	var word []byte
+	for _, pc := range pieces {
+		text := s[pc.start:pc.end]
+		if pc.prefix {
+			word = append(append(word[:0], ' '), text...)
+			text = string(word)
+		}
+		out = t.model.tokenize(text, out[:0])
+		p := 0 // position in text
+		for _, o := range out {
+			q := p + int(o.n)
+			x, y := pc.start+p, pc.start+q
+			if pc.prefix { // text is one byte ahead of s
+				x, y = pc.start+max(p-1, 0), pc.start+max(q-1, 0)
+			}
+			emit(int(o.id), x, y)
+			p = q
+		}
+	}
+}
+
+// postProcessor holds the special tokens put around a single sequence.
+type postProcessor struct{ before, after []int }
+
+// addedSorted returns the added tokens ordered by id.
+func sortAdded(list []*addedToken) {
+	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
+}
