@@ -1,0 +1,195 @@
+package monitor
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"rlhfstation/engine/events"
+)
+
+// Trend directions.
+const (
+	Increasing = "increasing"
+	Decreasing = "decreasing"
+	Stable     = "stable"
+)
+
+// Trend is the direction of one metric over its recent window.
+type Trend struct {
+	Metric    string  `json:"metric"`
+	Direction string  `json:"direction"` // increasing, decreasing or stable
+	Slope     float64 `json:"slope"`     // per step, least squares over the window
+	SlopeSE   float64 `json:"slope_se"`  // its standard error
+	Change    float64 `json:"change"`    // slope × (points − 1)
+	Points    int     `json:"points"`
+	Last      float64 `json:"last"` // the latest finite value
+}
+
+// trendOf classifies a window: the slope is significant when |slope| ≥ t·SE (a t-test of the
+// least-squares slope against the residual noise); a perfect line (SE 0) with a slope that is
+// more than rounding is significant too.
+func trendOf(metric string, y []float64, t float64) Trend {
+	f := fitLine(y)
+	tr := Trend{Metric: metric, Direction: Stable, Slope: f.Slope, SlopeSE: f.SlopeSE, Change: f.Change(), Points: len(y)}
+	if len(y) > 0 {
+		tr.Last = y[len(y)-1]
+	}
+	scale := 1e-12 * (math.Abs(f.Intercept) + math.Abs(f.Change()) + 1e-300)
+	if math.Abs(f.Change()) > scale && math.Abs(f.Slope) >= t*f.SlopeSE {
+		tr.Direction = Increasing
+		if f.Slope < 0 {
+			tr.Direction = Decreasing
+		}
+	}
+	return tr
+}
+
+// Reliability describes how dependable a reward signal has been over the reliability window.
+type Reliability struct {
+	Metric   string  `json:"metric"`
+	Points   int     `json:"points"`
+	Mean     float64 `json:"mean"`
+	Std      float64 `json:"std"`
+	Variance float64 `json:"variance"`
+	// Stability = mean/std, a signal-to-noise ratio; 0 when std is 0 (a constant reward).
+	Stability float64 `json:"stability"`
+	// Consistency = the share of values within mean ± 2·std (1 for a constant reward).
+	Consistency float64 `json:"consistency"`
+}
+
+// reliabilityOf measures stability, consistency and variance of a reward series.
+func reliabilityOf(metric string, y []float64) Reliability {
+	mean, std := meanStd(y)
+	r := Reliability{Metric: metric, Points: len(y), Mean: mean, Std: std, Variance: std * std}
+	if std > 0 {
+		r.Stability = mean / std
+	}
+	in := 0
+	for _, v := range y {
+		if math.Abs(v-mean) <= 2*std {
+			in++
+		}
+	}
+	if len(y) > 0 {
+		r.Consistency = float64(in) / float64(len(y))
+	}
+	return r
+}
+
+// Epoch holds per-metric statistics over one epoch of Thresholds.EpochSteps observations.
+type Epoch struct {
+	Index     int              `json:"index"` // from 0
+	FirstStep int              `json:"first_step"`
+	LastStep  int              `json:"last_step"`
+	Steps     int              `json:"steps"`
+	Partial   bool             `json:"partial,omitempty"` // the epoch in progress
+	Metrics   map[string]Stats `json:"metrics"`
+}
+
+func (m *Monitor) addEpoch(step int, names []string, mt events.Metrics) {
+	if m.epochN == m.th.EpochSteps {
+		m.epochs = append(m.epochs, m.currentEpoch(false))
+		m.epoch = map[string]*welford{}
+		m.epochIdx++
+		m.epochN = 0
+	}
+	if m.epochN == 0 {
+		m.epochLo = step
+	}
+	m.epochN++
+	m.epochHi = step
+	for _, name := range names {
+		w := m.epoch[name]
+		if w == nil {
+			w = &welford{}
+			m.epoch[name] = w
+		}
+		w.add(mt[name])
+	}
+}
+
+func (m *Monitor) currentEpoch(partial bool) Epoch {
+	e := Epoch{Index: m.epochIdx, FirstStep: m.epochLo, LastStep: m.epochHi, Steps: m.epochN,
+		Partial: partial, Metrics: make(map[string]Stats, len(m.epoch))}
+	for k, w := range m.epoch {
+		e.Metrics[k] = w.stats()
+	}
+	return e
+}
+
+// Summary is the monitor's view of the run so far, for the dashboard and the batch summary.
+type Summary struct {
+	Steps    int `json:"steps"` // observations so far
+	LastStep int `json:"last_step"`
+	// Trends of every metric with at least TrendMinPoints finite values, by name.
+	Trends []Trend `json:"trends"`
+	// Reliability of "reward" and of each "rewards/<func>/mean", by name.
+	Reliability []Reliability `json:"reliability"`
+	// Epochs: the finished ones, then the one in progress (Partial).
+	Epochs []Epoch `json:"epochs"`
+	// Completions: the latest reward-hacking signals, nil before any samples.
+	Completions *TextSignals `json:"completions,omitempty"`
+	// Alerts counts the anomalies raised, by rule.
+	Alerts map[string]int `json:"alerts"`
+}
+
+// Summary computes trends and reliability now.
+func (m *Monitor) Summary() Summary {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Summary{Steps: m.n, LastStep: m.lastStep, Alerts: map[string]int{}}
+	names := make([]string, 0, len(m.series))
+	for k := range m.series {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		se := m.series[name]
+		if se.trend.len() >= m.th.TrendMinPoints {
+			s.Trends = append(s.Trends, trendOf(name, se.trend.values(), m.th.TrendT))
+		}
+		if se.rel != nil && se.rel.len() >= 2 {
+			s.Reliability = append(s.Reliability, reliabilityOf(name, se.rel.values()))
+		}
+	}
+	s.Epochs = append(s.Epochs, m.epochs...)
+	if m.epochN > 0 {
+		s.Epochs = append(s.Epochs, m.currentEpoch(true))
+	}
+	if m.text.batches > 0 {
+		sig := m.text.latest
+		s.Completions = &sig
+	}
+	for k, v := range m.alerts {
+		s.Alerts[k] = v
+	}
+	return s
+}
+
+// Trend returns one metric's trend now; ok is false with fewer than TrendMinPoints values.
+func (m *Monitor) Trend(metric string) (Trend, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	se := m.series[metric]
+	if se == nil || se.trend.len() < m.th.TrendMinPoints {
+		return Trend{}, false
+	}
+	return trendOf(metric, se.trend.values(), m.th.TrendT), true
+}
+
+func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// bytesText writes a byte count with a binary unit.
+func bytesText(b float64) string {
+	abs := math.Abs(b)
+	switch {
+	case abs >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", b/(1<<30))
+	case abs >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case abs >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
