@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPresetsCommand(t *testing.T) {
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	var out, errOut bytes.Buffer
+	if err := listPresets(&out, &errOut, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"story      built-in  0.1/0.3/0.6 ×1 step", "code", "technical",
+		"math       built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 1), correctness ×1 (flexible)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	dir := filepath.Join(cfg, "rlhfstation", "presets")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "story.toml"), []byte("description = \"mine\"\n[ppl]\nword = 1\n[format]\nweight = 0.5\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "bad.toml"), []byte("[ppl]\nword = 1\nwurd = 2\n"), 0o644)
+	out.Reset()
+	errOut.Reset()
+	err := listPresets(&out, &errOut, true)
+	if err == nil || !strings.Contains(errOut.String()+err.Error(), "1 preset file(s) failed") {
+		t.Errorf("broken user preset: err %v", err)
+	}
+	var doc struct {
+		Presets []struct {
+			Name, Source, Error string
+			Overrides           bool           `json:"overrides_built_in"`
+			Rewards             map[string]any `json:"rewards"`
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("--json output is not one JSON document: %v\n%s", err, out.String())
+	}
+	if len(doc.Presets) != 5 || doc.Presets[0].Source != filepath.Join(dir, "story.toml") || !doc.Presets[0].Overrides || doc.Presets[0].Rewards["format"] == nil {
+		t.Errorf("presets %+v", doc.Presets)
+	}
+	if p := doc.Presets[4]; p.Name != "bad" || !strings.Contains(p.Error, "bad.toml:3: unknown key \"ppl.wurd\"") {
+		t.Errorf("bad preset entry %+v", p)
+	}
+}

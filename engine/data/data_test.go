@@ -1,0 +1,127 @@
+package data
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"rlhfstation/internal/testref"
+)
+
+func write(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReadFormats(t *testing.T) {
+	cases := []struct {
+		name, content string
+		format        Format
+		want          []Example
+	}{
+		{"p.jsonl", "{\"prompt\": \"Add 2 and 3.\", \"answer\": \"#### 5\"}\n\n{\"prompt\": \"Say hi.\"}\n{\"prompt\": \"Count\", \"answer\": 1200}\n", PromptJSONL,
+			[]Example{{Prompt: "Add 2 and 3.", Answer: "5", Text: "#### 5", Line: 1}, {Prompt: "Say hi.", Line: 3}, {Prompt: "Count", Answer: "1200", Text: "1200", Line: 4}}},
+		{"g.jsonl", "{\"question\": \"How many?\", \"answer\": \"2+2=<<2+2=4>>4\\n#### 1,004\"}\n", GSM8K,
+			[]Example{{Prompt: "How many?", Answer: "1004", Text: "2+2=<<2+2=4>>4\n#### 1,004", Line: 1}}},
+		{"t.jsonl", "{\"text\": \"Once upon a time.\"}\n{\"text\": \"The end.\", \"id\": 3}\n", TextJSONL,
+			[]Example{{Text: "Once upon a time.", Line: 1}, {Text: "The end.", Line: 2}}},
+		{"p.txt", "\nWrite a poem.\r\n  \nTell a story.\n", Lines,
+			[]Example{{Prompt: "Write a poem.", Text: "Write a poem.", Line: 2}, {Prompt: "Tell a story.", Text: "Tell a story.", Line: 4}}},
+		{"brace.txt", "{not json} but a prompt\n", Lines,
+			[]Example{{Prompt: "{not json} but a prompt", Text: "{not json} but a prompt", Line: 1}}},
+	}
+	for _, c := range cases {
+		got, f, err := Read(write(t, c.name, c.content))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if f != c.format || len(got) != len(c.want) {
+			t.Errorf("%s: format %s, %d examples %+v; want %s, %d", c.name, f, len(got), got, c.format, len(c.want))
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("%s example %d = %+v, want %+v", c.name, i, got[i], c.want[i])
+			}
+		}
+	}
+}
+
+func TestReadDocuments(t *testing.T) {
+	p := write(t, "novel.txt", "Chapter 1.\nIt was dark.\n\n\nChapter 2.\r\nIt was light.\n   \nEnd.")
+	docs, f, err := ReadDocuments(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Example{
+		{Prompt: "Chapter 1.\nIt was dark.", Text: "Chapter 1.\nIt was dark.", Line: 1},
+		{Prompt: "Chapter 2.\nIt was light.", Text: "Chapter 2.\nIt was light.", Line: 5},
+		{Prompt: "End.", Text: "End.", Line: 8},
+	}
+	if f != Documents || len(docs) != len(want) {
+		t.Fatalf("format %s docs %+v", f, docs)
+	}
+	for i := range want {
+		if docs[i] != want[i] {
+			t.Errorf("doc %d = %+v, want %+v", i, docs[i], want[i])
+		}
+	}
+	// JSONL stays JSONL.
+	if _, f, err := ReadDocuments(write(t, "t.jsonl", "{\"text\": \"a\"}\n")); err != nil || f != TextJSONL {
+		t.Errorf("jsonl documents: %s %v", f, err)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	cases := []struct{ name, content, want string }{
+		{"bad.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": \"b\",}\n", "bad.jsonl:2: bad JSON"},
+		{"first.jsonl", "{\"prompt\": \n", "first.jsonl:1: bad JSON"},
+		{"missing.jsonl", "{\"prompt\": \"a\"}\n\n{\"answer\": \"b\"}\n", `missing.jsonl:3: missing field "prompt"`},
+		{"gsm.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\"}\n{\"question\": \"q\"}\n", `gsm.jsonl:2: missing field "answer"`},
+		{"gsm2.jsonl", "{\"question\": \"q\", \"answer\": \"no marker\"}\n", `gsm2.jsonl:1: GSM8K answer without`},
+		{"type.jsonl", "{\"prompt\": [1, 2]}\n", `type.jsonl:1: field "prompt" is not a string`},
+		{"fields.jsonl", "{\"input\": \"x\"}\n", `fields.jsonl:1: a JSON line with none of the fields`},
+		{"empty.txt", "", "empty.txt: empty file"},
+		{"blank.txt", "\n  \n\n", "blank.txt: empty file"},
+	}
+	for _, c := range cases {
+		_, _, err := Read(write(t, c.name, c.content))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+	_, _, err := Read(write(t, "e.txt", ""))
+	if !errors.Is(err, ErrEmpty) {
+		t.Errorf("empty file error %v does not wrap ErrEmpty", err)
+	}
+	if _, _, err := Read(filepath.Join(t.TempDir(), "nope.jsonl")); err == nil || !strings.Contains(err.Error(), "nope.jsonl") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestGSM8KSample(t *testing.T) {
+	path := testref.SharedData(t, "gsm8k/train-sample.jsonl")
+	ex, f, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f != GSM8K || len(ex) != 300 {
+		t.Fatalf("format %s, %d examples", f, len(ex))
+	}
+	for _, e := range ex {
+		if _, err := strconv.ParseFloat(e.Answer, 64); err != nil || e.Prompt == "" || !strings.Contains(e.Text, "#### ") {
+			t.Errorf("line %d: %+v", e.Line, e)
+		}
+	}
+	if ex[0].Answer != "72" || ex[1].Answer != "10" {
+		t.Errorf("first answers %q %q, want 72 10", ex[0].Answer, ex[1].Answer)
+	}
+}

@@ -1,0 +1,262 @@
+package presets
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"rlhfstation/rewards"
+)
+
+// fileLayout is a preset file as written. Pointers tell "absent" from zero.
+type fileLayout struct {
+	Description string `toml:"description"`
+	PPL         *struct {
+		Weight     *float64            `toml:"weight"`
+		Word       *float64            `toml:"word"`
+		Phrase     *float64            `toml:"phrase"`
+		Sentence   *float64            `toml:"sentence"`
+		Shape      *string             `toml:"shape"`
+		Thresholds *rewards.Thresholds `toml:"thresholds"`
+	} `toml:"ppl"`
+	NTL *struct {
+		Weight *float64 `toml:"weight"`
+		Mode   *string  `toml:"mode"`
+		Loss   *string  `toml:"loss"`
+		Tau    *float64 `toml:"tau"`
+	} `toml:"ntl"`
+	Correctness *struct {
+		Weight     *float64 `toml:"weight"`
+		Extraction *string  `toml:"extraction"`
+	} `toml:"correctness"`
+	Format *struct {
+		Weight *float64 `toml:"weight"`
+	} `toml:"format"`
+	GRPO map[string]any `toml:"grpo"`
+}
+
+// Defaults of keys a present section leaves out.
+const (
+	defaultWeight = 1.0
+	defaultTau    = 1.0
+)
+
+// keyError is one problem at one key; errors are reported together, in line order.
+type keyError struct {
+	line int
+	msg  string
+}
+
+// Decode parses and validates preset text. source names it in errors: the file's path, or
+// SourceBuiltIn. Unknown keys and bad values are errors naming the key and its line.
+func Decode(name, source string, data []byte) (Preset, error) {
+	label := source
+	if source == SourceBuiltIn {
+		label = "built-in preset " + name
+	}
+	doc := string(data)
+	var f fileLayout
+	md, err := toml.Decode(doc, &f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) && pe.Position.Line > 0 {
+			return Preset{}, fmt.Errorf("%s:%d: %s", label, pe.Position.Line, pe.Message)
+		}
+		if m := decodeErrorLine.FindStringSubmatch(err.Error()); m != nil {
+			return Preset{}, fmt.Errorf("%s:%s: %s: %s", label, m[1], m[2], m[3])
+		}
+		return Preset{}, fmt.Errorf("%s: %v", label, err)
+	}
+	var errs []keyError
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, keyError{keyLine(doc, strings.Split(key, ".")), key + ": " + fmt.Sprintf(format, args...)})
+	}
+	unknown := map[string]bool{}
+	for _, k := range md.Undecoded() {
+		unknown[k.String()] = true
+	}
+	for _, k := range md.Undecoded() {
+		if underUnknown(k, unknown) {
+			continue // report an unknown table once, not each key in it
+		}
+		errs = append(errs, keyError{keyLine(doc, k), fmt.Sprintf("unknown key %q", k.String())})
+	}
+
+	p := Preset{Name: name, Source: source, Description: f.Description, GRPO: f.GRPO}
+	weight := func(key string, w *float64) float64 {
+		if w == nil {
+			return defaultWeight
+		}
+		if !validWeight(*w) {
+			bad(key, "weight %v must be a finite number not below 0", *w)
+		}
+		return *w
+	}
+	if s := f.PPL; s != nil {
+		p.PPL = &PPL{Weight: weight("ppl.weight", s.Weight), Shape: rewards.Step, Thresholds: rewards.DefaultThresholds}
+		for _, lv := range []struct {
+			key string
+			v   *float64
+			dst *float64
+		}{{"ppl.word", s.Word, &p.PPL.Levels.Word}, {"ppl.phrase", s.Phrase, &p.PPL.Levels.Phrase}, {"ppl.sentence", s.Sentence, &p.PPL.Levels.Sentence}} {
+			if lv.v == nil {
+				continue
+			}
+			if !validWeight(*lv.v) {
+				bad(lv.key, "level weight %v must be a finite number not below 0", *lv.v)
+			}
+			*lv.dst = *lv.v
+		}
+		if err := p.PPL.Levels.Validate(); err != nil && validWeight(p.PPL.Levels.Word) && validWeight(p.PPL.Levels.Phrase) && validWeight(p.PPL.Levels.Sentence) {
+			bad("ppl", "%v (set word, phrase and sentence)", err)
+		}
+		if s.Shape != nil {
+			shape, err := rewards.ParseShape(*s.Shape)
+			if err != nil {
+				bad("ppl.shape", "%v", err)
+			}
+			p.PPL.Shape = shape
+		}
+		if s.Thresholds != nil {
+			if err := s.Thresholds.Validate(); err != nil {
+				bad("ppl.thresholds", "%v", err)
+			}
+			p.PPL.Thresholds = *s.Thresholds
+		}
+	}
+	if s := f.NTL; s != nil {
+		p.NTL = &NTL{Weight: weight("ntl.weight", s.Weight), Mode: rewards.FinalAnswerMode, Loss: rewards.Wasserstein, Tau: defaultTau}
+		if s.Mode != nil {
+			mode, err := rewards.ParseNTLMode(*s.Mode)
+			if err != nil {
+				bad("ntl.mode", "%v", err)
+			}
+			p.NTL.Mode = mode
+		}
+		if s.Loss != nil {
+			loss, err := rewards.ParseNTLLoss(*s.Loss)
+			if err != nil {
+				bad("ntl.loss", "%v", err)
+			}
+			p.NTL.Loss = loss
+		}
+		if s.Tau != nil {
+			if !(*s.Tau > 0) || *s.Tau > 1e300 {
+				bad("ntl.tau", "tau %v must be a finite number above 0", *s.Tau)
+			}
+			p.NTL.Tau = *s.Tau
+		}
+	}
+	if s := f.Correctness; s != nil {
+		p.Correctness = &Correctness{Weight: weight("correctness.weight", s.Weight), Extraction: rewards.Flexible}
+		if s.Extraction != nil {
+			switch e := rewards.Extraction(*s.Extraction); e {
+			case rewards.Strict, rewards.Flexible:
+				p.Correctness.Extraction = e
+			default:
+				bad("correctness.extraction", "unknown extraction %q (want \"strict\" or \"flexible\")", *s.Extraction)
+			}
+		}
+	}
+	if s := f.Format; s != nil {
+		p.Format = &Format{Weight: weight("format.weight", s.Weight)}
+	}
+	if len(errs) == 0 && p.PPL == nil && p.NTL == nil && p.Correctness == nil && p.Format == nil {
+		errs = append(errs, keyError{0, "no reward: give at least one of [ppl], [ntl], [correctness], [format]"})
+	}
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].line < errs[j].line })
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			if e.line > 0 {
+				msgs[i] = fmt.Sprintf("%s:%d: %s", label, e.line, e.msg)
+			} else {
+				msgs[i] = fmt.Sprintf("%s: %s", label, e.msg)
+			}
+		}
+		return Preset{}, errors.New(strings.Join(msgs, "\n"))
+	}
+	return p, nil
+}
+
+// decodeErrorLine picks apart BurntSushi/toml's type errors ("toml: line 10 (last key
+// "ntl.tau"): incompatible types: …") to put them in this package's "file:line: key: …" form.
+var decodeErrorLine = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+// underUnknown reports whether a parent of k is itself an unknown key.
+func underUnknown(k toml.Key, unknown map[string]bool) bool {
+	for n := len(k) - 1; n > 0; n-- {
+		if unknown[k[:n].String()] {
+			return true
+		}
+	}
+	return false
+}
+
+// keyLine is the line that defines key in doc, 0 when unknown. BurntSushi/toml keeps key
+// positions private but puts them in the ParseError of a failed decode, so this decodes doc
+// into a struct holding only key, typed to always fail. Keys inside arrays of tables have no
+// position of their own: their parents are tried, then a plain search for "name =".
+func keyLine(doc string, key []string) int {
+	for n := len(key); n > 0; n-- {
+		v := reflect.New(probeFor(key[:n]))
+		_, err := toml.Decode(doc, v.Interface())
+		var pe toml.ParseError
+		if errors.As(err, &pe) && pe.Position.Line > 0 {
+			if n == len(key) {
+				return pe.Position.Line
+			}
+			if l := searchKey(doc, key[len(key)-1], pe.Position.Line); l > 0 {
+				return l
+			}
+			return pe.Position.Line
+		}
+	}
+	return searchKey(doc, key[len(key)-1], 1)
+}
+
+// searchKey finds the first line at or after from that assigns name ("name =" or
+// "name=" after a space, brace or comma).
+func searchKey(doc, name string, from int) int {
+	for i, line := range strings.Split(doc, "\n") {
+		if i+1 < from {
+			continue
+		}
+		for _, q := range []string{name, strconv.Quote(name)} {
+			for off := 0; ; {
+				j := strings.Index(line[off:], q)
+				if j < 0 {
+					break
+				}
+				j += off
+				before := strings.TrimRight(line[:j], " \t")
+				after := strings.TrimLeft(line[j+len(q):], " \t")
+				if (before == "" || strings.HasSuffix(before, "{") || strings.HasSuffix(before, ",") || strings.HasSuffix(before, ".")) && strings.HasPrefix(after, "=") {
+					return i + 1
+				}
+				off = j + len(q)
+			}
+		}
+	}
+	return 0
+}
+
+// probeFailure decodes from nothing: any key given this type fails with its position.
+type probeFailure struct{}
+
+func (probeFailure) UnmarshalTOML(any) error { return errors.New("located") }
+
+// probeFor is struct{ F struct{ ... probeFailure `toml:"key[n-1]"` } `toml:"key[0]"` }.
+func probeFor(key []string) reflect.Type {
+	t := reflect.TypeOf(probeFailure{})
+	for i := len(key) - 1; i >= 0; i-- {
+		t = reflect.StructOf([]reflect.StructField{{Name: "F", Type: t, Tag: reflect.StructTag(`toml:` + strconv.Quote(key[i]))}})
+	}
+	return t
+}

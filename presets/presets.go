@@ -1,0 +1,220 @@
+// Package presets holds the reward presets of DESIGN §7: TOML files embedded in the binary
+// (story, technical, code, math) that a user may replace or add to in
+// $XDG_CONFIG_HOME/rlhfstation/presets/NAME.toml. A preset weighs the reward functions, sets
+// the perplexity reward's threshold table and shape, and may override GRPO settings.
+package presets
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"rlhfstation/rewards"
+)
+
+//go:embed builtin/*.toml
+var builtin embed.FS
+
+// BuiltIn lists the embedded presets in display order.
+var BuiltIn = []string{"story", "technical", "code", "math"}
+
+// Default is the preset a run uses when none is named.
+const Default = "story"
+
+// SourceBuiltIn is the Source of an embedded preset.
+const SourceBuiltIn = "built-in"
+
+// Preset is a decoded and validated preset. A reward section that is absent is nil: that
+// reward is off.
+type Preset struct {
+	Name        string
+	Source      string // SourceBuiltIn or the file's path
+	Description string
+	PPL         *PPL
+	NTL         *NTL
+	Correctness *Correctness
+	Format      *Format
+	// GRPO holds the [grpo] table as decoded (int64, float64, string, bool, []any, map[string]any);
+	// the engine's configuration checks its keys and types.
+	GRPO map[string]any
+}
+
+// PPL is the multi-level perplexity reward's settings.
+type PPL struct {
+	Weight     float64
+	Levels     rewards.Weights // word, phrase, sentence
+	Shape      rewards.Shape
+	Thresholds rewards.Thresholds
+}
+
+// NTL is the number token loss reward's settings.
+type NTL struct {
+	Weight float64
+	Mode   rewards.NTLMode
+	Loss   rewards.NTLLoss
+	Tau    float64
+}
+
+// Correctness is the answer-correctness reward's settings.
+type Correctness struct {
+	Weight     float64
+	Extraction rewards.Extraction
+}
+
+// Format is the `#### N` format reward's settings.
+type Format struct{ Weight float64 }
+
+// UserDir is where user presets live: $XDG_CONFIG_HOME/rlhfstation/presets, with
+// XDG_CONFIG_HOME defaulting to ~/.config. It is "" when neither can be found.
+func UserDir() string {
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		base = filepath.Join(home, ".config")
+	}
+	return filepath.Join(base, "rlhfstation", "presets")
+}
+
+// userFile is the path of a user preset, "" when there is no such file.
+func userFile(name string) string {
+	dir := UserDir()
+	if dir == "" {
+		return ""
+	}
+	p := filepath.Join(dir, name+".toml")
+	if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		return p
+	}
+	return ""
+}
+
+func isBuiltIn(name string) bool {
+	for _, b := range BuiltIn {
+		if b == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Load gives the preset called name: the user's file when there is one, else the built-in.
+func Load(name string) (Preset, error) {
+	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return Preset{}, fmt.Errorf("bad preset name %q", name)
+	}
+	if p := userFile(name); p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return Preset{}, err
+		}
+		return Decode(name, p, data)
+	}
+	if isBuiltIn(name) {
+		data, err := builtin.ReadFile("builtin/" + name + ".toml")
+		if err != nil {
+			return Preset{}, err
+		}
+		return Decode(name, SourceBuiltIn, data)
+	}
+	names, _ := Names()
+	return Preset{}, fmt.Errorf("unknown preset %q (presets: %s)", name, strings.Join(names, ", "))
+}
+
+// Names lists every preset name: the built-in ones in order, then the user's, sorted.
+func Names() ([]string, error) {
+	names := append([]string(nil), BuiltIn...)
+	dir := UserDir()
+	if dir == "" {
+		return names, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return names, nil
+	}
+	if err != nil {
+		return names, fmt.Errorf("reading user presets: %w", err)
+	}
+	var user []string
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), ".toml")
+		if !ok || e.IsDir() || n == "" || strings.HasPrefix(n, ".") || isBuiltIn(n) {
+			continue
+		}
+		user = append(user, n)
+	}
+	sort.Strings(user)
+	return append(names, user...), nil
+}
+
+// Info describes one preset for listings. Err is set, and Preset empty, when its file does
+// not load.
+type Info struct {
+	Name      string
+	Source    string
+	Overrides bool // a user file replacing a built-in preset
+	Preset    Preset
+	Err       error
+}
+
+// List describes every preset. A user file that fails to load is listed with its error;
+// the error returned is only about reading the user folder.
+func List() ([]Info, error) {
+	names, err := Names()
+	infos := make([]Info, 0, len(names))
+	for _, n := range names {
+		info := Info{Name: n, Source: SourceBuiltIn}
+		if p := userFile(n); p != "" {
+			info.Source = p
+			info.Overrides = isBuiltIn(n)
+		}
+		info.Preset, info.Err = Load(n)
+		infos = append(infos, info)
+	}
+	return infos, err
+}
+
+// Funcs builds the preset's weighted reward functions for the engine (and the score
+// command). baselines are the perplexity baselines B_l; vocab, the digit tokens, is needed
+// only when the preset uses NTL. Rewards with weight 0 are left out.
+func (p Preset) Funcs(baselines rewards.Levels, vocab *rewards.DigitVocab) ([]rewards.Weighted, error) {
+	var fs []rewards.Weighted
+	if p.PPL != nil && p.PPL.Weight > 0 {
+		f := rewards.PPL{Weights: p.PPL.Levels, Baselines: baselines, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds}
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		fs = append(fs, rewards.Weighted{Func: f, Weight: p.PPL.Weight})
+	}
+	if p.NTL != nil && p.NTL.Weight > 0 {
+		f := rewards.NTL{Vocab: vocab, Mode: p.NTL.Mode, Loss: p.NTL.Loss, Tau: p.NTL.Tau}
+		if vocab == nil {
+			return nil, fmt.Errorf("preset %s uses NTL: %w", p.Name, rewards.ErrNoDigitTokens)
+		}
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		fs = append(fs, rewards.Weighted{Func: f, Weight: p.NTL.Weight})
+	}
+	if p.Correctness != nil && p.Correctness.Weight > 0 {
+		fs = append(fs, rewards.Weighted{Func: rewards.Correctness{Extraction: p.Correctness.Extraction}, Weight: p.Correctness.Weight})
+	}
+	if p.Format != nil && p.Format.Weight > 0 {
+		fs = append(fs, rewards.Weighted{Func: rewards.Format{}, Weight: p.Format.Weight})
+	}
+	if len(fs) == 0 {
+		return nil, fmt.Errorf("preset %s has no reward with a weight above 0", p.Name)
+	}
+	return fs, nil
+}
+
+// validWeight accepts finite weights that are not negative.
+func validWeight(w float64) bool { return w >= 0 && !math.IsInf(w, 0) }
