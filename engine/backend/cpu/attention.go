@@ -1,0 +1,209 @@
+package cpu
+
+import (
+	"math"
+
+	"rlhfstation/engine/backend/cpu/gemm"
+)
+
+// Attention describes causal multi-head attention with grouped-query heads: query head h
+// reads key/value head h/(Heads/KVHeads).
+type Attention struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // multiplies q·k, usually 1/√HeadDim
+	Window                  int     // sliding window: a query at p sees keys at (p−Window, p]; 0 = all
+}
+
+// Span is a run of rows of the packed query and output arrays holding consecutive
+// positions of one sequence, with that sequence's keys and values.
+type Span struct {
+	Row    int       // first row in q and out
+	N      int       // number of rows
+	Pos    int       // position of the first row; row i is at Pos+i
+	K, V   []float32 // keys and values of positions [0, Pos+N): rows of KVHeads·HeadDim
+	DK, DV []float32 // their gradients (backward only), same layout
+}
+
+// blockRows is the span length from which the forward goes through GEMM (whole blocks of
+// scores per head) instead of one dot product per key.
+const blockRows = 8
+
+// ProbSize is the number of floats AttentionForward stores for the backward: per span and
+// head an N×(Pos+N) matrix of probabilities.
+func (a Attention) ProbSize(spans []Span) int {
+	n := 0
+	for _, s := range spans {
+		n += a.Heads * s.N * (s.Pos + s.N)
+	}
+	return n
+}
+
+// AttentionForward sets out[rows, Heads·HeadDim] = softmax(Scale·q·Kᵀ, causal) · V for every
+// span. When probs is not nil (training), it receives the probabilities, span after span,
+// head-major, each head an N×(Pos+N) matrix with zeros where masked. Softmax runs in
+// float32 after subtracting the row maximum, with float64 sums.
+func AttentionForward(out, probs, q []float32, spans []Span, a Attention) {
+	var small []Span
+	off := 0
+	var scratch []float32
+	for _, s := range spans {
+		if s.N == 0 {
+			continue
+		}
+		L := s.Pos + s.N
+		if probs == nil && s.N < blockRows {
+			small = append(small, s)
+			continue
+		}
+		for h := 0; h < a.Heads; h++ {
+			var sc []float32
+			if probs != nil {
+				sc = probs[off : off+s.N*L]
+				off += s.N * L
+			} else {
+				if cap(scratch) < s.N*L {
+					scratch = make([]float32, s.N*L)
+				}
+				sc = scratch[:s.N*L]
+			}
+			attentionBlock(out, sc, q, s, h, a)
+		}
+	}
+	if len(small) > 0 {
+		attentionRows(out, q, small, a)
+	}
+}
+
+// attentionBlock computes head h of a span with two GEMMs around a masked softmax.
+func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
+	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	kvh := h / (a.Heads / a.KVHeads)
+	L := s.Pos + s.N
+	gemm.Sgemm(false, true, s.N, L, hd, a.Scale, q[s.Row*qw+h*hd:], qw, s.K[kvh*hd:], kw, 0, sc, L)
+	For(s.N, grainFor(L), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			p := s.Pos + i
+			k0 := a.firstKey(p)
+			row := sc[i*L : (i+1)*L]
+			clear(row[:k0])
+			softmaxInPlace(row[k0 : p+1])
+			clear(row[p+1:])
+		}
+	})
+	gemm.Sgemm(false, false, s.N, hd, L, 1, sc, L, s.V[kvh*hd:], kw, 0, out[s.Row*qw+h*hd:], qw)
+}
+
+// attentionRows handles short spans (decode steps) one (row, head) at a time, in parallel.
+func attentionRows(out, q []float32, spans []Span, a Attention) {
+	type item struct{ s, i int }
+	var items []item
+	maxL := 0
+	for si, s := range spans {
+		for i := 0; i < s.N; i++ {
+			items = append(items, item{si, i})
+		}
+		maxL = max(maxL, s.Pos+s.N)
+	}
+	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	group := a.Heads / a.KVHeads
+	For(len(items)*a.Heads, max(1, (1<<15)/max(1, maxL*hd)), func(lo, hi int) {
+		scores := make([]float32, maxL)
+		for w := lo; w < hi; w++ {
+			it, h := items[w/a.Heads], w%a.Heads
+			s := spans[it.s]
+			row, p := s.Row+it.i, s.Pos+it.i
+			k0 := a.firstKey(p)
+			qv := q[row*qw+h*hd : row*qw+(h+1)*hd]
+			kvo := (h / group) * hd
+			sc := scores[k0 : p+1]
+			for j := range sc {
+				kr := s.K[(k0+j)*kw+kvo : (k0+j)*kw+kvo+hd]
+				var d float32
+				for t, x := range qv {
+					d += x * kr[t]
+				}
+				sc[j] = d * a.Scale
+			}
+			softmaxInPlace(sc)
+			o := out[row*qw+h*hd : row*qw+(h+1)*hd]
+			clear(o)
+			for j, pj := range sc {
+				vr := s.V[(k0+j)*kw+kvo : (k0+j)*kw+kvo+hd]
+				for t, v := range vr {
+					o[t] += pj * v
+				}
+			}
+		}
+	})
+}
+
+// firstKey is the first key position a query at position p sees.
+func (a Attention) firstKey(p int) int {
+	if a.Window > 0 && p-a.Window+1 > 0 {
+		return p - a.Window + 1
+	}
+	return 0
+}
+
+// softmaxInPlace replaces x by softmax(x), subtracting the maximum first.
+func softmaxInPlace(x []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for j, v := range x {
+		e := float32(math.Exp(float64(v - mx)))
+		x[j] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for j := range x {
+		x[j] *= inv
+	}
+}
+
+// AttentionBackward accumulates dq and, per span, DK and DV from dout, given the forward's
+// q, keys, values and the probabilities it stored.
+func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) {
+	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	group := a.Heads / a.KVHeads
+	off := 0
+	var scratch []float32
+	for _, s := range spans {
+		if s.N == 0 {
+			continue
+		}
+		L := s.Pos + s.N
+		if cap(scratch) < s.N*L {
+			scratch = make([]float32, s.N*L)
+		}
+		dp := scratch[:s.N*L]
+		for h := 0; h < a.Heads; h++ {
+			p := probs[off : off+s.N*L]
+			off += s.N * L
+			kvo := (h / group) * hd
+			do := dout[s.Row*qw+h*hd:]
+			// dP = dO·Vᵀ and dV += Pᵀ·dO
+			gemm.Sgemm(false, true, s.N, L, hd, 1, do, qw, s.V[kvo:], kw, 0, dp, L)
+			gemm.Sgemm(true, false, L, hd, s.N, 1, p, L, do, qw, 1, s.DV[kvo:], kw)
+			// dS = P ⊙ (dP − Σ_j P·dP), the softmax backward
+			For(s.N, grainFor(L), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					pr, dr := p[i*L:(i+1)*L], dp[i*L:(i+1)*L]
+					var dot float64
+					for j, v := range pr {
+						dot += float64(v * dr[j])
+					}
+					d := float32(dot)
+					for j, v := range pr {
+						dr[j] = v * (dr[j] - d)
+					}
+				}
+			})
+			// dQ += Scale·dS·K and dK += Scale·dSᵀ·Q
+			gemm.Sgemm(false, false, s.N, hd, L, a.Scale, dp, L, s.K[kvo:], kw, 1, dq[s.Row*qw+h*hd:], qw)
+			gemm.Sgemm(true, false, L, hd, s.N, a.Scale, dp, L, q[s.Row*qw+h*hd:], qw, 1, s.DK[kvo:], kw)
+		}
+	}
+}

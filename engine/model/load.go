@@ -1,0 +1,89 @@
+package model
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"rlhfstation/safetensors"
+)
+
+// Load reads a Hugging Face model folder: config.json (and generation_config.json when
+// present) and model.safetensors or a sharded model.safetensors.index.json, in F32, F16 or
+// BF16, converted to float32. GPT-2 tensors may carry the transformer. prefix or not; a
+// missing lm_head.weight means the head is tied to the token embedding.
+func Load(dir string) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	set, err := safetensors.OpenSet(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	if !cfg.TieEmbed {
+		if _, ok := set.Info("lm_head.weight"); !ok {
+			cfg.TieEmbed = true
+		}
+	}
+	m, err := build(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+	}
+	for _, p := range m.Params {
+		if err := loadParam(set, p, dir); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// loadParam fills p from the set, checking the stored shape.
+func loadParam(set *safetensors.Set, p *Param, dir string) error {
+	name := p.Name
+	info, ok := set.Info(name)
+	if !ok && strings.HasPrefix(name, "transformer.") {
+		// GPT-2 checkpoints saved from GPT2Model lack the prefix.
+		if info, ok = set.Info(strings.TrimPrefix(name, "transformer.")); ok {
+			name = info.Name
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%s: tensor %s is missing", weightFiles(set, dir), p.Name)
+	}
+	where := weightFiles(set, dir)
+	if f, found := set.File(name); found {
+		where = f.Path
+	}
+	want := p.Shape
+	if p.conv1D {
+		want = []int{p.Shape[1], p.Shape[0]}
+	}
+	if !slices.Equal(info.Shape, want) {
+		return fmt.Errorf("%s: tensor %s has shape %v, expected %v", where, name, info.Shape, want)
+	}
+	if !p.conv1D {
+		return set.Float32Into(name, p.Data)
+	}
+	src, _, err := set.Float32(name)
+	if err != nil {
+		return err
+	}
+	in, out := p.Shape[1], p.Shape[0]
+	for i := 0; i < in; i++ {
+		for o := 0; o < out; o++ {
+			p.Data[o*in+i] = src[i*out+o]
+		}
+	}
+	return nil
+}
+
+// weightFiles names the weight file(s) of a set for error messages.
+func weightFiles(set *safetensors.Set, dir string) string {
+	if set.Index != "" {
+		return set.Index
+	}
+	return filepath.Join(dir, safetensors.SingleFile)
+}

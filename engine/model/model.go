@@ -1,0 +1,242 @@
+// Package model runs Hugging Face causal language models of the gpt2 and llama families
+// (llama, mistral, qwen2) on the CPU in float32: loading and saving model folders, a
+// batched forward pass over a key/value cache, log-probabilities, generation, and a
+// training forward with its backward.
+//
+// A Model is not safe for concurrent use: its forward passes share scratch buffers.
+package model
+
+import (
+	"fmt"
+	"sync"
+
+	"rlhfstation/engine/backend/cpu"
+)
+
+// Param is one named parameter tensor, a view into the model's single parameter buffer.
+type Param struct {
+	Name   string // Hugging Face name, e.g. model.layers.0.self_attn.q_proj.weight
+	Shape  []int  // as held here: [out,in] for every linear, GPT-2's included
+	Off    int    // offset in the parameter buffer, and in a Grads buffer
+	Data   []float32
+	conv1D bool // stored [in,out] in checkpoints (GPT-2's Conv1D)
+}
+
+// Size is the number of elements.
+func (p *Param) Size() int { return len(p.Data) }
+
+// Norm is a normalisation layer: RMSNorm (B nil) or LayerNorm.
+type Norm struct{ W, B *Param }
+
+// Layer is one transformer block. gpt2 uses QKV (c_attn), O, Up (c_fc) and Down (c_proj);
+// llama uses Q, K, V, O, Gate, Up and Down.
+type Layer struct {
+	Norm1, Norm2   Norm
+	QKV            *Linear
+	Q, K, V, O     *Linear
+	Gate, Up, Down *Linear
+}
+
+// Model is a loaded or freshly made model.
+type Model struct {
+	Config Config
+	Params []*Param // every tensor, in a fixed order, named as in the checkpoint
+	Layers []Layer
+	Embed  *Param // token embedding [Vocab,Dim]
+	PosEmb *Param // learned positions [MaxPos,Dim] (gpt2), else nil
+	Head   *Param // LM head [Vocab,Dim]; the same Param as Embed when tied
+	Final  Norm
+
+	// AdaptersOff runs every linear without its adapter: the frozen base, which serves as
+	// the reference model and the perplexity scorer.
+	AdaptersOff bool
+
+	data    []float32 // the one parameter allocation
+	ropeMu  sync.Mutex
+	rope    *cpu.RoPETable
+	invFreq []float64
+	scratch scratch
+}
+
+// Grads holds one gradient per parameter, in a flat buffer laid out like the parameters.
+type Grads struct{ Data []float32 }
+
+// NewGrads allocates zeroed full-parameter gradients.
+func (m *Model) NewGrads() *Grads { return &Grads{Data: make([]float32, len(m.data))} }
+
+// Of returns p's gradient.
+func (g *Grads) Of(p *Param) []float32 { return g.Data[p.Off : p.Off+len(p.Data)] }
+
+// Zero clears every gradient.
+func (g *Grads) Zero() { clear(g.Data) }
+
+// Data returns the flat parameter buffer (every Param is a view into it), for optimizers
+// that update all parameters at once alongside a Grads buffer.
+func (m *Model) Data() []float32 { return m.data }
+
+// NumParams counts the parameters (a tied head counted once).
+func (m *Model) NumParams() int { return len(m.data) }
+
+// Param returns the parameter of that Hugging Face name.
+func (m *Model) Param(name string) (*Param, bool) {
+	for _, p := range m.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Linears returns every linear module of the blocks in order (the LM head excluded), the
+// modules LoRA can target.
+func (m *Model) Linears() []*Linear {
+	var out []*Linear
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, lin := range []*Linear{l.QKV, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+			if lin != nil {
+				out = append(out, lin)
+			}
+		}
+	}
+	return out
+}
+
+// paramSpec is one tensor of a config's layout.
+type paramSpec struct {
+	name   string
+	shape  []int
+	conv1D bool
+}
+
+// layout lists the tensors of a model of config c under their Hugging Face names.
+func layout(c *Config) []paramSpec {
+	var s []paramSpec
+	add := func(name string, shape ...int) { s = append(s, paramSpec{name: name, shape: shape}) }
+	lin := func(name string, out, in int, bias, conv bool) {
+		s = append(s, paramSpec{name: name + ".weight", shape: []int{out, in}, conv1D: conv})
+		if bias {
+			add(name+".bias", out)
+		}
+	}
+	D, F, V := c.Dim, c.Hidden, c.Vocab
+	if c.Family() == GPT2 {
+		add("transformer.wte.weight", V, D)
+		add("transformer.wpe.weight", c.MaxPos, D)
+		for i := 0; i < c.Layers; i++ {
+			p := fmt.Sprintf("transformer.h.%d.", i)
+			add(p+"ln_1.weight", D)
+			add(p+"ln_1.bias", D)
+			lin(p+"attn.c_attn", 3*D, D, true, true)
+			lin(p+"attn.c_proj", D, D, true, true)
+			add(p+"ln_2.weight", D)
+			add(p+"ln_2.bias", D)
+			lin(p+"mlp.c_fc", F, D, true, true)
+			lin(p+"mlp.c_proj", D, F, true, true)
+		}
+		add("transformer.ln_f.weight", D)
+		add("transformer.ln_f.bias", D)
+	} else {
+		add("model.embed_tokens.weight", V, D)
+		for i := 0; i < c.Layers; i++ {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			add(p+"input_layernorm.weight", D)
+			lin(p+"self_attn.q_proj", c.QDim(), D, c.QKVBias, false)
+			lin(p+"self_attn.k_proj", c.KVDim(), D, c.QKVBias, false)
+			lin(p+"self_attn.v_proj", c.KVDim(), D, c.QKVBias, false)
+			lin(p+"self_attn.o_proj", D, c.QDim(), c.OBias, false)
+			add(p+"post_attention_layernorm.weight", D)
+			lin(p+"mlp.gate_proj", F, D, c.MLPBias, false)
+			lin(p+"mlp.up_proj", F, D, c.MLPBias, false)
+			lin(p+"mlp.down_proj", D, F, c.MLPBias, false)
+		}
+		add("model.norm.weight", D)
+	}
+	if !c.TieEmbed {
+		add("lm_head.weight", V, D)
+	}
+	return s
+}
+
+// build allocates the parameter buffer for c and wires the modules to their views.
+func build(c *Config) (*Model, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	specs := layout(c)
+	total := 0
+	for _, sp := range specs {
+		total += numel(sp.shape)
+	}
+	m := &Model{Config: *c, data: make([]float32, total)}
+	byName := make(map[string]*Param, len(specs))
+	off := 0
+	for _, sp := range specs {
+		n := numel(sp.shape)
+		p := &Param{Name: sp.name, Shape: sp.shape, Off: off, Data: m.data[off : off+n : off+n], conv1D: sp.conv1D}
+		off += n
+		m.Params = append(m.Params, p)
+		byName[p.Name] = p
+	}
+	linear := func(name string, in, out int) *Linear {
+		w := byName[name+".weight"]
+		return &Linear{Name: name, In: in, Out: out, W: &Dense{Out: out, In: in, W: w.Data}, weight: w, bias: byName[name+".bias"]}
+	}
+	norm := func(name string) Norm { return Norm{W: byName[name+".weight"], B: byName[name+".bias"]} }
+	D, F := c.Dim, c.Hidden
+	m.Layers = make([]Layer, c.Layers)
+	if c.Family() == GPT2 {
+		m.Embed, m.PosEmb = byName["transformer.wte.weight"], byName["transformer.wpe.weight"]
+		for i := range m.Layers {
+			p := fmt.Sprintf("transformer.h.%d.", i)
+			m.Layers[i] = Layer{
+				Norm1: norm(p + "ln_1"), Norm2: norm(p + "ln_2"),
+				QKV: linear(p+"attn.c_attn", D, 3*D), O: linear(p+"attn.c_proj", D, D),
+				Up: linear(p+"mlp.c_fc", D, F), Down: linear(p+"mlp.c_proj", F, D),
+			}
+		}
+		m.Final = norm("transformer.ln_f")
+	} else {
+		m.Embed = byName["model.embed_tokens.weight"]
+		for i := range m.Layers {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			m.Layers[i] = Layer{
+				Norm1: norm(p + "input_layernorm"), Norm2: norm(p + "post_attention_layernorm"),
+				Q: linear(p+"self_attn.q_proj", D, c.QDim()), K: linear(p+"self_attn.k_proj", D, c.KVDim()),
+				V: linear(p+"self_attn.v_proj", D, c.KVDim()), O: linear(p+"self_attn.o_proj", c.QDim(), D),
+				Gate: linear(p+"mlp.gate_proj", D, F), Up: linear(p+"mlp.up_proj", D, F),
+				Down: linear(p+"mlp.down_proj", F, D),
+			}
+		}
+		m.Final = norm("model.norm")
+		m.invFreq = c.InvFreq()
+	}
+	m.Head = m.Embed
+	if !c.TieEmbed {
+		m.Head = byName["lm_head.weight"]
+	}
+	return m, nil
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// ropeTable returns RoPE tables covering positions [0, n), growing them on demand (a
+// context of 128k positions would otherwise cost tens of MB up front).
+func (m *Model) ropeTable(n int) *cpu.RoPETable {
+	m.ropeMu.Lock()
+	defer m.ropeMu.Unlock()
+	if m.rope == nil || m.rope.MaxPos < n {
+		size := 256
+		for size < n {
+			size *= 2
+		}
+		m.rope = cpu.NewRoPETable(m.invFreq, min(size, max(n, m.Config.MaxPos)))
+	}
+	return m.rope
+}
