@@ -273,3 +273,47 @@ func jsonErrorLine(data []byte, err error) error {
 	}
 	return fmt.Errorf("line %d: %w", 1+bytes.Count(data[:off], []byte("\n")), err)
 }
+
+// Chunk is a range [Start, End) of token indexes.
+type Chunk struct{ Start, End int }
+
+// SplitChunks cuts a reference document's tokens into baseline samples of at most maxTokens
+// tokens (DESIGN §6.1: "each document, or chunk of at most 256 tokens, is one sample"). A cut
+// goes before a token that starts a word when the chunk has one past its first half, so that
+// words stay whole; otherwise at maxTokens.
+func SplitChunks(text string, spans []Span, maxTokens int) []Chunk {
+	if maxTokens < 1 {
+		maxTokens = 1
+	}
+	var out []Chunk
+	for start := 0; start < len(spans); {
+		end := start + maxTokens
+		if end >= len(spans) {
+			out = append(out, Chunk{start, len(spans)})
+			break
+		}
+		for cut := end; cut > start+maxTokens/2; cut-- {
+			if startsWord(text, spans, cut) {
+				end = cut
+				break
+			}
+		}
+		out = append(out, Chunk{start, end})
+		start = end
+	}
+	return out
+}
+
+// startsWord reports whether token i begins with a space or follows one: no word straddles
+// a cut before it.
+func startsWord(text string, spans []Span, i int) bool {
+	s := spans[i]
+	if s.Start < s.End && isSpaceByte(text[s.Start]) {
+		return true
+	}
+	return s.Start > 0 && isSpaceByte(text[s.Start-1])
+}
+
+func isSpaceByte(b byte) bool {
+	return b == ' ' || b == '\n' || b == '\t' || b == '\r' || b == '\v' || b == '\f'
+}

@@ -179,3 +179,26 @@ func TestContentHash(t *testing.T) {
 		t.Error("missing file: no error")
 	}
 }
+
+func TestSplitChunks(t *testing.T) {
+	// "aa bb cc dd" as tokens "a","a"," b","b"," c","c"," d","d".
+	text, spans := tok(t, []string{"a", "a", " b", "b", " c", "c", " d", "d"}, make([]float64, 8))
+	got := SplitChunks(text, spans, 3)
+	want := []Chunk{{0, 2}, {2, 4}, {4, 6}, {6, 8}}
+	if len(got) != len(want) {
+		t.Fatalf("chunks %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("chunks %v, want %v", got, want)
+		}
+	}
+	// One long word: cut at the limit.
+	text, spans = tok(t, []string{"x", "y", "z", "w", "v"}, make([]float64, 5))
+	if got := SplitChunks(text, spans, 2); len(got) != 3 || got[2] != (Chunk{4, 5}) {
+		t.Errorf("long word chunks %v", got)
+	}
+	if got := SplitChunks("", nil, 256); len(got) != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
