@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	sugar "github.com/sugarme/tokenizer"
 	"golang.org/x/text/unicode/norm"
@@ -17,7 +16,7 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage     `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage     `json:"post_processor"`
 	Decoder       json.RawMessage     `json:"decoder"`
-	Model         json.RawMessage     `json:"model"`
+	Model         *modelJSON          `json:"model"`
 }
 
 type modelJSON struct {
@@ -28,8 +27,8 @@ type modelJSON struct {
 	FuseUnk                 bool            `json:"fuse_unk"`
 	ByteFallback            bool            `json:"byte_fallback"`
 	IgnoreMerges            bool            `json:"ignore_merges"`
-	Vocab                   map[string]int  `json:"vocab"`
-	Merges                  json.RawMessage `json:"merges"`
+	Vocab                   vocabJSON       `json:"vocab"`
+	Merges                  *mergesJSON     `json:"merges"`
 }
 
 // component is any normalizer, pre-tokenizer, post-processor or decoder object.
@@ -136,13 +135,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	return t, nil
 }
 
-func parseModel(raw json.RawMessage, byteLevel bool) (*bpe, error) {
-	if isNull(raw) {
+func parseModel(m *modelJSON, byteLevel bool) (*bpe, error) {
+	if m == nil {
 		return nil, fmt.Errorf("missing")
-	}
-	var m modelJSON
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
 	}
 	if m.Type != "BPE" && !(m.Type == "" && m.Merges != nil) {
 		return nil, fmt.Errorf("type %q is not supported (only BPE)", m.Type)
@@ -150,9 +145,9 @@ func parseModel(raw json.RawMessage, byteLevel bool) (*bpe, error) {
 	if m.Vocab == nil {
 		return nil, fmt.Errorf("no vocab")
 	}
-	merges, err := parseMerges(m.Merges)
-	if err != nil {
-		return nil, err
+	var merges [][2]string
+	if m.Merges != nil {
+		merges = *m.Merges
 	}
 	b, err := newBPE(m.Vocab, merges, byteLevel)
 	if err != nil {
@@ -173,37 +168,6 @@ func parseModel(raw json.RawMessage, byteLevel bool) (*bpe, error) {
 	}
 	b.fuseUnk, b.byteFallback, b.ignoreMerges = m.FuseUnk, m.ByteFallback, m.IgnoreMerges
 	return b, nil
-}
-
-// parseMerges reads merges in either spelling: "a b" strings or ["a", "b"] pairs.
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var lines []string
-	if err := json.Unmarshal(raw, &lines); err == nil {
-		out := make([][2]string, len(lines))
-		for i, l := range lines {
-			a, b, ok := strings.Cut(l, " ")
-			if !ok || strings.Contains(b, " ") {
-				return nil, fmt.Errorf("merges[%d] %q: want two tokens separated by one space", i, l)
-			}
-			out[i] = [2]string{a, b}
-		}
-		return out, nil
-	}
-	var pairs [][]string
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		return nil, fmt.Errorf("merges: neither strings nor pairs of strings")
-	}
-	out := make([][2]string, len(pairs))
-	for i, p := range pairs {
-		if len(p) != 2 {
-			return nil, fmt.Errorf("merges[%d]: want a pair, got %d strings", i, len(p))
-		}
-		out[i] = [2]string{p[0], p[1]}
-	}
-	return out, nil
 }
 
 func parseNormalizer(raw json.RawMessage) (normalizer, error) {

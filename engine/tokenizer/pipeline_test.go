@@ -134,3 +134,29 @@ func TestDecodeLossy(t *testing.T) {
 		t.Errorf("lossy decode %q", got)
 	}
 }
+
+func TestVocabMergesJSON(t *testing.T) {
+	var v vocabJSON
+	if err := json.Unmarshal([]byte(` { "a" : 0, "\"\\\u00e9" :1,"Ġb":  2 } `), &v); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(map[string]int(v), map[string]int{"a": 0, "\"\\é": 1, "Ġb": 2}) {
+		t.Errorf("vocab %v", v)
+	}
+	for raw, want := range map[string]mergesJSON{
+		`["a b", "\"x\" y"]`:         {{"a", "b"}, {`"x"`, "y"}},
+		`[["a", "b"], [" ", "c d"]]`: {{"a", "b"}, {" ", "c d"}},
+		`[]`:                         {},
+	} {
+		var m mergesJSON
+		if err := json.Unmarshal([]byte(raw), &m); err != nil || !reflect.DeepEqual(m, want) {
+			t.Errorf("%s: %q, %v", raw, m, err)
+		}
+	}
+	for _, raw := range []string{`["a b c"]`, `["ab"]`, `[["a"]]`, `[["a","b","c"]]`, `[1]`} {
+		var m mergesJSON
+		if err := json.Unmarshal([]byte(raw), &m); err == nil {
+			t.Errorf("%s accepted", raw)
+		}
+	}
+}
