@@ -237,14 +237,12 @@ func (c *Config) parseRope(f fields) error {
 }
 
 // Validate sets what the model type implies (which linears have a bias, GPT-2's head
-// count) and checks the sizes against each other.
+// count) and the defaults of zero fields (HeadDim = Dim/Heads, KVHeads = Heads), and
+// checks the sizes against each other.
 func (c *Config) Validate() error {
 	switch c.ModelType {
 	case "gpt2":
 		c.QKVBias, c.OBias, c.MLPBias, c.KVHeads = true, true, true, c.Heads
-		if c.HeadDim == 0 && c.Heads > 0 {
-			c.HeadDim = c.Dim / c.Heads
-		}
 	case "llama":
 		c.OBias = c.QKVBias
 	case "qwen2":
@@ -256,6 +254,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Family() == GPT2 {
 		c.Window = 0
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
 	}
 	switch {
 	case c.Vocab <= 0 || c.Dim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.Hidden <= 0 || c.MaxPos <= 0:

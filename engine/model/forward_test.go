@@ -10,11 +10,11 @@ import (
 
 // refCase is one model checked against the PyTorch reference.
 type refCase struct {
-	name  string
-	m     *Model // as loaded back from dir
-	dir   string
-	seqs  [][]int
-	gen   []int
+	name string
+	m    *Model // as loaded back from dir
+	dir  string
+	seqs [][]int
+	gen  []int
 }
 
 func refCases(t *testing.T) []refCase {

@@ -103,10 +103,10 @@ func randomIDs(rng *rand.Rand, n, vocab int) []int {
 
 // refJob and refResult mirror testdata/reference.py's protocol.
 type refJob struct {
-	Model  string         `json:"model"`
-	Seqs   [][]int        `json:"seqs,omitempty"`
-	Greedy *refGreedy     `json:"greedy,omitempty"`
-	Grad   *refGradJob    `json:"grad,omitempty"`
+	Model  string      `json:"model"`
+	Seqs   [][]int     `json:"seqs,omitempty"`
+	Greedy *refGreedy  `json:"greedy,omitempty"`
+	Grad   *refGradJob `json:"grad,omitempty"`
 }
 
 type refGreedy struct {

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"rlhfstation/engine/model"
+)
+
+func init() {
+	register(command{name: "generate", summary: "continue a prompt with a model (greedy or sampled)", order: 60, run: runGenerate})
+}
+
+const generateHelp = `generate --model DIR [--temperature T] [--top-k K] [--top-p P] [--seed S] [--max-new-tokens N] [--json] PROMPT...
+
+Continues PROMPT (the words joined with single spaces; - reads standard input) and prints the
+new text. The prompt is encoded with the tokenizer's special tokens (a BOS where its
+post-processor adds one). Generation stops at the model's EOS ids or after N new tokens.
+--temperature 0 is greedy; otherwise temperature, top-k and top-p are applied in that order,
+seeded: the same seed gives the same text.`
+
+func runGenerate(args []string) error {
+	fs := newFlagSet("generate", generateHelp)
+	modelFlag := fs.String("model", "", modelFlagHelp)
+	temp := fs.Float64("temperature", 1, "sampling temperature `T`; 0 for greedy decoding")
+	topK := fs.Int("top-k", 0, "sample among the `K` most likely tokens; 0 for all")
+	topP := fs.Float64("top-p", 1, "sample from the smallest set of tokens whose probability reaches `P`; 1 for all")
+	seed := fs.Uint64("seed", 0, "random `seed`")
+	maxNew := fs.Int("max-new-tokens", 64, "at most `N` new tokens")
+	asJSON := fs.Bool("json", false, `print one JSON document {"prompt", "prompt_ids", "text", "ids", "tokens", "logprobs", "cut"}; logprobs are under softmax(logits/T) (T=1 when greedy)`)
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) == 0:
+		return usagef("generate needs a PROMPT (or - to read standard input)")
+	case *temp < 0 || *topK < 0 || *topP <= 0 || *topP > 1 || *maxNew < 0:
+		return usagef("generate: need --temperature ≥ 0, --top-k ≥ 0, 0 < --top-p ≤ 1, --max-new-tokens ≥ 0")
+	}
+	prompt := strings.Join(rest, " ")
+	if len(rest) == 1 && rest[0] == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return fmt.Errorf("reading standard input: %w", err)
+		}
+		prompt = string(b)
+	}
+	dir, err := resolveModelDir(*modelFlag)
+	if err != nil {
+		return err
+	}
+	m, tok, err := loadModel(dir)
+	if err != nil {
+		return err
+	}
+	ids := tok.Encode(prompt, true).IDs
+	if len(ids) == 0 {
+		if m.Config.BOS < 0 {
+			return usagef("generate: the prompt is empty and the model has no BOS token to start from")
+		}
+		ids = []int{m.Config.BOS}
+	}
+	g, err := m.Generate([][]int{ids}, model.GenerateOptions{MaxNewTokens: *maxNew, Temperature: float32(*temp),
+		TopK: *topK, TopP: float32(*topP), Seed: *seed})
+	if err != nil {
+		return err
+	}
+	newIDs := g.Tokens[0]
+	text := tok.Decode(newIDs, true)
+	if !*asJSON {
+		_, err := fmt.Fprintln(os.Stdout, text)
+		return err
+	}
+	doc := struct {
+		Prompt    string    `json:"prompt"`
+		PromptIDs []int     `json:"prompt_ids"`
+		Text      string    `json:"text"`
+		IDs       []int     `json:"ids"`
+		Tokens    []string  `json:"tokens"`
+		LogProbs  []float32 `json:"logprobs"`
+		Cut       bool      `json:"cut"`
+	}{Prompt: prompt, PromptIDs: ids, Text: text, IDs: newIDs, Tokens: make([]string, len(newIDs)),
+		LogProbs: g.LogProbs[0], Cut: g.Cut[0]}
+	if doc.IDs == nil {
+		doc.IDs, doc.LogProbs = []int{}, []float32{}
+	}
+	for i, id := range newIDs {
+		doc.Tokens[i] = tok.Token(id)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(doc)
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/tokenizer"
+)
+
+func init() {
+	register(command{name: "score", summary: "per-token log-probabilities and perplexity of texts under a model", order: 50, run: runScore})
+}
+
+const scoreHelp = `score --model DIR [--json] TEXT...
+
+Scores each TEXT separately: every token's log-probability given the text before it, the
+mean negative log-likelihood (NLL) over the scored tokens and the token-level perplexity
+exp(mean NLL). The first token is conditioned on the special tokens the tokenizer's
+post-processor puts in front (a BOS), else on the config's bos_token_id; a model with
+neither cannot score a text's first token, which is then shown without a log-probability
+and left out of the mean.`
+
+func runScore(args []string) error {
+	fs := newFlagSet("score", scoreHelp)
+	modelFlag := fs.String("model", "", modelFlagHelp)
+	asJSON := fs.Bool("json", false, `print one JSON document {"model", "texts": [{"text", "context", "ids", "tokens", "logprobs", "mean_nll", "perplexity"}]}`)
+	texts, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(texts) == 0 {
+		return usagef("score needs at least one TEXT")
+	}
+	dir, err := resolveModelDir(*modelFlag)
+	if err != nil {
+		return err
+	}
+	m, tok, err := loadModel(dir)
+	if err != nil {
+		return err
+	}
+	results, err := scoreTexts(m, tok, texts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(struct {
+			Model string       `json:"model"`
+			Texts []textScore `json:"texts"`
+		}{dir, results})
+	}
+	return printScores(os.Stdout, tok, results)
+}
+
+// loadModel loads a model folder and its tokenizer, with one line on stderr saying how
+// long it took.
+func loadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
+	start := time.Now()
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if tok.VocabSize() > m.Config.Vocab {
+		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
+	}
+	fmt.Fprintf(os.Stderr, "loaded %s (%s, %.1fM parameters) in %.2fs\n", dir, m.Config.ModelType,
+		float64(m.NumParams())/1e6, time.Since(start).Seconds())
+	return m, tok, nil
+}
+
+// textScore is one text's result; log-probabilities are null where a token has no
+// context, means are null without a scored token.
+type textScore struct {
+	Text       string     `json:"text"`
+	Context    []int      `json:"context"` // ids the first token is conditioned on
+	IDs        []int      `json:"ids"`
+	Tokens     []string   `json:"tokens"`
+	LogProbs   []*float64 `json:"logprobs"`
+	MeanNLL    *float64   `json:"mean_nll"`
+	Perplexity *float64   `json:"perplexity"`
+}
+
+// scoringContext returns the text's ids and what precedes them: the post-processor's
+// leading special tokens, else the config's BOS, else nothing.
+func scoringContext(m *model.Model, tok *tokenizer.Tokenizer, text string) (ctx, ids []int) {
+	ids = tok.Encode(text, false).IDs
+	full := tok.Encode(text, true).IDs
+	for k := 0; k+len(ids) <= len(full); k++ {
+		if k > 0 && slices.Equal(full[k:k+len(ids)], ids) {
+			return full[:k], ids
+		}
+	}
+	if m.Config.BOS >= 0 {
+		return []int{m.Config.BOS}, ids
+	}
+	return nil, ids
+}
+
+func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, texts []string) ([]textScore, error) {
+	seqs := make([][]int, len(texts))
+	ctxLen := make([]int, len(texts))
+	results := make([]textScore, len(texts))
+	for i, text := range texts {
+		ctx, ids := scoringContext(m, tok, text)
+		seqs[i] = append(slices.Clone(ctx), ids...)
+		ctxLen[i] = len(ctx)
+		r := textScore{Text: text, Context: ctx, IDs: ids, Tokens: make([]string, len(ids)), LogProbs: make([]*float64, len(ids))}
+		if r.Context == nil {
+			r.Context = []int{}
+		}
+		for j, id := range ids {
+			r.Tokens[j] = tok.Token(id)
+		}
+		results[i] = r
+	}
+	lps, err := m.LogProbs(seqs, 1)
+	if err != nil {
+		return nil, err
+	}
+	for i := range results {
+		r := &results[i]
+		var sum float64
+		n := 0
+		for j := range r.IDs {
+			k := ctxLen[i] + j
+			if k == 0 {
+				continue // no context for the very first token
+			}
+			v := float64(lps[i][k])
+			r.LogProbs[j] = &v
+			sum -= v
+			n++
+		}
+		if n > 0 {
+			nll := sum / float64(n)
+			ppl := math.Exp(nll)
+			r.MeanNLL, r.Perplexity = &nll, &ppl
+		}
+	}
+	return results, nil
+}
+
+func printScores(w io.Writer, tok *tokenizer.Tokenizer, results []textScore) error {
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "text %d: %q\n", i+1, r.Text)
+		if len(r.Context) > 0 {
+			fmt.Fprintf(w, "  context:")
+			for _, id := range r.Context {
+				fmt.Fprintf(w, " %s", readableToken(tok, id))
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "  %8s  %10s  %s\n", "id", "log-prob", "token")
+		for j, id := range r.IDs {
+			lp := "-"
+			if r.LogProbs[j] != nil {
+				lp = fmt.Sprintf("%.4f", *r.LogProbs[j])
+			}
+			fmt.Fprintf(w, "  %8d  %10s  %s\n", id, lp, readableToken(tok, id))
+		}
+		if r.MeanNLL == nil {
+			fmt.Fprintf(w, "  no scored token\n")
+			continue
+		}
+		scored := 0
+		for _, lp := range r.LogProbs {
+			if lp != nil {
+				scored++
+			}
+		}
+		fmt.Fprintf(w, "  mean NLL %.4f  perplexity %.3f  (%d tokens)\n", *r.MeanNLL, *r.Perplexity, scored)
+	}
+	return nil
+}
