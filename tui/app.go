@@ -1,0 +1,644 @@
+// Package tui is the rlhfstation workstation (DESIGN §13): the setup screen, the live
+// dashboard, the checkpoint inspector and the help overlay, composed from one component per
+// sub-package. It never calls into the engine directly: it reads run events from a channel
+// and drives the run through the small Controller interface, always from commands, so that a
+// slow engine never blocks the screen.
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"rlhfstation/engine/events"
+	"rlhfstation/tui/alerts"
+	"rlhfstation/tui/charts"
+	"rlhfstation/tui/checkpoints"
+	"rlhfstation/tui/context"
+	"rlhfstation/tui/footer"
+	"rlhfstation/tui/header"
+	"rlhfstation/tui/help"
+	"rlhfstation/tui/ntl"
+	"rlhfstation/tui/perplexity"
+	"rlhfstation/tui/replay"
+	"rlhfstation/tui/samples"
+	"rlhfstation/tui/setup"
+	"rlhfstation/tui/styles"
+)
+
+// Controller drives a live run. Each call may block for a while (a save writes files); the
+// dashboard calls them from commands. Stop asks the engine to save a checkpoint and end the
+// run; the engine then emits run_end (or closes the events channel).
+type Controller interface {
+	Pause() error
+	Resume() error
+	SaveNow() error
+	Stop() error
+}
+
+// Session is a run to show: its events, and a controller when it is live.
+type Session struct {
+	Events  <-chan events.Event
+	Control Controller // nil for a replay: pause and save then say "replay: not a live run"
+	RunDir  string     // the run folder; the inspector adds the checkpoints found in it
+}
+
+// Theme picks the palette.
+type Theme int
+
+const (
+	ThemeAuto  Theme = iota // ask the terminal for its background colour
+	ThemeDark               // light text on a dark background
+	ThemeLight              // dark text on a light background
+)
+
+// Options configure the workstation.
+type Options struct {
+	Session // the run to show; leave Events nil and set Setup to start on the setup screen
+
+	// Setup lists the choices of the setup screen. When the user starts, Start is called (in a
+	// command) with the settings; with Start nil the app quits and Chosen reports them.
+	Setup *setup.Choices
+	Start func(setup.Settings) (Session, error)
+
+	Inspect  checkpoints.InspectFunc  // health report of a checkpoint against a reference
+	Generate checkpoints.GenerateFunc // a completion from a checkpoint
+
+	Now     func() time.Time // the clock for elapsed and ETA; time.Now when nil
+	Theme   Theme
+	NoColor bool // no colour escapes (set it from styles.NoColorEnv() to honour NO_COLOR)
+}
+
+// MinWidth and MinHeight are the smallest terminal the dashboard lays out in.
+const (
+	MinWidth  = 80
+	MinHeight = 24
+)
+
+type screen int
+
+const (
+	screenSetup screen = iota
+	screenDashboard
+	screenCheckpoints
+)
+
+type overlay int
+
+const (
+	overlayNone overlay = iota
+	overlayHelp
+	overlayAlert
+	overlayQuit
+)
+
+// pane focus order on the dashboard: only these take keys.
+const (
+	focusAlerts = iota
+	focusSamples
+	focusCount
+)
+
+// Messages.
+type (
+	eventsMsg struct {
+		events []events.Event
+		closed bool
+	}
+	controlMsg struct {
+		action string // pause, resume, save, stop
+		err    error
+	}
+	sessionMsg struct {
+		session Session
+		err     error
+	}
+	tickMsg   time.Time
+	signalMsg struct{} // SIGINT/SIGTERM, turned into a clean stop by the program filter
+)
+
+// eventBatch bounds how many queued events one message carries, so a replay of a long run
+// reaches the screen in a few hundred updates instead of one per event.
+const eventBatch = 512
+
+// Model is the workstation's bubbletea model.
+type Model struct {
+	ctx  *context.Context
+	opts Options
+
+	screen  screen
+	overlay overlay
+	alert   events.Event
+	focus   int
+
+	header      header.Model
+	footer      footer.Model
+	ppl         perplexity.Model
+	ntl         ntl.Model
+	kl          charts.Model
+	reward      charts.Model
+	alerts      alerts.Model
+	samples     samples.Model
+	checkpoints checkpoints.Model
+	setup       setup.Model
+	help        help.Model
+
+	session  Session
+	closed   bool // the events channel closed
+	quitting bool // tea.Quit was returned by us
+	chosen   *setup.Settings
+	dark     bool
+}
+
+// New builds the workstation.
+func New(opts Options) Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	dark := opts.Theme != ThemeLight
+	ctx := context.New(styles.New(dark, opts.NoColor))
+	ctx.Now = opts.Now
+	m := Model{ctx: ctx, opts: opts, dark: dark}
+	m.header = header.New(ctx)
+	m.footer = footer.New(ctx)
+	m.ppl = perplexity.New(ctx)
+	m.ntl = ntl.New(ctx)
+	m.kl = charts.KL(ctx)
+	m.reward = charts.Reward(ctx)
+	m.alerts = alerts.New(ctx)
+	m.samples = samples.New(ctx)
+	m.checkpoints = checkpoints.New(ctx, opts.Inspect, opts.Generate)
+	m.help = help.New(ctx)
+	m.alerts.Focus()
+	if opts.Setup != nil && opts.Events == nil {
+		m.screen = screenSetup
+		m.setup = setup.New(ctx, *opts.Setup)
+		m.footer.SetKeys(ctx.Keys.SetupHelp())
+	} else {
+		m.screen = screenDashboard
+		m.attach(opts.Session)
+	}
+	return m
+}
+
+// attach starts showing a session.
+func (m *Model) attach(s Session) {
+	m.session = s
+	m.ctx.Live = s.Control != nil
+	m.scanFolder()
+	m.footer.SetKeys(m.ctx.Keys.ShortHelp())
+}
+
+// scanFolder adds the checkpoints found in the run folder to the inspector's list.
+func (m *Model) scanFolder() {
+	if m.session.RunDir == "" {
+		return
+	}
+	cps, err := replay.Checkpoints(m.session.RunDir)
+	if err != nil {
+		m.footer.Flash(err.Error(), true)
+		return
+	}
+	for _, c := range cps {
+		m.ctx.Run.AddFolderCheckpoint(c.Path, c.Step)
+	}
+	m.checkpoints.Sync()
+}
+
+// Chosen returns the settings picked on the setup screen when no Start function was given.
+func (m Model) Chosen() (setup.Settings, bool) {
+	if m.chosen == nil {
+		return setup.Settings{}, false
+	}
+	return *m.chosen, true
+}
+
+// Active reports whether a live run is attached and has not ended.
+func (m Model) Active() bool {
+	return m.ctx.Live && !m.ctx.Run.Ended && !m.closed
+}
+
+// Init starts reading events, the clock and the background-colour query.
+func (m Model) Init() tea.Cmd {
+	var cmds []tea.Cmd
+	if m.opts.Theme == ThemeAuto {
+		cmds = append(cmds, tea.RequestBackgroundColor)
+	}
+	if m.screen != screenSetup {
+		cmds = append(cmds, m.waitEvents(), tick())
+	}
+	return tea.Batch(cmds...)
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// waitEvents reads the next events: it blocks for one, then takes what else is queued.
+func (m Model) waitEvents() tea.Cmd {
+	ch := m.session.Events
+	if ch == nil {
+		return nil
+	}
+	return func() tea.Msg {
+		e, ok := <-ch
+		if !ok {
+			return eventsMsg{closed: true}
+		}
+		batch := []events.Event{e}
+		for len(batch) < eventBatch {
+			select {
+			case e, ok := <-ch:
+				if !ok {
+					return eventsMsg{events: batch, closed: true}
+				}
+				batch = append(batch, e)
+			default:
+				return eventsMsg{events: batch}
+			}
+		}
+		return eventsMsg{events: batch}
+	}
+}
+
+func (m Model) quit() (tea.Model, tea.Cmd) {
+	m.quitting = true
+	return m, tea.Quit
+}
+
+// Update handles a message.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.ctx.Width, m.ctx.Height = msg.Width, msg.Height
+		m.layout()
+		return m, nil
+	case tea.BackgroundColorMsg:
+		if m.opts.Theme == ThemeAuto {
+			m.dark = msg.IsDark()
+			m.ctx.Styles = styles.New(m.dark, m.opts.NoColor)
+			m.checkpoints.Restyle()
+		}
+		return m, nil
+	case eventsMsg:
+		return m.onEvents(msg)
+	case tickMsg:
+		if m.ctx.Run.Ended || m.quitting || m.session.Events == nil {
+			return m, nil
+		}
+		return m, tick()
+	case controlMsg:
+		return m.onControl(msg)
+	case signalMsg:
+		if m.Active() && !m.ctx.Stopping {
+			return m.stop()
+		}
+		return m.quit()
+	case setup.StartMsg:
+		if m.opts.Start == nil {
+			s := msg.Settings
+			m.chosen = &s
+			return m.quit()
+		}
+		m.setup.SetBusy(true)
+		start := m.opts.Start
+		return m, func() tea.Msg {
+			s, err := start(msg.Settings)
+			return sessionMsg{s, err}
+		}
+	case setup.QuitMsg:
+		return m.quit()
+	case sessionMsg:
+		if msg.err != nil {
+			m.setup.SetError(msg.err)
+			return m, nil
+		}
+		m.attach(msg.session)
+		m.screen = screenDashboard
+		m.layout()
+		return m, tea.Batch(m.waitEvents(), tick())
+	case tea.KeyPressMsg:
+		return m.onKey(msg)
+	}
+	// Anything else (command results, spinner ticks, paste) belongs to the inspector or setup.
+	var cmd tea.Cmd
+	switch m.screen {
+	case screenSetup:
+		m.setup, cmd = m.setup.Update(msg)
+	default:
+		m.checkpoints, cmd = m.checkpoints.Update(msg)
+	}
+	return m, cmd
+}
+
+func (m Model) onEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
+	for _, e := range msg.events {
+		m.ctx.Run.Apply(e)
+		switch e.Type {
+		case events.Checkpoint:
+			m.footer.Flash("checkpoint saved: "+e.Path, false)
+		case events.RunEnd:
+			s := "run " + e.Status
+			if e.Reason != "" {
+				s += ": " + e.Reason
+			}
+			m.footer.Flash(s, e.Status == "failed")
+		case events.Log:
+			if e.Level == "error" || e.Level == "warning" || e.Level == "warn" {
+				m.footer.Flash(e.Message, e.Level == "error")
+			}
+		}
+	}
+	if msg.closed {
+		m.closed = true
+	}
+	m.alerts.Sync()
+	m.samples.Sync()
+	m.checkpoints.Sync()
+	if m.ctx.Stopping && (m.ctx.Run.Ended || m.closed) {
+		return m.quit()
+	}
+	if m.closed {
+		return m, nil
+	}
+	return m, m.waitEvents()
+}
+
+func (m Model) onControl(msg controlMsg) (tea.Model, tea.Cmd) {
+	if msg.err != nil {
+		if msg.action == "stop" {
+			m.ctx.Stopping = false
+		}
+		m.footer.Flash(msg.action+" failed: "+msg.err.Error(), true)
+		return m, nil
+	}
+	switch msg.action {
+	case "pause":
+		m.ctx.Paused = true
+		m.footer.Flash("paused: the engine stops after the current step", false)
+	case "resume":
+		m.ctx.Paused = false
+		m.footer.Flash("resumed", false)
+	case "save":
+		m.footer.Flash("saving a checkpoint…", false)
+	case "stop":
+		if m.ctx.Run.Ended || m.closed {
+			return m.quit()
+		}
+	}
+	return m, nil
+}
+
+// control runs one controller call in a command.
+func (m Model) control(action string, f func() error) tea.Cmd {
+	return func() tea.Msg { return controlMsg{action, f()} }
+}
+
+// errNotLive is what pause and save say in a replay.
+var errNotLive = errors.New("replay: not a live run")
+
+// liveCheck says why a run cannot be driven now ("" when it can).
+func (m Model) liveCheck() string {
+	switch {
+	case !m.ctx.Live:
+		return errNotLive.Error()
+	case m.ctx.Run.Ended || m.closed:
+		return "the run has ended"
+	case m.ctx.Stopping:
+		return "the run is stopping"
+	}
+	return ""
+}
+
+func (m Model) stop() (tea.Model, tea.Cmd) {
+	m.overlay = overlayNone
+	m.ctx.Stopping = true
+	m.footer.Flash("stopping: saving a checkpoint, then quitting (ctrl+c again quits at once)", false)
+	return m, m.control("stop", m.session.Control.Stop)
+}
+
+func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	keys := m.ctx.Keys
+	if key.Matches(k, keys.ForceQuit) {
+		if m.Active() && !m.ctx.Stopping {
+			return m.stop()
+		}
+		return m.quit()
+	}
+	if m.ctx.Width < MinWidth || m.ctx.Height < MinHeight {
+		if key.Matches(k, keys.Quit) && !m.Active() {
+			return m.quit()
+		}
+		if key.Matches(k, keys.Quit) {
+			m.overlay = overlayQuit
+		}
+		return m, nil
+	}
+	switch m.overlay {
+	case overlayQuit:
+		switch {
+		case key.Matches(k, keys.Yes):
+			if !m.Active() {
+				return m.quit()
+			}
+			return m.stop()
+		case key.Matches(k, keys.No), key.Matches(k, keys.Quit):
+			m.overlay = overlayNone
+		}
+		return m, nil
+	case overlayHelp:
+		if key.Matches(k, keys.Help, keys.Back) {
+			m.overlay = overlayNone
+			return m, nil
+		}
+		if !key.Matches(k, keys.Quit) {
+			return m, nil
+		}
+		m.overlay = overlayNone
+	case overlayAlert:
+		if key.Matches(k, keys.Back, keys.Enter) {
+			m.overlay = overlayNone
+			return m, nil
+		}
+		if !key.Matches(k, keys.Quit) {
+			return m, nil
+		}
+		m.overlay = overlayNone
+	}
+
+	switch m.screen {
+	case screenSetup:
+		var cmd tea.Cmd
+		m.setup, cmd = m.setup.Update(k)
+		return m, cmd
+	case screenCheckpoints:
+		if m.checkpoints.Editing() {
+			var cmd tea.Cmd
+			m.checkpoints, cmd = m.checkpoints.Update(k)
+			return m, cmd
+		}
+		if key.Matches(k, keys.Back, keys.Checkpoints) {
+			m.screen = screenDashboard
+			m.footer.SetKeys(keys.ShortHelp())
+			return m, nil
+		}
+	}
+
+	switch {
+	case key.Matches(k, keys.Quit):
+		m.footer.Clear()
+		if m.Active() && !m.ctx.Stopping {
+			m.overlay = overlayQuit
+			return m, nil
+		}
+		return m.quit()
+	case key.Matches(k, keys.Help):
+		m.overlay = overlayHelp
+		return m, nil
+	case key.Matches(k, keys.Pause):
+		if why := m.liveCheck(); why != "" {
+			m.footer.Flash(why, false)
+			return m, nil
+		}
+		if m.ctx.Paused {
+			m.footer.Flash("resuming…", false)
+			return m, m.control("resume", m.session.Control.Resume)
+		}
+		m.footer.Flash("pausing…", false)
+		return m, m.control("pause", m.session.Control.Pause)
+	case key.Matches(k, keys.Save):
+		if why := m.liveCheck(); why != "" {
+			m.footer.Flash(why, false)
+			return m, nil
+		}
+		m.footer.Flash("asking the engine to save a checkpoint…", false)
+		return m, m.control("save", m.session.Control.SaveNow)
+	}
+
+	if m.screen == screenCheckpoints {
+		var cmd tea.Cmd
+		m.checkpoints, cmd = m.checkpoints.Update(k)
+		return m, cmd
+	}
+
+	// Dashboard.
+	switch {
+	case key.Matches(k, keys.Checkpoints):
+		m.screen = screenCheckpoints
+		m.scanFolder()
+		m.footer.SetKeys(keys.CheckpointsHelp())
+		m.footer.Clear()
+		m.layout()
+		return m, nil
+	case key.Matches(k, keys.Next):
+		m.setFocus(m.focus + 1)
+		return m, nil
+	case key.Matches(k, keys.Prev):
+		m.setFocus(m.focus - 1)
+		return m, nil
+	case key.Matches(k, keys.Reference, keys.Generate):
+		m.footer.Flash("open the checkpoints (c) to mark a reference or generate", false)
+		return m, nil
+	}
+	if m.focus == focusAlerts && key.Matches(k, keys.Enter) {
+		if e, ok := m.alerts.Selected(); ok {
+			m.alert, m.overlay = e, overlayAlert
+		}
+		return m, nil
+	}
+	var cmd tea.Cmd
+	switch m.focus {
+	case focusAlerts:
+		m.alerts, cmd = m.alerts.Update(k)
+	case focusSamples:
+		m.samples, cmd = m.samples.Update(k)
+	}
+	return m, cmd
+}
+
+func (m *Model) setFocus(f int) {
+	m.focus = (f + focusCount) % focusCount
+	m.alerts.Blur()
+	m.samples.Blur()
+	switch m.focus {
+	case focusAlerts:
+		m.alerts.Focus()
+	case focusSamples:
+		m.samples.Focus()
+	}
+}
+
+// View renders the current screen, with an overlay on top when one is open.
+func (m Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "rlhfstation"
+	if m.ctx.Run.Name != "" {
+		v.WindowTitle += " · " + m.ctx.Run.Name
+	}
+	return v
+}
+
+// TooSmall is the message shown below MinWidth×MinHeight.
+func TooSmall(w, h int) string {
+	return fmt.Sprintf("rlhfstation needs a terminal of at least %d×%d;\nthis one is %d×%d. Enlarge the window (q quits).",
+		MinWidth, MinHeight, w, h)
+}
+
+func (m Model) render() string {
+	w, h := m.ctx.Width, m.ctx.Height
+	if w == 0 || h == 0 {
+		return ""
+	}
+	if w < MinWidth || h < MinHeight {
+		s := TooSmall(w, h)
+		if m.overlay == overlayQuit {
+			s += "\n\nStop the run? It saves a checkpoint first. y / n"
+		}
+		return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, lipgloss.NewStyle().Width(min(w, 60)).Render(s))
+	}
+	var base string
+	switch m.screen {
+	case screenSetup:
+		base = m.setup.View() + "\n" + m.footer.View()
+	case screenCheckpoints:
+		base = m.header.View() + "\n" + m.checkpoints.View() + "\n" + m.footer.View()
+	default:
+		base = m.header.View() + "\n" + m.dashboard() + "\n" + m.footer.View()
+	}
+	base = fitScreen(base, w, h)
+	var box string
+	switch m.overlay {
+	case overlayHelp:
+		box = m.help.View()
+	case overlayAlert:
+		bw := min(w-8, 90)
+		body := alerts.Detail(m.ctx.Styles, m.alert, bw-4)
+		box = m.ctx.Styles.Box(alerts.Tag(m.alert.Severity)+" · "+m.alert.Rule+" · esc closes",
+			lipgloss.NewStyle().Padding(0, 1).Render(body), bw, min(lipgloss.Height(body)+2, h-2), true)
+	case overlayQuit:
+		body := "Stop the run? The engine saves a checkpoint, then the\nworkstation quits.\n\n" +
+			m.ctx.Styles.Key.Render("y") + " stop and quit   " + m.ctx.Styles.Key.Render("n") + " keep running"
+		box = m.ctx.Styles.Box("quit", lipgloss.NewStyle().Padding(0, 1).Render(body), 60, 7, true)
+	}
+	if box == "" {
+		return base
+	}
+	bw, bh := lipgloss.Size(box)
+	x, y := max((w-bw)/2, 0), max((h-bh)/2, 0)
+	return lipgloss.NewCompositor(lipgloss.NewLayer(base), lipgloss.NewLayer(box).X(x).Y(y).Z(1)).Render()
+}
+
+// fitScreen makes the view exactly w×h so that overlays and the renderer see a full frame.
+func fitScreen(s string, w, h int) string {
+	lines := styles.Fit(s, w, h)
+	out := lines[0]
+	for _, l := range lines[1:] {
+		out += "\n" + l
+	}
+	return out
+}

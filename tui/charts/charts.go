@@ -1,0 +1,275 @@
+// Package charts draws metric trends with asciigraph: the KL and reward panes of the
+// dashboard. A chart always fits its pane: the plot, its y labels and the legend line are
+// sized from the pane's width and height, and anything left over is cut, never wrapped.
+package charts
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"charm.land/lipgloss/v2"
+	"github.com/guptarohit/asciigraph"
+
+	"rlhfstation/tui/context"
+	"rlhfstation/tui/format"
+	"rlhfstation/tui/state"
+	"rlhfstation/tui/styles"
+)
+
+// Series is one line of a chart: a metric and its legend label.
+type Series struct {
+	Metric string
+	Label  string
+}
+
+// Model is a chart pane.
+type Model struct {
+	ctx     *context.Context
+	title   string
+	series  []Series
+	caption func(r *state.Run) []string
+	w, h    int
+	focused bool
+}
+
+// New returns a chart of the given series; caption, when set, adds run-specific items after
+// the legend (current value, threshold), as many as fit.
+func New(ctx *context.Context, title string, series []Series, caption func(*state.Run) []string) Model {
+	return Model{ctx: ctx, title: title, series: series, caption: caption}
+}
+
+// KL is the KL-divergence chart: kl per step, with the latest and largest values and the
+// alert threshold of the monitor's rule (DESIGN §15).
+func KL(ctx *context.Context) Model {
+	return New(ctx, "KL divergence", []Series{{"kl", "kl"}}, func(r *state.Run) []string {
+		v, ok := r.Last("kl")
+		if !ok {
+			return nil
+		}
+		c := []string{"now " + format.Value(v), "max " + format.Value(maxOf(r.Series("kl")))}
+		if b, ok := r.ConfigNumber("beta"); ok {
+			c = append(c, "β "+format.Value(b))
+		}
+		return append(c, "alert > 0.30")
+	})
+}
+
+// Reward is the reward chart: mean reward and its spread per step.
+func Reward(ctx *context.Context) Model {
+	return New(ctx, "reward", []Series{{"reward", "mean"}, {"reward_std", "std"}}, func(r *state.Run) []string {
+		v, ok := r.Last("reward")
+		if !ok {
+			return nil
+		}
+		c := []string{"now " + format.Value(v) + " " + format.Arrow(r.TrendOf("reward"))}
+		if z, ok := r.Last("frac_reward_zero_std"); ok {
+			c = append(c, "zero-std groups "+format.Percent(z))
+		}
+		return c
+	})
+}
+
+// SetSize sets the pane's outer size.
+func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
+
+// Focus and Blur mark the pane as focused (charts take no keys).
+func (m *Model) Focus() { m.focused = true }
+func (m *Model) Blur()  { m.focused = false }
+
+// View renders the framed chart.
+func (m Model) View() string {
+	if m.w < 4 || m.h < 2 {
+		return ""
+	}
+	st, r := m.ctx.Styles, m.ctx.Run
+	data := make([][]float64, len(m.series))
+	labels := make([]string, len(m.series))
+	for i, s := range m.series {
+		data[i] = r.Series(s.Metric)
+		labels[i] = s.Label
+	}
+	var caption []string
+	if m.caption != nil {
+		caption = m.caption(r)
+	}
+	return st.Box(m.title, Plot(st, data, labels, caption, m.w-2, m.h-2), m.w, m.h, m.focused)
+}
+
+// offset is asciigraph's gap between the y labels and the plot.
+const offset = 3
+
+// Plot draws series into at most w×h cells: the plot takes h−1 rows and the last row holds
+// the legend and the caption (the plot takes every row when h < 3). Non-finite values are
+// gaps. Series longer than the plot's width are resampled, keeping each bucket's most extreme
+// point so that spikes stay visible.
+func Plot(st styles.Styles, data [][]float64, labels []string, caption []string, w, h int) string {
+	if w <= 0 || h <= 0 {
+		return ""
+	}
+	clean := make([][]float64, 0, len(data))
+	lo, hi := math.Inf(1), math.Inf(-1)
+	n := 0
+	for _, s := range data {
+		c := make([]float64, len(s))
+		for i, v := range s {
+			if math.IsInf(v, 0) {
+				v = math.NaN()
+			}
+			c[i] = v
+			if !math.IsNaN(v) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+		clean = append(clean, c)
+		n = max(n, len(c))
+	}
+	legend := legendLine(st, labels, caption, w)
+	if math.IsInf(lo, 1) {
+		msg := st.Muted.Render("waiting for data…")
+		if h == 1 {
+			return styles.Clip(msg, w)
+		}
+		return styles.Clip(msg, w) + strings.Repeat("\n", h-1) + legend
+	}
+	plotRows := h
+	if h >= 3 {
+		plotRows = h - 1
+	}
+	dec := decimals(lo, hi)
+	yfmt := func(v float64) string { return fmt.Sprintf("%.*f", dec, v) }
+	labelW := max(len(yfmt(lo)), len(yfmt(hi)), len(yfmt(-math.Abs(hi-lo)/2+lo)))
+	cols := w - labelW - offset
+	if cols < 2 {
+		return styles.Clip(st.Muted.Render(fmt.Sprintf("last %s", format.Value(lastFinite(clean[0])))), w)
+	}
+	for i := range clean {
+		// Pad to a common length so that series stay aligned by step, then resample.
+		for len(clean[i]) < n {
+			clean[i] = append([]float64{math.NaN()}, clean[i]...)
+		}
+		clean[i] = resample(clean[i], cols)
+	}
+	opts := []asciigraph.Option{
+		asciigraph.Height(max(plotRows-1, 1)),
+		asciigraph.Offset(offset),
+		asciigraph.YAxisValueFormatter(yfmt),
+	}
+	if st.NoColor {
+		var cs []asciigraph.CharSet
+		for i := range clean {
+			if i == 0 {
+				cs = append(cs, asciigraph.DefaultCharSet)
+			} else {
+				cs = append(cs, asciigraph.CreateCharSet(styles.SeriesChar(i)))
+			}
+		}
+		opts = append(opts, asciigraph.SeriesChars(cs...))
+	} else {
+		opts = append(opts, asciigraph.SeriesColors(st.Series...), asciigraph.AxisColor(asciigraph.Gray),
+			asciigraph.LabelColor(asciigraph.Gray))
+	}
+	graph := asciigraph.PlotMany(clean, opts...)
+	lines := strings.Split(graph, "\n")
+	if len(lines) > plotRows {
+		lines = lines[len(lines)-plotRows:]
+	}
+	for i, l := range lines {
+		lines[i] = styles.Clip(l, w)
+	}
+	for len(lines) < plotRows {
+		lines = append(lines, "")
+	}
+	if plotRows < h {
+		lines = append(lines, legend)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// legendLine is "── mean  •• std  now 0.61 ↑ · zero-std 8.8%": the series markers (left
+// out for a lone series with a caption), then as many caption items as fit in w.
+func legendLine(st styles.Styles, labels []string, caption []string, w int) string {
+	var parts []string
+	if len(labels) > 1 || len(caption) == 0 {
+		for i, l := range labels {
+			parts = append(parts, st.SeriesMarker(i)+" "+l)
+		}
+	}
+	line := strings.Join(parts, "  ")
+	sep := "  "
+	if line == "" {
+		sep = ""
+	}
+	for _, c := range caption {
+		next := line + sep + st.Muted.Render(c)
+		if lipgloss.Width(next) > w {
+			break
+		}
+		line, sep = next, st.Muted.Render(" · ")
+	}
+	return styles.Clip(line, w)
+}
+
+// decimals picks how many decimals the y labels need to tell rows apart.
+func decimals(lo, hi float64) int {
+	span := hi - lo
+	if span <= 0 {
+		span = math.Abs(hi)
+	}
+	if span == 0 {
+		return 1
+	}
+	d := int(math.Ceil(-math.Log10(span))) + 1
+	return max(0, min(d, 6))
+}
+
+// resample reduces s to at most n points: bucket i keeps its value farthest from the bucket's
+// mean, so a one-step spike survives.
+func resample(s []float64, n int) []float64 {
+	if len(s) <= n {
+		return s
+	}
+	out := make([]float64, n)
+	for i := range out {
+		a, b := i*len(s)/n, (i+1)*len(s)/n
+		mean, k := 0.0, 0
+		for _, v := range s[a:b] {
+			if !math.IsNaN(v) {
+				mean += v
+				k++
+			}
+		}
+		if k == 0 {
+			out[i] = math.NaN()
+			continue
+		}
+		mean /= float64(k)
+		best := math.NaN()
+		for _, v := range s[a:b] {
+			if !math.IsNaN(v) && (math.IsNaN(best) || math.Abs(v-mean) > math.Abs(best-mean)) {
+				best = v
+			}
+		}
+		out[i] = best
+	}
+	return out
+}
+
+func maxOf(s []float64) float64 {
+	m := math.NaN()
+	for _, v := range s {
+		if !math.IsNaN(v) && (math.IsNaN(m) || v > m) {
+			m = v
+		}
+	}
+	return m
+}
+
+func lastFinite(s []float64) float64 {
+	for i := len(s) - 1; i >= 0; i-- {
+		if !math.IsNaN(s[i]) {
+			return s[i]
+		}
+	}
+	return math.NaN()
+}

@@ -1,0 +1,83 @@
+package tui
+
+import (
+	"strings"
+
+	"charm.land/lipgloss/v2"
+
+	"rlhfstation/tui/header"
+)
+
+// wideLayout is the width from which the dashboard uses three columns instead of two.
+const wideLayout = 140
+
+type size struct{ w, h int }
+
+// Dashboard panes, in the order of paneSizes.
+const (
+	panePerplexity = iota
+	paneNTL
+	paneKL
+	paneReward
+	paneAlerts
+	paneSamples
+	paneCount
+)
+
+// paneSizes lays the six dashboard panes out in w×h.
+//
+// Three columns (wide): perplexity over NTL | KL over reward | alerts over samples.
+// Two columns: perplexity | NTL, then KL | reward, then alerts | samples, in bands.
+func paneSizes(w, h int) [paneCount]size {
+	var s [paneCount]size
+	if w >= wideLayout {
+		c1, c2 := w/3, w/3
+		c3 := w - c1 - c2
+		top1 := max(h*11/20, 8)
+		top3 := max(h*2/5, 6)
+		s[panePerplexity], s[paneNTL] = size{c1, top1}, size{c1, h - top1}
+		s[paneKL], s[paneReward] = size{c2, h / 2}, size{c2, h - h/2}
+		s[paneAlerts], s[paneSamples] = size{c3, top3}, size{c3, h - top3}
+		return s
+	}
+	l, r := w/2, w-w/2
+	b1 := max(min(h/3, 12), 7)
+	b2 := (h - b1) / 2
+	b3 := h - b1 - b2
+	s[panePerplexity], s[paneNTL] = size{l, b1}, size{r, b1}
+	s[paneKL], s[paneReward] = size{l, b2}, size{r, b2}
+	s[paneAlerts], s[paneSamples] = size{l, b3}, size{r, b3}
+	return s
+}
+
+// layout sizes every component for the current terminal.
+func (m *Model) layout() {
+	w, h := m.ctx.Width, m.ctx.Height
+	m.header.SetSize(w, header.Height)
+	m.footer.SetSize(w, 1)
+	m.help.SetSize(w, h)
+	m.setup.SetSize(w, h-1)
+	body := h - header.Height - 1
+	m.checkpoints.SetSize(w, body)
+	s := paneSizes(w, body)
+	m.ppl.SetSize(s[panePerplexity].w, s[panePerplexity].h)
+	m.ntl.SetSize(s[paneNTL].w, s[paneNTL].h)
+	m.kl.SetSize(s[paneKL].w, s[paneKL].h)
+	m.reward.SetSize(s[paneReward].w, s[paneReward].h)
+	m.alerts.SetSize(s[paneAlerts].w, s[paneAlerts].h)
+	m.samples.SetSize(s[paneSamples].w, s[paneSamples].h)
+}
+
+// dashboard renders the panes in their places (sizes were set by layout).
+func (m Model) dashboard() string {
+	v := [paneCount]string{m.ppl.View(), m.ntl.View(), m.kl.View(), m.reward.View(), m.alerts.View(), m.samples.View()}
+	if m.ctx.Width >= wideLayout {
+		return lipgloss.JoinHorizontal(lipgloss.Top,
+			v[panePerplexity]+"\n"+v[paneNTL], v[paneKL]+"\n"+v[paneReward], v[paneAlerts]+"\n"+v[paneSamples])
+	}
+	return strings.Join([]string{
+		lipgloss.JoinHorizontal(lipgloss.Top, v[panePerplexity], v[paneNTL]),
+		lipgloss.JoinHorizontal(lipgloss.Top, v[paneKL], v[paneReward]),
+		lipgloss.JoinHorizontal(lipgloss.Top, v[paneAlerts], v[paneSamples]),
+	}, "\n")
+}
