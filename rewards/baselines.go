@@ -219,6 +219,29 @@ func ContentHash(paths ...string) (string, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// FolderHashes are the content hashes baselines.json records for a Hugging Face model folder:
+// the model's over config.json and every *.safetensors file (sorted by name), the
+// tokenizer's over tokenizer.json ("sha256:" + the hex SHA-256 of its bytes).
+func FolderHashes(dir string) (model, tokenizer string, err error) {
+	shards, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return "", "", err
+	}
+	if len(shards) == 0 {
+		return "", "", fmt.Errorf("%s: no *.safetensors file to hash", dir)
+	}
+	sort.Strings(shards)
+	if model, err = ContentHash(append([]string{filepath.Join(dir, "config.json")}, shards...)...); err != nil {
+		return "", "", err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return "", "", err
+	}
+	sum := sha256.Sum256(data)
+	return model, "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
 // writeFileAtomic writes data to path through a temporary file in the same folder, fsyncs
 // it, renames it over path and fsyncs the folder.
 func writeFileAtomic(path string, data []byte) error {

@@ -202,3 +202,23 @@ func TestSplitChunks(t *testing.T) {
 		t.Errorf("empty: %v", got)
 	}
 }
+
+func TestFolderHashes(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"config.json": "{}", "model-00002.safetensors": "b", "model-00001.safetensors": "a", "tokenizer.json": "tok"} {
+		os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
+	}
+	m, tk, err := FolderHashes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ContentHash(filepath.Join(dir, "config.json"), filepath.Join(dir, "model-00001.safetensors"), filepath.Join(dir, "model-00002.safetensors"))
+	// sha256("tok")
+	if m != want || tk != "sha256:1a7674eb4ee78df7e1ac439a93c3fa8e3c945784d4dec9fd8e3011738b2f1d62" {
+		t.Errorf("hashes %s %s", m, tk)
+	}
+	os.Remove(filepath.Join(dir, "tokenizer.json"))
+	if _, _, err := FolderHashes(dir); err == nil {
+		t.Error("no tokenizer.json: no error")
+	}
+}

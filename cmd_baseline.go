@@ -1,0 +1,276 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"rlhfstation/engine/data"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/tokenizer"
+	"rlhfstation/rewards"
+)
+
+func init() {
+	register(command{name: "baseline", summary: "compute the perplexity baselines of a reference text set (baselines.json)", order: 55, run: runBaseline})
+}
+
+// baselineChunkTokens is DESIGN §6.1's largest baseline sample.
+const baselineChunkTokens = 256
+
+// baselineBatch is how many samples go through the scorer per progress update.
+const baselineBatch = 8
+
+func runBaseline(args []string) error {
+	fs := newFlagSet("baseline", "baseline --model DIR --data FILE [--out baselines.json] [--max-samples N] [--json]\n\n"+
+		"Scores reference texts with the model (adapters off) and writes the baselines B_word, B_phrase,\n"+
+		"B_sentence (geometric means over samples) that the perplexity reward compares completions with.\n"+
+		"FILE: GSM8K JSONL (answers scored after their question), JSONL with \"prompt\" and \"answer\"\n"+
+		"(answers after prompts; prompts alone when there is no answer), JSONL with \"text\", or plain text\n"+
+		"(documents separated by blank lines). Documents longer than 256 tokens are cut into chunks, each\n"+
+		"a sample scored after the text before it.")
+	modelFlag := fs.String("model", "", modelFlagHelp)
+	dataPath := fs.String("data", "", "reference texts `FILE` (required)")
+	out := fs.String("out", "baselines.json", "output `FILE`")
+	maxSamples := fs.Int("max-samples", 0, "stop after `N` samples (0: all)")
+	chunk := fs.Int("chunk-tokens", baselineChunkTokens, "largest sample in tokens")
+	asJSON := fs.Bool("json", false, "print the baselines document on stdout too")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("baseline takes no positional arguments (got %q)", rest[0])
+	}
+	if *dataPath == "" {
+		return usagef("baseline needs --data FILE (reference texts)")
+	}
+	if *maxSamples < 0 || *chunk < 1 {
+		return usagef("--max-samples must be ≥ 0 and --chunk-tokens ≥ 1")
+	}
+	dir, err := resolveModelDir(*modelFlag)
+	if err != nil {
+		return err
+	}
+	b, err := computeBaselines(baselineOptions{
+		ModelDir: dir, Data: *dataPath, MaxSamples: *maxSamples, ChunkTokens: *chunk,
+		Progress: newBaselineProgress(os.Stderr, "scoring"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.Save(*out); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(b)
+	}
+	printBaselines(os.Stdout, b)
+	fmt.Fprintf(os.Stdout, "wrote %s\n", *out)
+	return nil
+}
+
+// baselineOptions are computeBaselines' inputs.
+type baselineOptions struct {
+	ModelDir    string
+	Data        string
+	MaxSamples  int
+	ChunkTokens int
+	Progress    func(done, total int) // may be nil
+}
+
+// computeBaselines scores a reference text set with the model folder's model and
+// tokenizer and aggregates the samples' levels into baselines, hashes included.
+func computeBaselines(o baselineOptions) (rewards.Baselines, error) {
+	modelHash, tokHash, err := rewards.FolderHashes(o.ModelDir)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(o.ModelDir, "tokenizer.json"))
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	m, err := model.Load(o.ModelDir)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	m.AdaptersOff = true
+	examples, format, err := data.ReadDocuments(o.Data)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	samples := baselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, format, o.ChunkTokens, o.MaxSamples)
+	if len(samples) == 0 {
+		return rewards.Baselines{}, fmt.Errorf("%s: no text to score", o.Data)
+	}
+	levels, err := baselineLevels(m, samples, o.Progress)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	b, err := rewards.ComputeBaselines(levels)
+	if err != nil {
+		return rewards.Baselines{}, fmt.Errorf("%s: %w", o.Data, err)
+	}
+	b.ModelHash, b.TokenizerHash = modelHash, tokHash
+	b.Created = time.Now().UTC().Truncate(time.Second)
+	if abs, err := filepath.Abs(o.Data); err == nil {
+		b.Source = abs
+	} else {
+		b.Source = o.Data
+	}
+	return b, nil
+}
+
+// baselineSample is a text to score with the tokens that condition it.
+type baselineSample struct {
+	context []int // BOS, prompt, earlier tokens of the document: conditioning only
+	ids     []int // the scored tokens
+	text    string
+	spans   []rewards.Span // bytes of ids in text
+}
+
+// baselineSamples turns reference examples into baseline samples, as the scorer sees
+// completions: answers conditioned on their prompt (prompt, then a newline), texts on the
+// model's BOS and the document before them. A document is cut into chunks of at most chunk
+// tokens. When the model has no BOS and nothing precedes a text, its first token only
+// conditions the rest: it has no context to be scored in.
+func baselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.Example, format data.Format, chunk, maxSamples int) []baselineSample {
+	if maxPos > 1 {
+		chunk = min(chunk, maxPos-1) // leave room for at least one token of context
+	}
+	var out []baselineSample
+	for _, ex := range examples {
+		var context []int
+		if bos >= 0 {
+			context = append(context, bos)
+		}
+		text := ex.Text
+		if ex.Prompt != "" && ex.Text != "" && (format == data.GSM8K || format == data.PromptJSONL) {
+			context = append(context, tok.Encode(ex.Prompt+"\n", false).IDs...)
+		} else if text == "" {
+			text = ex.Prompt // a prompt file without answers: the prompts are the reference
+		}
+		enc := tok.Encode(text, false)
+		spans := make([]rewards.Span, len(enc.IDs))
+		for i, o := range enc.Offsets {
+			spans[i] = rewards.Span{Start: o[0], End: o[1]}
+		}
+		ids := enc.IDs
+		if len(context) == 0 && len(ids) > 1 {
+			context, ids, spans = ids[:1], ids[1:], spans[1:]
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		prefix := len(context) // the tokens before the document's scored tokens
+		all := append(append([]int(nil), context...), ids...)
+		for _, c := range rewards.SplitChunks(text, spans, chunk) {
+			// Condition on up to chunk tokens before it, within the model's context.
+			keep := min(prefix+c.Start, chunk, max(maxPos-(c.End-c.Start), 0))
+			ctx := all[prefix+c.Start-keep : prefix+c.Start]
+			if bos >= 0 && keep > 0 && ctx[0] != bos && keep < prefix+c.Start {
+				ctx = append([]int{bos}, ctx[1:]...)
+			}
+			lo, hi := spans[c.Start].Start, spans[c.End-1].End
+			sub := make([]rewards.Span, c.End-c.Start)
+			for i := range sub {
+				s := spans[c.Start+i]
+				sub[i] = rewards.Span{Start: min(max(s.Start-lo, 0), hi-lo), End: min(max(s.End-lo, 0), hi-lo)}
+			}
+			out = append(out, baselineSample{context: ctx, ids: ids[c.Start:c.End], text: text[lo:hi], spans: sub})
+			if maxSamples > 0 && len(out) == maxSamples {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// baselineLevels runs the scorer (the model, adapters off) over samples in batches and gives
+// each sample's three levels (NaN levels for a sample without words).
+func baselineLevels(m *model.Model, samples []baselineSample, progress func(done, total int)) ([]rewards.Levels, error) {
+	levels := make([]rewards.Levels, 0, len(samples))
+	for lo := 0; lo < len(samples); lo += baselineBatch {
+		batch := samples[lo:min(lo+baselineBatch, len(samples))]
+		nlls, err := baselineNLL(m, batch)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range batch {
+			words, err := rewards.Words(s.text, s.spans, nlls[i])
+			if err != nil {
+				return nil, err
+			}
+			l, _ := rewards.MultiLevel(words)
+			levels = append(levels, l)
+		}
+		if progress != nil {
+			progress(lo+len(batch), len(samples))
+		}
+	}
+	return levels, nil
+}
+
+// baselineNLL is nll_i = −log p(t_i | context, t_<i) for each text's tokens.
+func baselineNLL(m *model.Model, texts []baselineSample) ([][]float64, error) {
+	seqs := make([][]int, len(texts))
+	for i, s := range texts {
+		seqs[i] = append(append(make([]int, 0, len(s.context)+len(s.ids)), s.context...), s.ids...)
+	}
+	logp, err := m.LogProbs(seqs, 1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(texts))
+	for i, s := range texts {
+		out[i] = make([]float64, len(s.ids))
+		for j := range s.ids {
+			out[i][j] = -float64(logp[i][len(s.context)+j])
+		}
+	}
+	return out, nil
+}
+
+func printBaselines(w io.Writer, b rewards.Baselines) {
+	fmt.Fprintf(w, "baselines over %d samples of %s\n", b.Samples, b.Source)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "level\tB\tstd\tp5\tp25\tp50\tp75\tp95\t")
+	row := func(name string, v, std float64, p rewards.Percentiles) {
+		fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%.4g\t%.4g\t%.4g\t%.4g\t%.4g\t\n", name, v, std, p.P5, p.P25, p.P50, p.P75, p.P95)
+	}
+	row("word", b.Levels.Word, b.Std.Word, b.Percentiles.Word)
+	row("phrase", b.Levels.Phrase, b.Std.Phrase, b.Percentiles.Phrase)
+	row("sentence", b.Levels.Sentence, b.Std.Sentence, b.Percentiles.Sentence)
+	tw.Flush()
+	fmt.Fprintf(w, "model %s, tokenizer %s\n", b.ModelHash, b.TokenizerHash)
+}
+
+// newBaselineProgress draws "label [#####.....] done/total, rate/s, ETA" in place on a terminal;
+// elsewhere (a file, a pipe) it prints nothing.
+func newBaselineProgress(w *os.File, label string) func(done, total int) {
+	if st, err := w.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	start := time.Now()
+	return func(done, total int) {
+		const width = 30
+		fill := width * done / max(total, 1)
+		el := time.Since(start).Seconds()
+		rate := float64(done) / max(el, 1e-9)
+		eta := ""
+		if done < total && rate > 0 {
+			eta = fmt.Sprintf(", ETA %s", time.Duration(float64(total-done)/rate*float64(time.Second)).Round(time.Second))
+		}
+		fmt.Fprintf(w, "\r%s [%s%s] %d/%d samples, %.1f/s%s\x1b[K", label, strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, rate, eta)
+		if done >= total {
+			fmt.Fprintln(w)
+		}
+	}
+}
