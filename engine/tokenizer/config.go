@@ -117,19 +117,25 @@ func parse(data []byte) (*Tokenizer, error) {
 	sortAdded(t.added)
 	var rawToks, normToks []*addedToken
 	for _, a := range t.added {
-		if a.normalized && t.normalizer != nil {
+		if a.normalized {
 			normToks = append(normToks, a)
 		} else {
 			rawToks = append(rawToks, a)
 		}
 	}
+	// Two passes, as Hugging Face does: unnormalized tokens over the whole text,
+	// then normalized ones (matched in their normalized form) in what is left.
 	t.rawAdded = newAddedMatcher(rawToks, nil)
-	t.normAdded = newAddedMatcher(normToks, func(s string) string { n, _ := t.normalizer.normalize(s); return n })
+	var normalize func(string) string
+	if t.normalizer != nil {
+		normalize = func(s string) string { n, _ := t.normalizer.normalize(s); return n }
+	}
+	t.normAdded = newAddedMatcher(normToks, normalize)
 	t.vocabSize = len(t.model.tokens)
 	for _, a := range t.added {
 		t.vocabSize = max(t.vocabSize, a.id+1)
 	}
-	if t.post, err = parsePostProcessor(f.PostProcessor, t); err != nil {
+	if t.post, err = parsePostProcessor(f.PostProcessor); err != nil {
 		return nil, fmt.Errorf("post_processor: %w", err)
 	}
 	return t, nil
@@ -293,7 +299,7 @@ func parseDecoder(raw json.RawMessage) (bool, error) {
 	return false, fmt.Errorf("type %q is not supported (only ByteLevel)", c.Type)
 }
 
-func parsePostProcessor(raw json.RawMessage, t *Tokenizer) (postProcessor, error) {
+func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
 	var p postProcessor
 	if isNull(raw) {
 		return p, nil
@@ -342,7 +348,7 @@ func parsePostProcessor(raw json.RawMessage, t *Tokenizer) (postProcessor, error
 		return postProcessor{before: []int{cls}, after: []int{sep}}, nil
 	case "Sequence":
 		for i, r := range c.Processors {
-			q, err := parsePostProcessor(r, t)
+			q, err := parsePostProcessor(r)
 			if err != nil {
 				return p, fmt.Errorf("processors[%d]: %w", i, err)
 			}

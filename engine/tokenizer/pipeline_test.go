@@ -160,3 +160,35 @@ func TestVocabMergesJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrentEncode(t *testing.T) {
+	tok := variant(t, func(map[string]any) {})
+	texts := []string{"hello world", "the cat sat", "12345 on the mat", "héllo wörld"}
+	want := make([]Encoding, len(texts))
+	for i, s := range texts {
+		want[i] = tok.Encode(s, true)
+	}
+	done := make(chan bool)
+	for g := 0; g < 4; g++ {
+		go func() {
+			ok := true
+			for r := 0; r < 50; r++ {
+				fresh := tok
+				if r == 0 {
+					fresh.model.mu.Lock()
+					clear(fresh.model.cache)
+					fresh.model.mu.Unlock()
+				}
+				for i, s := range texts {
+					ok = ok && reflect.DeepEqual(fresh.Encode(s, true), want[i]) && fresh.Decode(want[i].IDs, false) == s
+				}
+			}
+			done <- ok
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if !<-done {
+			t.Error("concurrent encodings differ")
+		}
+	}
+}

@@ -252,7 +252,7 @@ func (t *Tokenizer) encodeText(s string, a, b int, emit func(id, x, y int)) {
 // postProcessor holds the special tokens put around a single sequence.
 type postProcessor struct{ before, after []int }
 
-// addedSorted returns the added tokens ordered by id.
+// sortAdded orders added tokens by id.
 func sortAdded(list []*addedToken) {
 	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
 }
