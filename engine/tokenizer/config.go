@@ -20,15 +20,15 @@ type fileJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string          `json:"type"`
-	UnkToken                *string         `json:"unk_token"`
-	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-	FuseUnk                 bool            `json:"fuse_unk"`
-	ByteFallback            bool            `json:"byte_fallback"`
-	IgnoreMerges            bool            `json:"ignore_merges"`
-	Vocab                   vocabJSON       `json:"vocab"`
-	Merges                  *mergesJSON     `json:"merges"`
+	Type                    string      `json:"type"`
+	UnkToken                *string     `json:"unk_token"`
+	ContinuingSubwordPrefix *string     `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string     `json:"end_of_word_suffix"`
+	FuseUnk                 bool        `json:"fuse_unk"`
+	ByteFallback            bool        `json:"byte_fallback"`
+	IgnoreMerges            bool        `json:"ignore_merges"`
+	Vocab                   vocabJSON   `json:"vocab"`
+	Merges                  *mergesJSON `json:"merges"`
 }
 
 // component is any normalizer, pre-tokenizer, post-processor or decoder object.
