@@ -462,3 +462,15 @@ func TestModuleNames(t *testing.T) {
 		t.Fatal("layers should sort by number")
 	}
 }
+
+// BenchmarkUpdateNorms: ‖s·B·A‖ and ‖Δ(s·B·A)‖ of one llama-7B MLP module (r 16, 4096 → 11008).
+func BenchmarkUpdateNorms(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	f1 := randFactor(r, 16, 4096, 11008, 2)
+	f0 := randFactor(r, 16, 4096, 11008, 2)
+	for b.Loop() {
+		f1.selfSet, f0.selfSet = false, false
+		updateNorm(f1)
+		updateDiffNorm(f1, f0)
+	}
+}

@@ -8,6 +8,17 @@ type loraFactor struct {
 	A, B       []float32
 	R, In, Out int
 	Scale      float64
+
+	self    float64 // ‖B·A‖², once computed
+	selfSet bool
+}
+
+// selfInner is ‖B·A‖_F², computed once per factor.
+func (f *loraFactor) selfInner() float64 {
+	if !f.selfSet {
+		f.self, f.selfSet = productInner(f, f), true
+	}
+	return f.self
 }
 
 // loraScale is PEFT's scaling: alpha/r, or alpha/√r with rank-stabilised LoRA (rslora).
@@ -102,7 +113,7 @@ func productInner(f1, f0 *loraFactor) float64 {
 
 // updateNorm is ‖s·B·A‖_F = |s|·√tr((BᵀB)(AAᵀ)).
 func updateNorm(f *loraFactor) float64 {
-	return math.Abs(f.Scale) * math.Sqrt(max(productInner(f, f), 0))
+	return math.Abs(f.Scale) * math.Sqrt(max(f.selfInner(), 0))
 }
 
 // updateDiffNorm is ‖s₁B₁A₁ − s₀B₀A₀‖_F from ‖x − y‖² = ‖x‖² + ‖y‖² − 2⟨x, y⟩, each term from
@@ -110,8 +121,8 @@ func updateNorm(f *loraFactor) float64 {
 // slightly negative for identical updates: it is clamped at 0 (and identical factors give
 // exactly 0, since the three terms are then computed by the same operations).
 func updateDiffNorm(f1, f0 *loraFactor) float64 {
-	n1 := f1.Scale * f1.Scale * productInner(f1, f1)
-	n0 := f0.Scale * f0.Scale * productInner(f0, f0)
+	n1 := f1.Scale * f1.Scale * f1.selfInner()
+	n0 := f0.Scale * f0.Scale * f0.selfInner()
 	x := f1.Scale * f0.Scale * productInner(f1, f0)
 	return math.Sqrt(max(n1+n0-2*x, 0))
 }
