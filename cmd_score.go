@@ -54,7 +54,7 @@ func runScore(args []string) error {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(struct {
-			Model string       `json:"model"`
+			Model string      `json:"model"`
 			Texts []textScore `json:"texts"`
 		}{dir, results})
 	}

@@ -2,8 +2,6 @@ package cpu
 
 import (
 	"math"
-
-	"rlhfstation/engine/backend/cpu/gemm"
 )
 
 // Attention describes causal multi-head attention with grouped-query heads: query head h
@@ -79,7 +77,7 @@ func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
 	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	kvh := h / (a.Heads / a.KVHeads)
 	L := s.Pos + s.N
-	gemm.Sgemm(false, true, s.N, L, hd, a.Scale, q[s.Row*qw+h*hd:], qw, s.K[kvh*hd:], kw, 0, sc, L)
+	sgemm(false, true, s.N, L, hd, a.Scale, q[s.Row*qw+h*hd:], qw, s.K[kvh*hd:], kw, 0, sc, L)
 	For(s.N, grainFor(L), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			p := s.Pos + i
@@ -90,7 +88,7 @@ func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
 			clear(row[p+1:])
 		}
 	})
-	gemm.Sgemm(false, false, s.N, hd, L, 1, sc, L, s.V[kvh*hd:], kw, 0, out[s.Row*qw+h*hd:], qw)
+	sgemm(false, false, s.N, hd, L, 1, sc, L, s.V[kvh*hd:], kw, 0, out[s.Row*qw+h*hd:], qw)
 }
 
 // attentionRows handles short spans (decode steps) one (row, head) at a time, in parallel.
@@ -117,21 +115,13 @@ func attentionRows(out, q []float32, spans []Span, a Attention) {
 			kvo := (h / group) * hd
 			sc := scores[k0 : p+1]
 			for j := range sc {
-				kr := s.K[(k0+j)*kw+kvo : (k0+j)*kw+kvo+hd]
-				var d float32
-				for t, x := range qv {
-					d += x * kr[t]
-				}
-				sc[j] = d * a.Scale
+				sc[j] = dot(qv, s.K[(k0+j)*kw+kvo:(k0+j)*kw+kvo+hd]) * a.Scale
 			}
 			softmaxInPlace(sc)
 			o := out[row*qw+h*hd : row*qw+(h+1)*hd]
 			clear(o)
 			for j, pj := range sc {
-				vr := s.V[(k0+j)*kw+kvo : (k0+j)*kw+kvo+hd]
-				for t, v := range vr {
-					o[t] += pj * v
-				}
+				axpy(o, s.V[(k0+j)*kw+kvo:(k0+j)*kw+kvo+hd], pj)
 			}
 		}
 	})
@@ -153,7 +143,7 @@ func softmaxInPlace(x []float32) {
 	}
 	var sum float64
 	for j, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
+		e := expf(v - mx)
 		x[j] = e
 		sum += float64(e)
 	}
@@ -185,8 +175,8 @@ func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) 
 			kvo := (h / group) * hd
 			do := dout[s.Row*qw+h*hd:]
 			// dP = dO·Vᵀ and dV += Pᵀ·dO
-			gemm.Sgemm(false, true, s.N, L, hd, 1, do, qw, s.V[kvo:], kw, 0, dp, L)
-			gemm.Sgemm(true, false, L, hd, s.N, 1, p, L, do, qw, 1, s.DV[kvo:], kw)
+			sgemm(false, true, s.N, L, hd, 1, do, qw, s.V[kvo:], kw, 0, dp, L)
+			sgemm(true, false, L, hd, s.N, 1, p, L, do, qw, 1, s.DV[kvo:], kw)
 			// dS = P ⊙ (dP − Σ_j P·dP), the softmax backward
 			For(s.N, grainFor(L), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
@@ -202,8 +192,40 @@ func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) 
 				}
 			})
 			// dQ += Scale·dS·K and dK += Scale·dSᵀ·Q
-			gemm.Sgemm(false, false, s.N, hd, L, a.Scale, dp, L, s.K[kvo:], kw, 1, dq[s.Row*qw+h*hd:], qw)
-			gemm.Sgemm(true, false, L, hd, s.N, a.Scale, dp, L, q[s.Row*qw+h*hd:], qw, 1, s.DK[kvo:], kw)
+			sgemm(false, false, s.N, hd, L, a.Scale, dp, L, s.K[kvo:], kw, 1, dq[s.Row*qw+h*hd:], qw)
+			sgemm(true, false, L, hd, s.N, a.Scale, dp, L, q[s.Row*qw+h*hd:], qw, 1, s.DK[kvo:], kw)
 		}
+	}
+}
+
+// dot is Σ a[i]·b[i] with four independent sums, which the CPU overlaps.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy sets y += alpha·x.
+func axpy(y, x []float32, alpha float32) {
+	x = x[:len(y)]
+	i := 0
+	for ; i+4 <= len(y); i += 4 {
+		y[i] += alpha * x[i]
+		y[i+1] += alpha * x[i+1]
+		y[i+2] += alpha * x[i+2]
+		y[i+3] += alpha * x[i+3]
+	}
+	for ; i < len(y); i++ {
+		y[i] += alpha * x[i]
 	}
 }

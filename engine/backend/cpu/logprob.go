@@ -21,8 +21,8 @@ func LogProbForward(logp, entropy, logits []float32, targets []int32, rows, voca
 				// H = lse − Σ p·z with z = x·invTemp − max
 				var spz float64
 				for _, v := range row {
-					z := float64(v*invTemp - mx)
-					spz += math.Exp(z-lse) * z
+					z := v*invTemp - mx
+					spz += float64(expf(z-float32(lse)) * z)
 				}
 				entropy[r] = float32(lse - spz)
 			}
@@ -42,8 +42,9 @@ func LogProbBackward(dlogits, dlogp, logits []float32, targets []int32, rows, vo
 			row, d := logits[r*vocab:(r+1)*vocab], dlogits[r*vocab:(r+1)*vocab]
 			mx, lse := logSumExp(row, invTemp)
 			g := dlogp[r] * invTemp
+			lsef := float32(lse)
 			for j, v := range row {
-				d[j] -= g * float32(math.Exp(float64(v*invTemp-mx)-lse))
+				d[j] -= g * expf(v*invTemp-mx-lsef)
 			}
 			d[t] += g
 		}
@@ -66,7 +67,7 @@ func logSumExp(x []float32, invTemp float32) (float32, float64) {
 	}
 	var s float64
 	for _, v := range x {
-		s += math.Exp(float64(v*invTemp - mx))
+		s += float64(expf(v*invTemp - mx))
 	}
 	return mx, math.Log(s)
 }

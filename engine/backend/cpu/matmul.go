@@ -1,14 +1,12 @@
 package cpu
 
-import "rlhfstation/engine/backend/cpu/gemm"
-
 // MatmulForward sets out[rows,outDim] = inp[rows,in]·weightᵀ + bias, with weight stored
 // [outDim,in] as in nn.Linear; bias may be nil.
 func MatmulForward(out, inp, weight, bias []float32, rows, in, outDim int) {
 	if rows == 0 {
 		return
 	}
-	gemm.Sgemm(false, true, rows, outDim, in, 1, inp, in, weight, in, 0, out, outDim)
+	sgemm(false, true, rows, outDim, in, 1, inp, in, weight, in, 0, out, outDim)
 	if bias != nil {
 		BiasForward(out, bias, rows, outDim)
 	}
@@ -21,10 +19,10 @@ func MatmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, rows, in,
 		return
 	}
 	if dinp != nil {
-		gemm.Sgemm(false, false, rows, in, outDim, 1, dout, outDim, weight, in, 1, dinp, in)
+		sgemm(false, false, rows, in, outDim, 1, dout, outDim, weight, in, 1, dinp, in)
 	}
 	if dweight != nil {
-		gemm.Sgemm(true, false, outDim, in, rows, 1, dout, outDim, inp, in, 1, dweight, in)
+		sgemm(true, false, outDim, in, rows, 1, dout, outDim, inp, in, 1, dweight, in)
 	}
 	if dbias != nil {
 		BiasBackward(dbias, dout, rows, outDim)
