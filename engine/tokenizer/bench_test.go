@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"math/rand"
 	"os"
 	"strings"
 	"testing"
@@ -52,18 +53,46 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
-// BenchmarkTrain4096 trains a 4096-entry vocabulary on about 10 MB of text
-// (documents of 4 KB).
+// BenchmarkTrain4096 trains a 4096-entry vocabulary on about 10 MB of text in
+// documents of 4 KB: the shared novel repeated (English prose), and seeded random
+// words (a worst case: over a million distinct pre-tokens).
 func BenchmarkTrain4096(b *testing.B) {
-	text := benchText(b, 10<<20)
-	var docs []string
-	for i := 0; i < len(text); i += 4096 {
-		docs = append(docs, text[i:min(i+4096, len(text))])
+	novel := benchText(b, 10<<20)
+	var prose []string
+	for i := 0; i < len(novel); i += 4096 {
+		prose = append(prose, novel[i:min(i+4096, len(novel))])
 	}
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		if _, err := Train(docs, 4096, []string{"<|endoftext|>"}); err != nil {
-			b.Fatal(err)
+	rng := rand.New(rand.NewSource(1))
+	var random []string
+	for total := 0; total < 10<<20; {
+		var d strings.Builder
+		for d.Len() < 4096 {
+			d.WriteByte(' ')
+			for range 1 + rng.Intn(9) {
+				d.WriteByte(byte('a' + int(rng.ExpFloat64()*4)%26))
+			}
+			if rng.Intn(10) == 0 {
+				d.WriteString(". 123\n")
+			}
 		}
+		random = append(random, d.String())
+		total += d.Len()
+	}
+	for _, c := range []struct {
+		name string
+		docs []string
+	}{{"prose", prose}, {"random-words", random}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for _, d := range c.docs {
+				n += len(d)
+			}
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if _, err := Train(c.docs, 4096, []string{"<|endoftext|>"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
