@@ -101,6 +101,9 @@ func computeBaselines(o baselineOptions) (rewards.Baselines, error) {
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
+	if tok.VocabSize() > m.Config.Vocab {
+		return rewards.Baselines{}, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", o.ModelDir, tok.VocabSize(), m.Config.Vocab)
+	}
 	m.AdaptersOff = true
 	examples, format, err := data.ReadDocuments(o.Data)
 	if err != nil {
