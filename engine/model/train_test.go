@@ -1,0 +1,201 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/safetensors"
+)
+
+// gradCase is a model, a batch of sequences of different lengths and random dlogp.
+type gradCase struct {
+	name  string
+	m     *Model
+	dir   string
+	seqs  [][]int
+	dlogp [][]float32
+	temp  float32
+}
+
+func gradCases(t *testing.T) []gradCase {
+	var cases []gradCase
+	for i, name := range []string{"gpt2-tied", "gpt2-untied", "llama-gqa", "qwen2-bias", "mistral-window", "llama-tied-bias"} {
+		m := randomModel(t, tinyConfigs()[name], uint64(10+i))
+		rng := rand.New(rand.NewPCG(uint64(i), 11))
+		seqs := [][]int{randomIDs(rng, 14, m.Config.Vocab), randomIDs(rng, 9, m.Config.Vocab), randomIDs(rng, 2, m.Config.Vocab)}
+		dlogp := make([][]float32, len(seqs))
+		for s, seq := range seqs {
+			dlogp[s] = make([]float32, len(seq))
+			for j := 1; j < len(seq); j++ {
+				if rng.IntN(4) > 0 { // some tokens outside the loss
+					dlogp[s][j] = float32(rng.NormFloat64())
+				}
+			}
+		}
+		temp := float32(1)
+		if i%2 == 1 {
+			temp = 0.7
+		}
+		cases = append(cases, gradCase{name: name, m: m, dir: saveAs(t, m, safetensors.F32), seqs: seqs, dlogp: dlogp, temp: temp})
+	}
+	return cases
+}
+
+// gradErr is max|got − want| / max|want| over one tensor.
+func gradErr(got []float32, want []float64) float64 {
+	var d, s float64
+	for i := range want {
+		d = math.Max(d, math.Abs(float64(got[i])-want[i]))
+		s = math.Max(s, math.Abs(want[i]))
+	}
+	if s == 0 {
+		return d
+	}
+	return d / s
+}
+
+// storedLayout returns p's gradient in the checkpoint layout (GPT-2's Conv1D transposed).
+func storedLayout(p *Param, g []float32) []float32 {
+	if !p.conv1D {
+		return g
+	}
+	out, in := p.Shape[0], p.Shape[1]
+	t := make([]float32, len(g))
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			t[i*out+o] = g[o*in+i]
+		}
+	}
+	return t
+}
+
+// TestGradientsMatchReference: log-probs and every parameter's gradient of
+// Σ dlogp·logp against PyTorch autograd, for both families.
+func TestGradientsMatchReference(t *testing.T) {
+	cases := gradCases(t)
+	var jobs []refJob
+	for _, c := range cases {
+		jobs = append(jobs, refJob{Model: c.dir, Grad: &refGradJob{Seqs: c.seqs, DLogp: c.dlogp, Temperature: c.temp}})
+	}
+	results := runReference(t, jobs)
+	for ci, c := range cases {
+		ref := results[ci].Grad
+		tape := c.m.NewTape()
+		if err := c.m.ForwardTrain(tape, c.seqs, TrainOptions{Temperature: c.temp}); err != nil {
+			t.Fatal(err)
+		}
+		for s := range c.seqs {
+			for j := range c.seqs[s] {
+				if d := math.Abs(float64(tape.LogProbs[s][j]) - ref.Logp[s][j]); d > 1e-4*math.Max(1, math.Abs(ref.Logp[s][j])) {
+					t.Fatalf("%s seq %d token %d: log-prob %g, PyTorch %g", c.name, s, j, tape.LogProbs[s][j], ref.Logp[s][j])
+				}
+			}
+		}
+		g := c.m.NewGrads()
+		if err := c.m.Backward(tape, c.dlogp, g); err != nil {
+			t.Fatal(err)
+		}
+		worst, worstName := 0.0, ""
+		for _, p := range c.m.Params {
+			want, ok := ref.Params[p.Name]
+			if !ok {
+				t.Fatalf("%s: PyTorch has no gradient for %s", c.name, p.Name)
+			}
+			if e := gradErr(storedLayout(p, g.Of(p)), want); e > worst {
+				worst, worstName = e, p.Name
+			}
+		}
+		if worst > 1e-3 {
+			t.Errorf("%s: gradient of %s differs from PyTorch by %.2g relative (tolerance 1e-3)", c.name, worstName, worst)
+		} else {
+			t.Logf("%s: worst parameter gradient error %.2g (%s)", c.name, worst, worstName)
+		}
+	}
+}
+
+// fullAdapter is an adapter y += x·Mᵀ with a full matrix M: its gradient is the
+// gradient of the weight it sits beside, which makes the frozen-base path checkable.
+type fullAdapter struct {
+	out, in int
+	M, dM   []float32
+}
+
+func (a *fullAdapter) Forward(y, x []float32, rows int, train bool) {
+	tmp := make([]float32, rows*a.out)
+	cpu.MatmulForward(tmp, x, a.M, nil, rows, a.in, a.out)
+	for i := range tmp {
+		y[i] += tmp[i]
+	}
+}
+
+func (a *fullAdapter) Backward(dx, dy, x []float32, rows int) {
+	cpu.MatmulBackward(dx, a.dM, nil, dy, x, a.M, rows, a.in, a.out)
+}
+
+// TestFrozenBaseAdapterGradients: with the base frozen (no Grads), an adapter on every
+// linear receives exactly the gradient the full-parameter backward gives that linear's
+// weight, so input gradients flow correctly through every frozen weight; with
+// AdaptersOff the adapters are skipped.
+func TestFrozenBaseAdapterGradients(t *testing.T) {
+	for _, name := range []string{"llama-gqa", "gpt2-tied"} {
+		m := randomModel(t, tinyConfigs()[name], 21)
+		rng := rand.New(rand.NewPCG(5, 5))
+		seqs := [][]int{randomIDs(rng, 12, m.Config.Vocab), randomIDs(rng, 7, m.Config.Vocab)}
+		dlogp := [][]float32{make([]float32, 12), make([]float32, 7)}
+		for _, d := range dlogp {
+			for j := 1; j < len(d); j++ {
+				d[j] = float32(rng.NormFloat64())
+			}
+		}
+		tape := m.NewTape()
+		if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		full := m.NewGrads()
+		if err := m.Backward(tape, dlogp, full); err != nil {
+			t.Fatal(err)
+		}
+		adapters := map[*Linear]*fullAdapter{}
+		for _, l := range m.Linears() {
+			a := &fullAdapter{out: l.Out, in: l.In, M: make([]float32, l.Out*l.In), dM: make([]float32, l.Out*l.In)}
+			l.Adapter, adapters[l] = a, a
+		}
+		before := append([]float32(nil), tape.LogProbs[0]...)
+		if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Backward(tape, dlogp, nil); err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range tape.LogProbs[0] {
+			if v != before[j] {
+				t.Fatalf("%s: a zero adapter changed log-prob %d", name, j)
+			}
+		}
+		for l, a := range adapters {
+			want := full.Of(l.weight)
+			e := 0.0
+			var scale float64
+			for i := range want {
+				e = math.Max(e, math.Abs(float64(a.dM[i]-want[i])))
+				scale = math.Max(scale, math.Abs(float64(want[i])))
+			}
+			if e > 1e-5*scale || scale == 0 {
+				t.Errorf("%s %s: adapter gradient off by %g (scale %g)", name, l.Name, e, scale)
+			}
+		}
+		m.AdaptersOff = true
+		for _, a := range adapters {
+			clear(a.dM)
+		}
+		m.ForwardTrain(tape, seqs, TrainOptions{})
+		m.Backward(tape, dlogp, nil)
+		for l, a := range adapters {
+			if !allZero(a.dM) {
+				t.Fatalf("%s: AdaptersOff still ran %s's adapter", name, l.Name)
+			}
+		}
+	}
+}
