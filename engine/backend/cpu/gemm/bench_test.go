@@ -38,6 +38,10 @@ var benchShapes = []benchShape{
 	{"dX_NN_up", false, false, 2048, 512, 1536},
 	{"dX_NN_down", false, false, 2048, 1536, 512},
 	{"dX_NN_head", false, false, 2048, 512, 8192},
+	// Decoding 8 sequences a token at a time: x·Wᵀ with M 8.
+	{"gen_NT_qkvo", false, true, 8, 512, 512},
+	{"gen_NT_up", false, true, 8, 1536, 512},
+	{"gen_NT_head", false, true, 8, 8192, 512},
 }
 
 // BenchmarkSgemm reports GFLOP/s per kernel, thread count and shape, and x_openblas: the ratio

@@ -77,6 +77,15 @@ func (o *operandB) pack(dst []float32, p0, kc, j0, nc, nr int) {
 	PackB(dst, o.b, o.ld, o.trans, p0, kc, j0, nc, nr)
 }
 
+// packCost is what packing one float of op(B) costs in kernel multiply-adds: a copy for a
+// slice, a guess at dequantizing for a PanelSource.
+func (o *operandB) packCost() float64 {
+	if o.src != nil {
+		return 64
+	}
+	return 8
+}
+
 // minParallelWork is the m·n·k below which one goroutine is faster than waking others
 // (a variable so that tests can send small problems through the parallel path).
 var minParallelWork = 96 * 96 * 96
@@ -95,11 +104,15 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 		scale(m, n, beta, c, ldc)
 		return
 	}
+	if m <= kr.smallM && !transA && b.src == nil && b.trans {
+		smallNT(kr, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
+		return
+	}
 	j := job{kr: kr, transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b,
 		beta: beta, c: c, ldc: ldc}
 	tm, tn := 1, 1
 	if t := Threads(); t > 1 && m*n*k >= minParallelWork {
-		tm, tn = split(kr, t, m, n, k)
+		tm, tn = split(kr, t, m, n, k, b.packCost())
 	}
 	if tm*tn == 1 {
 		j.work(0, m, 0, n)
@@ -123,8 +136,9 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 
 // split picks the grid tm×tn of goroutines over C (tm·tn ≤ t) that minimises the busiest
 // goroutine's estimated cost: its multiply-adds, plus the packing it does, where each
-// goroutine packs its own rows of op(A) and its own columns of op(B).
-func split(kr *kernel, t, m, n, k int) (tm, tn int) {
+// goroutine packs its own rows of op(A) and its own columns of op(B). Packing a float of A
+// costs about 8 multiply-adds of the kernel, one of B costB.
+func split(kr *kernel, t, m, n, k int, costB float64) (tm, tn int) {
 	mu, nu := ceilDiv(m, kr.mr), ceilDiv(n, kr.nr)
 	tm, tn = 1, 1
 	best := -1.0
@@ -132,11 +146,10 @@ func split(kr *kernel, t, m, n, k int) (tm, tn int) {
 		for b := 1; b <= min(t/a, nu); b++ {
 			rows := float64(ceilDiv(mu, a) * kr.mr)
 			cols := float64(ceilDiv(nu, b) * kr.nr)
-			// A is packed once per nc block of columns, B once; a packed float costs about
-			// as much as 8 multiply-adds of the kernel.
+			// A is packed once per nc block of columns, B once.
 			packA := rows * float64(k) * float64(ceilDiv(int(cols), kr.nc))
 			packB := cols * float64(k)
-			cost := rows*cols*float64(k) + 8*packA + 8*packB
+			cost := rows*cols*float64(k) + 8*packA + costB*packB
 			if best < 0 || cost < best {
 				best, tm, tn = cost, a, b
 			}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -164,7 +165,7 @@ func TestKernels(t *testing.T) {
 	if useTranspose16 {
 		packers = append(packers, true)
 	}
-	for _, kr := range kernels() {
+	for _, kr := range testKernels() {
 		for _, asmPack := range packers {
 			for _, nt := range []int{1, 2, 3} {
 				name := fmt.Sprintf("%s/asmpack=%v/threads%d", kr.name, asmPack, nt)
@@ -180,12 +181,31 @@ func TestKernels(t *testing.T) {
 	}
 }
 
+// testKernels is kernels() plus, for a kernel with a small-M path, one copy that sends every
+// x·Wᵀ through it and one that never does, so that both paths meet every case.
+func testKernels() []*kernel {
+	var ks []*kernel
+	for _, kr := range kernels() {
+		ks = append(ks, kr)
+		if kr.dot != nil {
+			always, never := *kr, *kr
+			always.name, always.smallM = kr.name+"-alldot", math.MaxInt
+			never.name, never.smallM = kr.name+"-nodot", 0
+			ks = append(ks, &always, &never)
+		}
+	}
+	return ks
+}
+
 // TestPanelSource checks that op(B) from a PanelSource gives bit for bit what the slice gives,
 // with the source written the way a quantized weight's is: W stored [n,k], each micro-panel
 // expanded from a scratch strip of nr rows of W.
 func TestPanelSource(t *testing.T) {
 	defer func(n int64) { threads.Store(n) }(threads.Load())
 	for _, kr := range kernels() {
+		// The slice side must take the packed path too: the small-M one sums in another order.
+		packed := *kr
+		packed.smallM = 0
 		for _, nt := range []int{1, 2} {
 			SetThreads(nt)
 			for _, s := range [][3]int{{1, 1, 1}, {31, 65, 127}, {300, 97, 300}, {64, 512, 520}} {
@@ -194,7 +214,7 @@ func TestPanelSource(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(s[0]), uint64(s[2])))
 					a, lda, w, ldw, c0, ldc := tc.operands(rng)
 					want := append([]float32(nil), c0...)
-					sgemm(kr, transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{b: w, ld: ldw, trans: true}, 0, want, ldc)
+					sgemm(&packed, transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{b: w, ld: ldw, trans: true}, 0, want, ldc)
 					got := append([]float32(nil), c0...)
 					sgemm(kr, transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{src: stripSource{w: w, ld: ldw}}, 0, got, ldc)
 					for i := range got {
@@ -274,5 +294,36 @@ func TestBadArguments(t *testing.T) {
 			}()
 			tc.call()
 		})
+	}
+}
+
+// TestConcurrentCalls runs Sgemm from several goroutines at once, as the model's layers may:
+// the workspaces are per call, so results must not mix.
+func TestConcurrentCalls(t *testing.T) {
+	const m, n, k = 100, 120, 130
+	rng := rand.New(rand.NewPCG(7, 7))
+	a, b := randSlice(rng, m*k), randSlice(rng, k*n)
+	want := make([]float32, m*n)
+	Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, want, n)
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			c := make([]float32, m*n)
+			for range 20 {
+				Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
+				for i := range c {
+					if c[i] != want[i] {
+						errs <- fmt.Sprintf("goroutine %d: C[%d] = %g, want %g", g, i, c[i], want[i])
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

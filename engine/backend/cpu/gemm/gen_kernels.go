@@ -35,6 +35,7 @@ func main() {
 		s.emit(&w)
 	}
 	emitTranspose16(&w)
+	emitDotNT(&w)
 	if err := os.WriteFile("kernel_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -224,6 +225,125 @@ func emitTranspose16(w *bytes.Buffer) {
 	p("ADDQ $64, DX")
 	p("DECQ CX")
 	p("JNZ block")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// emitDotNT writes
+//
+//	func dotNT(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, load int)
+//
+// the 4×4 tile C[i][j] = alpha·Σ_p a[i·lda+p]·b[j·ldb+p] (+ beta·C when load≠0): four rows of A
+// against four rows of B, both read in place, so a small-M product x·Wᵀ streams W once and
+// packs nothing. Needs AVX512F and AVX512VL.
+func emitDotNT(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func dotNT(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, load int)\n")
+	fmt.Fprintf(w, "TEXT ·dotNT(SB), NOSPLIT, $0-72\n")
+	p("MOVQ k+0(FP), CX")
+	p("MOVQ a+8(FP), AX")
+	p("MOVQ lda+16(FP), R8")
+	p("SHLQ $2, R8")
+	p("LEAQ (R8)(R8*2), R9")
+	p("MOVQ b+24(FP), BX")
+	p("MOVQ ldb+32(FP), R10")
+	p("SHLQ $2, R10")
+	p("LEAQ (R10)(R10*2), R11")
+	for i := 0; i < 16; i++ {
+		p("VPXORD Z%d, Z%d, Z%d", i, i, i)
+	}
+	// Rows of A in Z16..Z19, rows of B in Z20..Z23; accumulator 4i+j pairs A row i, B row j.
+	loads := func(mask string) {
+		rows := []string{"(%s)", "(%s)(%s*1)", "(%s)(%s*2)", "(%s)(%s*1)"}
+		for r, base := range []string{"AX", "BX"} {
+			one, three := "R8", "R9"
+			if base == "BX" {
+				one, three = "R10", "R11"
+			}
+			for i := 0; i < 4; i++ {
+				var addr string
+				switch i {
+				case 0:
+					addr = fmt.Sprintf(rows[0], base)
+				case 3:
+					addr = fmt.Sprintf(rows[3], base, three)
+				default:
+					addr = fmt.Sprintf(rows[i], base, one)
+				}
+				if mask == "" {
+					p("VMOVUPS %s, Z%d", addr, 16+4*r+i)
+				} else {
+					p("VMOVUPS.Z %s, %s, Z%d", addr, mask, 16+4*r+i)
+				}
+			}
+		}
+		for i := 0; i < 4; i++ {
+			for j := 0; j < 4; j++ {
+				p("VFMADD231PS Z%d, Z%d, Z%d", 20+j, 16+i, 4*i+j)
+			}
+		}
+	}
+	p("MOVQ CX, DX")
+	p("SHRQ $4, CX")
+	p("ANDQ $15, DX")
+	p("TESTQ CX, CX")
+	p("JZ tail")
+	fmt.Fprintf(w, "loop:\n")
+	loads("")
+	p("ADDQ $64, AX")
+	p("ADDQ $64, BX")
+	p("DECQ CX")
+	p("JNZ loop")
+	fmt.Fprintf(w, "tail:\n")
+	p("TESTQ DX, DX")
+	p("JZ reduce")
+	// The last k mod 16 columns: masked loads read only those and zero the other lanes.
+	p("MOVQ DX, CX")
+	p("MOVL $1, R12")
+	p("SHLL CX, R12")
+	p("DECL R12")
+	p("KMOVW R12, K1")
+	loads("K1")
+	fmt.Fprintf(w, "reduce:\n")
+	// Fold each accumulator to four partial sums, then horizontal adds give row i's
+	// four results in X(4i).
+	for i := 0; i < 16; i++ {
+		p("VEXTRACTF64X4 $1, Z%d, Y16", i)
+		p("VADDPS Y16, Y%d, Y%d", i, i)
+		p("VEXTRACTF32X4 $1, Y%d, X17", i)
+		p("VADDPS X17, X%d, X%d", i, i)
+	}
+	for i := 0; i < 4; i++ {
+		b := 4 * i
+		p("VHADDPS X%d, X%d, X%d", b+1, b, b)
+		p("VHADDPS X%d, X%d, X%d", b+3, b+2, b+2)
+		p("VHADDPS X%d, X%d, X%d", b+2, b, b)
+	}
+	p("MOVQ c+40(FP), DI")
+	p("MOVQ ldc+48(FP), SI")
+	p("SHLQ $2, SI")
+	p("VBROADCASTSS alpha+56(FP), X16")
+	p("VBROADCASTSS beta+60(FP), X17")
+	p("MOVQ load+64(FP), R8")
+	for i := 0; i < 4; i++ {
+		p("VMULPS X16, X%d, X%d", 4*i, 4*i)
+	}
+	p("TESTQ R8, R8")
+	p("JZ store")
+	for i := 0; i < 4; i++ {
+		p("VFMADD231PS (DI), X17, X%d", 4*i)
+		p("VMOVUPS X%d, (DI)", 4*i)
+		p("ADDQ SI, DI")
+	}
+	p("VZEROUPPER")
+	p("RET")
+	fmt.Fprintf(w, "store:\n")
+	for i := 0; i < 4; i++ {
+		p("VMOVUPS X%d, (DI)", 4*i)
+		if i < 3 {
+			p("ADDQ SI, DI")
+		}
+	}
 	p("VZEROUPPER")
 	p("RET")
 }

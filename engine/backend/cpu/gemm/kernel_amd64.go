@@ -43,13 +43,22 @@ func transposePanel(d, src []float32, ld, q0, p0, kc, w int) int {
 	return blocks * 16
 }
 
+//go:noescape
+func dotNT(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, load int)
+
 var avx512Kernel = &kernel{name: "avx512", mr: 14, nr: 32, mc: 336, kc: 256, nc: 4096,
 	run: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool) {
-		// The slice expressions check that the whole tile is in bounds before the
+		// The index expressions check that the whole tile is in bounds before the
 		// assembly touches raw memory.
 		_, _, _ = a[kc*14-1], b[kc*32-1], c[13*ldc+31]
 		kernelAVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
-	}}
+	},
+	smallM: 32,
+	dot: func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool) {
+		_, _, _ = a[3*lda+k-1], b[3*ldb+k-1], c[3*ldc+3]
+		dotNT(k, &a[0], lda, &b[0], ldb, &c[0], ldc, alpha, beta, flag(load))
+	},
+}
 
 var avx2Kernel = &kernel{name: "avx2", mr: 6, nr: 16, mc: 240, kc: 256, nc: 4096,
 	run: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool) {
@@ -67,7 +76,7 @@ func flag(b bool) int {
 // kernels lists the kernels this CPU can run, fastest first.
 func kernels() []*kernel {
 	var ks []*kernel
-	if cpu.X86.HasAVX512F {
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
 		ks = append(ks, avx512Kernel)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
