@@ -199,3 +199,69 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 		}
 	}
 }
+
+// TestGradientsFiniteDifferences: the whole model's backward against central differences
+// of Σ dlogp·logp (summed in float64) at sampled coordinates of every tensor.
+func TestGradientsFiniteDifferences(t *testing.T) {
+	configs := map[string]Config{
+		"gpt2": {ModelType: "gpt2", Vocab: 40, Dim: 16, Layers: 2, Heads: 2, Hidden: 24, MaxPos: 16, NormEps: 1e-5, TieEmbed: true},
+		"llama": {ModelType: "llama", Vocab: 40, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, MaxPos: 16,
+			NormEps: 1e-5, RopeTheta: 10000, QKVBias: true, Window: 0},
+	}
+	for name, cfg := range configs {
+		m := randomModel(t, cfg, 31)
+		rng := rand.New(rand.NewPCG(8, 8))
+		seqs := [][]int{randomIDs(rng, 9, cfg.Vocab), randomIDs(rng, 5, cfg.Vocab)}
+		dlogp := [][]float32{make([]float32, 9), make([]float32, 5)}
+		for _, d := range dlogp {
+			for j := 1; j < len(d); j++ {
+				d[j] = float32(rng.NormFloat64())
+			}
+		}
+		tape := m.NewTape()
+		loss := func() float64 {
+			if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.8}); err != nil {
+				t.Fatal(err)
+			}
+			var s float64
+			for i := range seqs {
+				for j := range seqs[i] {
+					s += float64(dlogp[i][j]) * float64(tape.LogProbs[i][j])
+				}
+			}
+			return s
+		}
+		loss()
+		g := m.NewGrads()
+		if err := m.Backward(tape, dlogp, g); err != nil {
+			t.Fatal(err)
+		}
+		worst, worstName := 0.0, ""
+		for _, p := range m.Params {
+			gp := g.Of(p)
+			var scale float64
+			for _, v := range gp {
+				scale = math.Max(scale, math.Abs(float64(v)))
+			}
+			for k := 0; k < 4; k++ {
+				i := rng.IntN(len(p.Data))
+				const eps = 1e-2
+				orig := p.Data[i]
+				p.Data[i] = orig + eps
+				lp := loss()
+				p.Data[i] = orig - eps
+				lm := loss()
+				p.Data[i] = orig
+				fd := (lp - lm) / (2 * eps)
+				if e := math.Abs(fd-float64(gp[i])) / scale; e > worst {
+					worst, worstName = e, p.Name
+				}
+			}
+		}
+		if worst > 5e-3 {
+			t.Errorf("%s: gradient of %s differs from finite differences by %.2g (relative to its largest entry)", name, worstName, worst)
+		} else {
+			t.Logf("%s: worst finite-difference error %.2g (%s)", name, worst, worstName)
+		}
+	}
+}
