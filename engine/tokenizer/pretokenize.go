@@ -115,10 +115,26 @@ func splitParts(n int, ms [][2]int, b behavior, invert bool, dst []part) []part 
 		start, end int
 		match      bool
 	}
-	var segs []seg
 	if n == 0 {
 		return dst
 	}
+	if b == behaviorIsolated && !invert { // the common case: gaps and matches in turn
+		prev := 0
+		for _, m := range ms {
+			if m[0] > prev {
+				dst = append(dst, part{prev, m[0]})
+			}
+			if m[1] > m[0] {
+				dst = append(dst, part{m[0], m[1]})
+			}
+			prev = m[1]
+		}
+		if prev < n {
+			dst = append(dst, part{prev, n})
+		}
+		return dst
+	}
+	var segs []seg
 	prev := 0
 	for _, m := range ms {
 		if m[0] > prev {

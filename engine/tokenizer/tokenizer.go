@@ -164,6 +164,9 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
 // are added, as Hugging Face's encode(add_special_tokens=True) does.
 func (t *Tokenizer) Encode(text string, addSpecial bool) Encoding {
 	var e Encoding
+	if n := len(text)/4 + 8; len(text) > 4096 { // prose averages 4+ bytes a token
+		e.IDs, e.Offsets = make([]int, 0, n), make([][2]int, 0, n)
+	}
 	if addSpecial {
 		e.addSpecial(t.post.before)
 	}
