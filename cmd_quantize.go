@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"rlhfstation/quant"
+	"rlhfstation/safetensors"
+)
+
+func init() {
+	register(command{name: "quantize", summary: "write a 4-bit (NF4/FP4) copy of a model folder in bitsandbytes' layout", order: 80, run: runQuantize})
+}
+
+const quantizeHelp = `quantize --model DIR --out DIR [--quant nf4|fp4] [--blocksize 64] [--double-quant=true] [--json]
+
+Writes a copy of the model folder with every linear weight of the transformer blocks quantized
+to 4 bits as bitsandbytes does (llama family: q/k/v/o_proj, gate/up/down_proj; GPT-2: c_attn,
+c_proj, c_fc, transposed to [out, in] first as transformers does for Conv1D), and everything
+else (embeddings, LM head, norms, biases) as it was. config.json gains a quantization_config,
+so transformers loads the folder with bitsandbytes; tokenizer and other small files are
+copied. The folder appears only when complete (written beside it, then renamed).`
+
+// maxShardBytes is the size above which the output weights are split into shards with an index.
+const maxShardBytes = 4 << 30
+
+// maxCopiedFile bounds the other files copied along (tokenizer files and such).
+const maxCopiedFile = 64 << 20
+
+func runQuantize(args []string) error {
+	fs := newFlagSet("quantize", quantizeHelp)
+	modelFlag := fs.String("model", "", modelFlagHelp)
+	out := fs.String("out", "", "output model folder `DIR` (must not exist, or be empty)")
+	qtype := fs.String("quant", "nf4", "4-bit data type: nf4 or fp4")
+	bs := fs.Int("blocksize", 64, fmt.Sprintf("values per absmax block: one of %v", quant.BlockSizes))
+	dq := fs.Bool("double-quant", true, "quantize the absmax values too (8-bit, blocks of 256): about 4.13 instead of 4.5 bits per parameter")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON document")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("quantize takes no arguments (got %q)", rest[0])
+	}
+	if *out == "" {
+		return usagef("quantize needs --out DIR")
+	}
+	t, err := quant.ParseType(*qtype)
+	if err != nil {
+		return usagef("--quant %q: nf4 or fp4", *qtype)
+	}
+	opt := quant.Options{Type: t, BlockSize: *bs, DoubleQuant: *dq}
+	if err := opt.Check(); err != nil {
+		return usagef("--blocksize %d: one of %v", *bs, quant.BlockSizes)
+	}
+	dir, err := resolveModelDir(*modelFlag)
+	if err != nil {
+		return err
+	}
+	sum, err := quantizeModel(dir, *out, opt, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	return sum.print(os.Stdout)
+}
+
+// quantizeSummary is what quantize reports.
+type quantizeSummary struct {
+	Model            string  `json:"model"`
+	Out              string  `json:"out"`
+	QuantType        string  `json:"quant_type"`
+	BlockSize        int     `json:"blocksize"`
+	DoubleQuant      bool    `json:"double_quant"`
+	Quantized        int     `json:"tensors_quantized"`
+	Kept             int     `json:"tensors_kept"`
+	QuantizedParams  int64   `json:"quantized_parameters"`
+	BytesBefore      int64   `json:"bytes_before"`
+	BytesAfter       int64   `json:"bytes_after"`
+	QuantizedBefore  int64   `json:"quantized_bytes_before"`
+	QuantizedAfter   int64   `json:"quantized_bytes_after"`
+	BitsPerParameter float64 `json:"bits_per_quantized_parameter"`
+	Files            int     `json:"files_copied"`
+	Seconds          float64 `json:"seconds"`
+}
+
+func (s quantizeSummary) print(w io.Writer) error {
+	dq := "without"
+	if s.DoubleQuant {
+		dq = "with"
+	}
+	_, err := fmt.Fprintf(w, `quantized %s → %s (%s, blocks of %d, %s double quantization)
+  tensors:     %d quantized, %d kept as they were; %d other files copied
+  weights:     %s → %s (%.1f%%)
+  quantized:   %d parameters, %s → %s, %.3f bits per parameter
+  time:        %.1f s
+`, s.Model, s.Out, s.QuantType, s.BlockSize, dq, s.Quantized, s.Kept, s.Files,
+		quantBytes(s.BytesBefore), quantBytes(s.BytesAfter), 100*float64(s.BytesAfter)/float64(max(s.BytesBefore, 1)),
+		s.QuantizedParams, quantBytes(s.QuantizedBefore), quantBytes(s.QuantizedAfter), s.BitsPerParameter, s.Seconds)
+	return err
+}
+
+func quantBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// Linear weights bitsandbytes quantizes, by family: transformers replaces every nn.Linear
+// (and GPT-2's Conv1D) but the LM head; embeddings are not linears.
+var (
+	llamaLinear = regexp.MustCompile(`(^|\.)layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight$`)
+	gpt2Linear  = regexp.MustCompile(`(^|\.)h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$`)
+)
+
+// quantizeModel writes the quantized copy of dir into out.
+func quantizeModel(dir, out string, opt quant.Options, progress io.Writer) (quantizeSummary, error) {
+	start := time.Now()
+	sum := quantizeSummary{Model: dir, Out: out, QuantType: string(opt.Type), BlockSize: opt.BlockSize, DoubleQuant: opt.DoubleQuant}
+	cfgPath := filepath.Join(dir, "config.json")
+	cfgRaw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return sum, err
+	}
+	cfg, err := decodeConfigJSON(cfgRaw)
+	if err != nil {
+		return sum, fmt.Errorf("%s: %v", cfgPath, err)
+	}
+	if _, q, err := quant.IsQuantized(cfgRaw); q || err != nil {
+		if err != nil {
+			return sum, fmt.Errorf("%s: already quantized: %v", cfgPath, err)
+		}
+		return sum, fmt.Errorf("%s: the model is already quantized (quantization_config is set)", cfgPath)
+	}
+	mt, _ := cfg["model_type"].(string)
+	var linear *regexp.Regexp
+	transpose := false
+	switch mt {
+	case "llama", "mistral", "qwen2":
+		linear = llamaLinear
+	case "gpt2":
+		linear, transpose = gpt2Linear, true
+	case "":
+		return sum, fmt.Errorf("%s: no model_type", cfgPath)
+	default:
+		return sum, fmt.Errorf("%s: model_type %q is not supported (gpt2, llama, mistral, qwen2)", cfgPath, mt)
+	}
+	if err := checkQuantOut(out); err != nil {
+		return sum, err
+	}
+	set, err := safetensors.OpenSet(dir)
+	if err != nil {
+		return sum, err
+	}
+	defer set.Close()
+
+	var total int64
+	for _, name := range set.Names() {
+		info, _ := set.Info(name)
+		total += info.End - info.Begin
+	}
+	sum.BytesBefore = total
+	prog := newQuantProgress(progress, total)
+	var tensors []safetensors.Tensor
+	for _, name := range set.Names() {
+		info, _ := set.Info(name)
+		size := info.End - info.Begin
+		if !linear.MatchString(name) {
+			b, err := set.Bytes(name) // kept as is: a view of the mapped input, not a copy
+			if err != nil {
+				return sum, err
+			}
+			tensors = append(tensors, safetensors.Tensor{Name: name, DType: info.DType, Shape: info.Shape, Data: b})
+			sum.Kept++
+			prog.add(size)
+			continue
+		}
+		ts, err := quantizeTensor(set, name, info, transpose, opt)
+		if err != nil {
+			return sum, err
+		}
+		for _, t := range ts {
+			sum.QuantizedAfter += int64(len(t.Data))
+		}
+		tensors = append(tensors, ts...)
+		sum.Quantized++
+		sum.QuantizedParams += int64(info.NumElements())
+		sum.QuantizedBefore += size
+		prog.add(size)
+	}
+	prog.finish()
+	if sum.Quantized == 0 {
+		return sum, fmt.Errorf("%s: no linear weight to quantize among %d tensors", dir, len(set.Names()))
+	}
+	for _, t := range tensors {
+		sum.BytesAfter += int64(len(t.Data))
+	}
+	sum.BitsPerParameter = 8 * float64(sum.QuantizedAfter) / float64(sum.QuantizedParams)
+
+	// Everything goes into a temporary folder beside out, renamed when complete.
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".tmp-")
+	if err != nil {
+		return sum, err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	if err := writeQuantWeights(tmp, tensors); err != nil {
+		return sum, err
+	}
+	cfg["quantization_config"] = quant.NewConfig(opt, quantComputeDType(cfg)).JSON()
+	if err := writeQuantJSON(filepath.Join(tmp, "config.json"), cfg); err != nil {
+		return sum, err
+	}
+	if sum.Files, err = copyModelFiles(dir, tmp, progress); err != nil {
+		return sum, err
+	}
+	if err := os.Remove(out); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return sum, err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return sum, err
+	}
+	syncQuantDir(filepath.Dir(filepath.Clean(out)))
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+// quantizeTensor quantizes one linear weight into its bitsandbytes tensors.
+func quantizeTensor(set *safetensors.Set, name string, info safetensors.TensorInfo, transpose bool, opt quant.Options) ([]safetensors.Tensor, error) {
+	where := set.Dir
+	if f, ok := set.File(name); ok {
+		where = f.Path
+	}
+	if len(info.Shape) != 2 {
+		return nil, fmt.Errorf("%s: tensor %q: shape %v is not a 2-D linear weight", where, name, info.Shape)
+	}
+	dtype, ok := map[safetensors.DType]string{safetensors.F32: "float32", safetensors.F16: "float16", safetensors.BF16: "bfloat16"}[info.DType]
+	if !ok {
+		return nil, fmt.Errorf("%s: tensor %q: dtype %s cannot be quantized (F32, F16 or BF16)", where, name, info.DType)
+	}
+	x, shape, err := set.Float32(name)
+	if err != nil {
+		return nil, err
+	}
+	rows, cols := shape[0], shape[1]
+	if transpose { // Conv1D stores [in, out]; bitsandbytes quantizes the [out, in] linear weight
+		y := make([]float32, len(x))
+		for i := 0; i < rows; i++ {
+			for j := 0; j < cols; j++ {
+				y[j*rows+i] = x[i*cols+j]
+			}
+		}
+		x, rows, cols = y, cols, rows
+	}
+	w, err := quant.Quantize(x, rows, cols, dtype, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %q: %v", where, name, err)
+	}
+	return w.Tensors(strings.TrimSuffix(name, ".weight")), nil
+}
+
+// quantComputeDType is the dtype transformers would compute in: the model's own (torch_dtype, or
+// dtype in newer configs), float32 when unset.
+func quantComputeDType(cfg map[string]any) string {
+	for _, k := range []string{"torch_dtype", "dtype"} {
+		if s, ok := cfg[k].(string); ok && s != "" {
+			return strings.TrimPrefix(s, "torch.")
+		}
+	}
+	return "float32"
+}
+
+// decodeConfigJSON reads config.json keeping numbers as written.
+func decodeConfigJSON(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
+}
+
+// checkQuantOut refuses an output that exists and is not an empty folder.
+func checkQuantOut(out string) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--out %s exists and is not a folder", out)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--out %s exists and is not empty", out)
+	}
+	return nil
+}
+
+// writeQuantWeights writes model.safetensors, or shards and their index above maxShardBytes.
+func writeQuantWeights(dir string, tensors []safetensors.Tensor) error {
+	sort.Slice(tensors, func(i, j int) bool { return tensors[i].Name < tensors[j].Name })
+	var shards [][]safetensors.Tensor
+	var size, total int64
+	for _, t := range tensors {
+		n := int64(len(t.Data))
+		if len(shards) == 0 || (size+n > maxShardBytes && size > 0) {
+			shards = append(shards, nil)
+			size = 0
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], t)
+		size += n
+		total += n
+	}
+	meta := map[string]string{"format": "pt"}
+	if len(shards) == 1 {
+		return safetensors.Write(filepath.Join(dir, safetensors.SingleFile), shards[0], meta)
+	}
+	weightMap := map[string]string{}
+	for i, sh := range shards {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
+		if err := safetensors.Write(filepath.Join(dir, name), sh, meta); err != nil {
+			return err
+		}
+		for _, t := range sh {
+			weightMap[t.Name] = name
+		}
+	}
+	return writeQuantJSON(filepath.Join(dir, safetensors.IndexFile),
+		map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap})
+}
+
+// writeQuantJSON writes v as indented JSON through a synced temporary file.
+func writeQuantJSON(path string, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return writeQuantFile(path, b.Bytes())
+}
+
+func writeQuantFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+func syncQuantDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// isWeightFile reports files holding weights in any format: they are not copied.
+func isWeightFile(name string) bool {
+	if name == safetensors.IndexFile || name == "pytorch_model.bin.index.json" || name == "config.json" {
+		return true
+	}
+	for _, ext := range []string{".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyModelFiles copies the folder's other regular files (tokenizer, generation config, chat
+// template…) up to maxCopiedFile each, saying on w which it leaves out.
+func copyModelFiles(src, dst string, w io.Writer) (int, error) {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.Type().IsRegular() || isWeightFile(e.Name()) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return n, err
+		}
+		if info.Size() > maxCopiedFile {
+			fmt.Fprintf(w, "quantize: not copying %s (%s)\n", e.Name(), quantBytes(info.Size()))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return n, err
+		}
+		if err := writeQuantFile(filepath.Join(dst, e.Name()), b); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// quantProgress prints how far quantization is, at most once a second, for models large enough to
+// take a while.
+type quantProgress struct {
+	w           io.Writer
+	total, read int64
+	last        time.Time
+	on          bool
+}
+
+func newQuantProgress(w io.Writer, total int64) *quantProgress {
+	return &quantProgress{w: w, total: total, last: time.Now(), on: total >= 256<<20}
+}
+
+func (p *quantProgress) add(n int64) {
+	p.read += n
+	if p.on && time.Since(p.last) >= time.Second {
+		p.last = time.Now()
+		fmt.Fprintf(p.w, "quantize: %s of %s (%.0f%%)\n", quantBytes(p.read), quantBytes(p.total), 100*float64(p.read)/float64(p.total))
+	}
+}
+
+func (p *quantProgress) finish() {
+	if p.on {
+		fmt.Fprintf(p.w, "quantize: %s of weights read, writing\n", quantBytes(p.total))
+	}
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlhfstation/quant"
+	"rlhfstation/safetensors"
+)
+
+func quantTestTensor(r *rand.Rand, shape ...int) []float32 {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * 0.05)
+	}
+	return v
+}
+
+// writeQuantTestModel writes a config.json, weights and a stand-in tokenizer.json, returning the
+// float32 value of every tensor as written.
+func writeQuantTestModel(t *testing.T, dir, family string) map[string][]float32 {
+	t.Helper()
+	r := rand.New(rand.NewPCG(4, 2))
+	vals := map[string][]float32{}
+	var tensors []safetensors.Tensor
+	add := func(name string, bf16 bool, shape ...int) {
+		v := quantTestTensor(r, shape...)
+		if bf16 {
+			tt := safetensors.BF16Tensor(name, shape, v)
+			for i := range v {
+				v[i] = safetensors.BF16ToF32(safetensors.F32ToBF16(v[i]))
+			}
+			tensors = append(tensors, tt)
+		} else {
+			tensors = append(tensors, safetensors.F32Tensor(name, shape, v))
+		}
+		vals[name] = v
+	}
+	var cfg string
+	switch family {
+	case "llama":
+		cfg = `{"model_type": "llama", "hidden_size": 64, "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16", "num_hidden_layers": 2}`
+		add("model.embed_tokens.weight", true, 50, 64)
+		add("lm_head.weight", true, 50, 64)
+		add("model.norm.weight", false, 64)
+		for _, l := range []string{"0", "1"} {
+			p := "model.layers." + l + "."
+			add(p+"input_layernorm.weight", false, 64)
+			add(p+"post_attention_layernorm.weight", false, 64)
+			add(p+"self_attn.q_proj.weight", true, 64, 64)
+			add(p+"self_attn.k_proj.weight", true, 32, 64)
+			add(p+"self_attn.v_proj.weight", true, 32, 64)
+			add(p+"self_attn.o_proj.weight", true, 64, 64)
+			add(p+"mlp.gate_proj.weight", true, 96, 64)
+			add(p+"mlp.up_proj.weight", true, 96, 64)
+			add(p+"mlp.down_proj.weight", true, 64, 96)
+		}
+	case "gpt2":
+		cfg = `{"model_type": "gpt2", "n_embd": 64, "layer_norm_epsilon": 1e-05}`
+		add("transformer.wte.weight", false, 50, 64)
+		add("transformer.wpe.weight", false, 16, 64)
+		add("transformer.ln_f.weight", false, 64)
+		add("transformer.h.0.ln_1.weight", false, 64)
+		add("transformer.h.0.attn.c_attn.weight", false, 64, 192)
+		add("transformer.h.0.attn.c_attn.bias", false, 192)
+		add("transformer.h.0.attn.c_proj.weight", false, 64, 64)
+		add("transformer.h.0.mlp.c_fc.weight", false, 64, 256)
+		add("transformer.h.0.mlp.c_proj.weight", false, 256, 64)
+	}
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
+	os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(`{"model": {"type": "BPE"}}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": 2}`), 0o644)
+	return vals
+}
+
+func runQuantizeCmd(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := runCapturingStdout(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// runCapturingStdout runs a command with stdout captured (commands print to os.Stdout).
+func runCapturingStdout(args []string, stdout, stderr *bytes.Buffer) int {
+	r, w, _ := os.Pipe()
+	saved := os.Stdout
+	os.Stdout = w
+	done := make(chan struct{})
+	go func() {
+		stdout.ReadFrom(r)
+		close(done)
+	}()
+	code := run(args, stdout, stderr)
+	w.Close()
+	os.Stdout = saved
+	<-done
+	return code
+}
+
+func TestQuantizeLlama(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	vals := writeQuantTestModel(t, src, "llama")
+	out := filepath.Join(dir, "q")
+	code, stdout, stderr := runQuantizeCmd("quantize", "--model", src, "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "14 quantized, 7 kept") || !strings.Contains(stdout, "bits per parameter") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("the parent holds %d entries, want src and q (no temporary folder left)", len(entries))
+	}
+	for _, f := range []string{"tokenizer.json", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("%s not copied", f)
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	c, ok, err := quant.IsQuantized(raw)
+	if err != nil || !ok || c.QuantType != quant.NF4 || !c.DoubleQuant || c.ComputeDType != "bfloat16" {
+		t.Errorf("quantization_config: %+v %v %v\n%s", c, ok, err, raw)
+	}
+	if !strings.Contains(string(raw), `"rms_norm_eps": 1e-05`) {
+		t.Errorf("config.json numbers not kept as written:\n%s", raw)
+	}
+	set, err := safetensors.OpenSet(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	for name, want := range vals {
+		prefix := strings.TrimSuffix(name, ".weight")
+		w, ok, err := quant.LoadWeight(set, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		linear := strings.Contains(name, "_proj")
+		if ok != linear {
+			t.Errorf("%s: quantized=%v", name, ok)
+			continue
+		}
+		if !ok {
+			got, _, err := set.Float32(name)
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s kept tensor changed at %d", name, i)
+				}
+			}
+			continue
+		}
+		info, _ := set.Info(name)
+		if w.DType != "bfloat16" || w.Rows*w.Cols != len(want) || info.Shape[0] != (len(want)+1)/2 || info.Shape[1] != 1 {
+			t.Errorf("%s: %s [%d %d], stored %v", name, w.DType, w.Rows, w.Cols, info.Shape)
+		}
+		got := make([]float32, len(want))
+		w.Dequantize(got)
+		var num, den float64
+		for i := range got {
+			num += math.Pow(float64(got[i]-want[i]), 2)
+			den += math.Pow(float64(want[i]), 2)
+		}
+		if rel := math.Sqrt(num / den); rel > 0.11 {
+			t.Errorf("%s: relative error %.3f", name, rel)
+		}
+	}
+	// Quantizing the quantized folder is refused; so is a non-empty --out.
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", out, "--out", filepath.Join(dir, "qq")); code != 1 || !strings.Contains(stderr, "already quantized") {
+		t.Errorf("re-quantize: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", src, "--out", out); code != 1 || !strings.Contains(stderr, "not empty") {
+		t.Errorf("existing out: exit %d, %s", code, stderr)
+	}
+}
+
+func TestQuantizeGPT2(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	vals := writeQuantTestModel(t, src, "gpt2")
+	out := filepath.Join(dir, "q")
+	code, stdout, stderr := runQuantizeCmd("quantize", "--model", src, "--out", out, "--quant", "fp4", "--blocksize", "128", "--double-quant=false", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var sum quantizeSummary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	if sum.Quantized != 4 || sum.Kept != 5 || sum.QuantType != "fp4" || sum.BlockSize != 128 || sum.DoubleQuant {
+		t.Errorf("summary %+v", sum)
+	}
+	// 4 bits + 32/128 for absmax, plus 64 bytes of code book and the JSON state per tensor.
+	if sum.BitsPerParameter < 4.25 || sum.BitsPerParameter > 4.6 {
+		t.Errorf("bits per parameter %.3f", sum.BitsPerParameter)
+	}
+	set, err := safetensors.OpenSet(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	w, ok, err := quant.LoadWeight(set, "transformer.h.0.attn.c_attn")
+	if err != nil || !ok {
+		t.Fatalf("c_attn: %v %v", ok, err)
+	}
+	// Conv1D [in=64, out=192] is stored quantized as the linear [out, in].
+	if w.Rows != 192 || w.Cols != 64 || w.Type != quant.FP4 || w.Nested() {
+		t.Fatalf("c_attn quantized as [%d %d] %s nested=%v", w.Rows, w.Cols, w.Type, w.Nested())
+	}
+	got := make([]float32, 192*64)
+	w.Dequantize(got)
+	orig := vals["transformer.h.0.attn.c_attn.weight"]
+	var num, den float64
+	for i := 0; i < 64; i++ {
+		for j := 0; j < 192; j++ {
+			d := float64(got[j*64+i] - orig[i*192+j])
+			num += d * d
+			den += float64(orig[i*192+j]) * float64(orig[i*192+j])
+		}
+	}
+	if rel := math.Sqrt(num / den); rel > 0.16 {
+		t.Errorf("c_attn relative error %.3f: transposition wrong?", rel)
+	}
+	if _, ok, _ := quant.LoadWeight(set, "transformer.wte"); ok {
+		t.Error("embedding quantized")
+	}
+}
+
+func TestQuantizeUsage(t *testing.T) {
+	dir := t.TempDir()
+	writeQuantTestModel(t, dir, "llama")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"quantize", "--model", dir}, 2, "needs --out"},
+		{[]string{"quantize", "--model", dir, "--out", filepath.Join(dir, "o"), "--blocksize", "48"}, 2, "--blocksize 48"},
+		{[]string{"quantize", "--model", dir, "--out", filepath.Join(dir, "o"), "--quant", "int4"}, 2, `--quant "int4"`},
+		{[]string{"quantize", "--model", filepath.Join(dir, "none"), "--out", filepath.Join(dir, "o")}, 1, "config.json"},
+	}
+	for _, c := range cases {
+		code, _, stderr := runQuantizeCmd(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type": "mamba"}`), 0o644)
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", dir, "--out", filepath.Join(dir, "o")); code != 1 || !strings.Contains(stderr, `model_type "mamba"`) {
+		t.Errorf("mamba: exit %d, %s", code, stderr)
+	}
+}
