@@ -343,9 +343,10 @@ func (m *Model) Forward(c *Cache, tokens [][]int, lastOnly bool) ([]float32, err
 	return out, nil
 }
 
-// logProbRows is how many rows of logits are formed at a time when only log-probabilities
-// are wanted: memory stays rows×Vocab-free for long batches and large vocabularies.
-const logProbRows = 64
+// headRows is how many rows of logits are formed at a time when only log-probabilities
+// are wanted: about 4M floats, so memory does not grow with the batch and a large
+// vocabulary stays affordable, yet enough rows to amortise the GEMM's packing of the head.
+func (m *Model) headRows() int { return min(1024, max(64, (4<<20)/m.Config.Vocab)) }
 
 // LogProbs returns, for each sequence, out[i] = log p(seq[i] | seq[<i]) for i ≥ 1 under
 // softmax(logits/temperature) (temperature 0 means 1); out[0] is 0, as the first token has
@@ -399,12 +400,13 @@ func targetsOf(p *pass, seqs [][]int) []int32 {
 }
 
 // headLogProbs computes log-probabilities (and entropies when ent is not nil) of the
-// targets, forming logits logProbRows rows at a time.
+// targets, forming logits headRows rows at a time.
 func (m *Model) headLogProbs(logp, ent, hidden []float32, targets []int32, rows int, invT float32) {
 	V, D := m.Config.Vocab, m.Config.Dim
-	buf := m.logitsBuf(min(rows, logProbRows) * V)
-	for r0 := 0; r0 < rows; r0 += logProbRows {
-		n := min(logProbRows, rows-r0)
+	chunk := m.headRows()
+	buf := m.logitsBuf(min(rows, chunk) * V)
+	for r0 := 0; r0 < rows; r0 += chunk {
+		n := min(chunk, rows-r0)
 		m.logits(buf, hidden[r0*D:(r0+n)*D], n)
 		var e []float32
 		if ent != nil {

@@ -150,7 +150,7 @@ func (t *Tape) carveGrads() {
 			g.fc2 = ar.take(rows * F)
 		}
 		g.fc1, g.act = ar.take(rows*F), ar.take(rows*F)
-		g.logits = ar.take(min(rows, logProbRows) * c.Vocab)
+		g.logits = ar.take(min(rows, t.m.headRows()) * c.Vocab)
 	}
 	var count arena
 	lay(&count)
@@ -196,8 +196,9 @@ func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 	if g != nil {
 		dHead = g.Of(m.Head)
 	}
-	for r0 := 0; r0 < rows; r0 += logProbRows {
-		n := min(logProbRows, rows-r0)
+	chunk := m.headRows()
+	for r0 := 0; r0 < rows; r0 += chunk {
+		n := min(chunk, rows-r0)
 		if allZero(rowGrad[r0 : r0+n]) {
 			continue
 		}
