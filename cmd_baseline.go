@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"rlhfstation/engine"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
@@ -22,9 +23,6 @@ func init() {
 
 // baselineChunkTokens is DESIGN §6.1's largest baseline sample.
 const baselineChunkTokens = 256
-
-// baselineBatch is how many samples go through the scorer per progress update.
-const baselineBatch = 8
 
 func runBaseline(args []string) error {
 	fs := newFlagSet("baseline", "baseline --model DIR --data FILE [--out baselines.json] [--max-samples N] [--json]\n\n"+
@@ -104,20 +102,12 @@ func computeBaselines(o baselineOptions) (rewards.Baselines, error) {
 	if tok.VocabSize() > m.Config.Vocab {
 		return rewards.Baselines{}, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", o.ModelDir, tok.VocabSize(), m.Config.Vocab)
 	}
-	m.AdaptersOff = true
 	examples, format, err := data.ReadDocuments(o.Data)
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
-	samples := baselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, format, o.ChunkTokens, o.MaxSamples)
-	if len(samples) == 0 {
-		return rewards.Baselines{}, fmt.Errorf("%s: no text to score", o.Data)
-	}
-	levels, err := baselineLevels(m, samples, o.Progress)
-	if err != nil {
-		return rewards.Baselines{}, err
-	}
-	b, err := rewards.ComputeBaselines(levels)
+	b, err := engine.ComputeBaselines(m, tok, examples, engine.BaselineOptions{Format: format,
+		ChunkTokens: o.ChunkTokens, MaxSamples: o.MaxSamples, Progress: o.Progress})
 	if err != nil {
 		return rewards.Baselines{}, fmt.Errorf("%s: %w", o.Data, err)
 	}
@@ -129,116 +119,6 @@ func computeBaselines(o baselineOptions) (rewards.Baselines, error) {
 		b.Source = o.Data
 	}
 	return b, nil
-}
-
-// baselineSample is a text to score with the tokens that condition it.
-type baselineSample struct {
-	context []int // BOS, prompt, earlier tokens of the document: conditioning only
-	ids     []int // the scored tokens
-	text    string
-	spans   []rewards.Span // bytes of ids in text
-}
-
-// baselineSamples turns reference examples into baseline samples, as the scorer sees
-// completions: answers conditioned on their prompt (prompt, then a newline), texts on the
-// model's BOS and the document before them. A document is cut into chunks of at most chunk
-// tokens. When the model has no BOS and nothing precedes a text, its first token only
-// conditions the rest: it has no context to be scored in.
-func baselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.Example, format data.Format, chunk, maxSamples int) []baselineSample {
-	if maxPos > 1 {
-		chunk = min(chunk, maxPos-1) // leave room for at least one token of context
-	}
-	var out []baselineSample
-	for _, ex := range examples {
-		var context []int
-		if bos >= 0 {
-			context = append(context, bos)
-		}
-		text := ex.Text
-		if ex.Prompt != "" && ex.Text != "" && (format == data.GSM8K || format == data.PromptJSONL) {
-			context = append(context, tok.Encode(ex.Prompt+"\n", false).IDs...)
-		} else if text == "" {
-			text = ex.Prompt // a prompt file without answers: the prompts are the reference
-		}
-		enc := tok.Encode(text, false)
-		spans := make([]rewards.Span, len(enc.IDs))
-		for i, o := range enc.Offsets {
-			spans[i] = rewards.Span{Start: o[0], End: o[1]}
-		}
-		ids := enc.IDs
-		if len(context) == 0 && len(ids) > 1 {
-			context, ids, spans = ids[:1], ids[1:], spans[1:]
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		prefix := len(context) // the tokens before the document's scored tokens
-		all := append(append([]int(nil), context...), ids...)
-		for _, c := range rewards.SplitChunks(text, spans, chunk) {
-			// Condition on up to chunk tokens before it, within the model's context.
-			keep := min(prefix+c.Start, chunk, max(maxPos-(c.End-c.Start), 0))
-			ctx := all[prefix+c.Start-keep : prefix+c.Start]
-			if bos >= 0 && keep > 0 && ctx[0] != bos && keep < prefix+c.Start {
-				ctx = append([]int{bos}, ctx[1:]...)
-			}
-			lo, hi := spans[c.Start].Start, spans[c.End-1].End
-			sub := make([]rewards.Span, c.End-c.Start)
-			for i := range sub {
-				s := spans[c.Start+i]
-				sub[i] = rewards.Span{Start: min(max(s.Start-lo, 0), hi-lo), End: min(max(s.End-lo, 0), hi-lo)}
-			}
-			out = append(out, baselineSample{context: ctx, ids: ids[c.Start:c.End], text: text[lo:hi], spans: sub})
-			if maxSamples > 0 && len(out) == maxSamples {
-				return out
-			}
-		}
-	}
-	return out
-}
-
-// baselineLevels runs the scorer (the model, adapters off) over samples in batches and gives
-// each sample's three levels (NaN levels for a sample without words).
-func baselineLevels(m *model.Model, samples []baselineSample, progress func(done, total int)) ([]rewards.Levels, error) {
-	levels := make([]rewards.Levels, 0, len(samples))
-	for lo := 0; lo < len(samples); lo += baselineBatch {
-		batch := samples[lo:min(lo+baselineBatch, len(samples))]
-		nlls, err := baselineNLL(m, batch)
-		if err != nil {
-			return nil, err
-		}
-		for i, s := range batch {
-			words, err := rewards.Words(s.text, s.spans, nlls[i])
-			if err != nil {
-				return nil, err
-			}
-			l, _ := rewards.MultiLevel(words)
-			levels = append(levels, l)
-		}
-		if progress != nil {
-			progress(lo+len(batch), len(samples))
-		}
-	}
-	return levels, nil
-}
-
-// baselineNLL is nll_i = −log p(t_i | context, t_<i) for each text's tokens.
-func baselineNLL(m *model.Model, texts []baselineSample) ([][]float64, error) {
-	seqs := make([][]int, len(texts))
-	for i, s := range texts {
-		seqs[i] = append(append(make([]int, 0, len(s.context)+len(s.ids)), s.context...), s.ids...)
-	}
-	logp, err := m.LogProbs(seqs, 1)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]float64, len(texts))
-	for i, s := range texts {
-		out[i] = make([]float64, len(s.ids))
-		for j := range s.ids {
-			out[i][j] = -float64(logp[i][len(s.context)+j])
-		}
-	}
-	return out, nil
 }
 
 func printBaselines(w io.Writer, b rewards.Baselines) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"rlhfstation/engine"
 	"strings"
 	"testing"
 
@@ -17,10 +18,10 @@ var benchScorerConfig = model.Config{ModelType: "llama", Vocab: 4096, Dim: 192, 
 
 // benchGroup makes G completions of n tokens after prompts of p tokens from a trained
 // tokenizer: words drawn at random from the test corpus, so words span several tokens.
-func benchGroup(t testing.TB, tok *tokenizer.Tokenizer, g, p, n int) []baselineSample {
+func benchGroup(t testing.TB, tok *tokenizer.Tokenizer, g, p, n int) []engine.BaselineSample {
 	rng := rand.New(rand.NewPCG(3, 4))
 	words := strings.Fields(baselineCorpus)
-	out := make([]baselineSample, g)
+	out := make([]engine.BaselineSample, g)
 	for i := range out {
 		var sb strings.Builder
 		for sb.Len() < 8*(p+n) {
@@ -33,9 +34,9 @@ func benchGroup(t testing.TB, tok *tokenizer.Tokenizer, g, p, n int) []baselineS
 			t.Fatalf("text of %d tokens", len(enc.IDs))
 		}
 		lo, hi := enc.Offsets[p][0], enc.Offsets[p+n-1][1]
-		s := baselineSample{context: append([]int{0}, enc.IDs[:p]...), ids: enc.IDs[p : p+n], text: text[lo:hi]}
+		s := engine.BaselineSample{Context: append([]int{0}, enc.IDs[:p]...), IDs: enc.IDs[p : p+n], Text: text[lo:hi]}
 		for _, o := range enc.Offsets[p : p+n] {
-			s.spans = append(s.spans, rewards.Span{Start: o[0] - lo, End: o[1] - lo})
+			s.Spans = append(s.Spans, rewards.Span{Start: o[0] - lo, End: o[1] - lo})
 		}
 		out[i] = s
 	}
@@ -65,13 +66,13 @@ func BenchmarkMultiLevelScoring(b *testing.B) {
 	samples := benchGroup(b, tok, g, p, n)
 	ppl := rewards.PPL{Weights: rewards.Weights{Word: 0.1, Phrase: 0.3, Sentence: 0.6}, Baselines: rewards.Levels{Word: 4000, Phrase: 4000, Sentence: 4000},
 		Shape: rewards.Step, Thresholds: rewards.DefaultThresholds}
-	nlls, err := baselineNLL(m, samples)
+	nlls, err := engine.BaselineNLL(m, samples)
 	if err != nil {
 		b.Fatal(err)
 	}
 	batch := make([]rewards.Sample, g)
 	for i, s := range samples {
-		batch[i] = rewards.Sample{Completion: s.text, Spans: s.spans, NLL: nlls[i]}
+		batch[i] = rewards.Sample{Completion: s.Text, Spans: s.Spans, NLL: nlls[i]}
 	}
 	report := func(b *testing.B) {
 		b.ReportMetric(float64(b.N*g)/b.Elapsed().Seconds(), "completions/s")
@@ -79,7 +80,7 @@ func BenchmarkMultiLevelScoring(b *testing.B) {
 	}
 	b.Run("forward", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := baselineNLL(m, samples); err != nil {
+			if _, err := engine.BaselineNLL(m, samples); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -96,7 +97,7 @@ func BenchmarkMultiLevelScoring(b *testing.B) {
 	b.Run("rollout", func(b *testing.B) {
 		prompts := make([][]int, g)
 		for i, s := range samples {
-			prompts[i] = s.context
+			prompts[i] = s.Context
 		}
 		for b.Loop() {
 			if _, err := m.Generate(prompts, model.GenerateOptions{MaxNewTokens: n, Temperature: 1, Seed: 1, NoEOS: true}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rlhfstation/engine"
 	"strings"
 	"testing"
 
@@ -122,9 +123,9 @@ func TestBaselineSamples(t *testing.T) {
 	_, m, tok := llamaTestDir(t)
 	// GSM8K: the answer is scored after BOS + question + newline.
 	gsm := []data.Example{{Prompt: "How many clips?", Answer: "72", Text: "She sold 72 clips.\n#### 72"}}
-	s := baselineSamples(tok, 0, m.Config.MaxPos, gsm, data.GSM8K, 256, 0)
+	s := engine.BaselineSamples(tok, 0, m.Config.MaxPos, gsm, data.GSM8K, 256, 0)
 	wantCtx := append([]int{0}, tok.Encode("How many clips?\n", false).IDs...)
-	if len(s) != 1 || !equalInts(s[0].context, wantCtx) || s[0].text != gsm[0].Text || !equalInts(s[0].ids, tok.Encode(gsm[0].Text, false).IDs) {
+	if len(s) != 1 || !equalInts(s[0].Context, wantCtx) || s[0].Text != gsm[0].Text || !equalInts(s[0].IDs, tok.Encode(gsm[0].Text, false).IDs) {
 		t.Fatalf("gsm8k sample %+v", s)
 	}
 
@@ -132,40 +133,40 @@ func TestBaselineSamples(t *testing.T) {
 	// most 6 of them, BOS first once the document's start is cut off).
 	doc := "the cat sat on the mat. the dog ran to the park! where is the cat?"
 	ids := tok.Encode(doc, false).IDs
-	s = baselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, 6, 0)
+	s = engine.BaselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, 6, 0)
 	all := append([]int{0}, ids...)
 	pos, joined := 0, ""
 	for k, c := range s {
-		if len(c.ids) == 0 || len(c.ids) > 6 || len(c.spans) != len(c.ids) {
-			t.Fatalf("chunk %d: %d ids, %d spans", k, len(c.ids), len(c.spans))
+		if len(c.IDs) == 0 || len(c.IDs) > 6 || len(c.Spans) != len(c.IDs) {
+			t.Fatalf("chunk %d: %d ids, %d spans", k, len(c.IDs), len(c.Spans))
 		}
-		if !equalInts(c.ids, ids[pos:pos+len(c.ids)]) {
-			t.Errorf("chunk %d ids %v", k, c.ids)
+		if !equalInts(c.IDs, ids[pos:pos+len(c.IDs)]) {
+			t.Errorf("chunk %d ids %v", k, c.IDs)
 		}
 		start := 1 + pos // index of the chunk in all
 		wantCtx := all[max(0, start-6):start]
 		if start > 6 {
 			wantCtx = append([]int{0}, all[start-5:start]...)
 		}
-		if !equalInts(c.context, wantCtx) {
-			t.Errorf("chunk %d context %v, want %v", k, c.context, wantCtx)
+		if !equalInts(c.Context, wantCtx) {
+			t.Errorf("chunk %d context %v, want %v", k, c.Context, wantCtx)
 		}
-		last := c.spans[len(c.spans)-1]
-		if last.End != len(c.text) {
-			t.Errorf("chunk %d: spans %v do not cover %q", k, c.spans, c.text)
+		last := c.Spans[len(c.Spans)-1]
+		if last.End != len(c.Text) {
+			t.Errorf("chunk %d: spans %v do not cover %q", k, c.Spans, c.Text)
 		}
-		joined += c.text
-		pos += len(c.ids)
+		joined += c.Text
+		pos += len(c.IDs)
 	}
 	if pos != len(ids) || joined != doc {
 		t.Errorf("chunks cover %d of %d tokens: %q", pos, len(ids), joined)
 	}
-	if got := baselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, 6, 2); len(got) != 2 {
+	if got := engine.BaselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, 6, 2); len(got) != 2 {
 		t.Errorf("max samples 2: %d", len(got))
 	}
 	// Without a BOS the first token only conditions the rest.
-	s = baselineSamples(tok, -1, m.Config.MaxPos, []data.Example{{Text: "the cat"}}, data.Documents, 256, 0)
-	if len(s) != 1 || len(s[0].context) != 1 || s[0].context[0] != ids[0] {
+	s = engine.BaselineSamples(tok, -1, m.Config.MaxPos, []data.Example{{Text: "the cat"}}, data.Documents, 256, 0)
+	if len(s) != 1 || len(s[0].Context) != 1 || s[0].Context[0] != ids[0] {
 		t.Errorf("no BOS: %+v", s)
 	}
 }

@@ -265,3 +265,12 @@ func (s *Set) ZeroGrad() {
 		clear(l.GradB)
 	}
 }
+
+// RandomizeB fills B as nn.Linear(r, out) initialises its weight, U(−1/√r, 1/√r): PEFT's
+// init_lora_weights = false.
+func (l *Layer) RandomizeB(rng *rand.Rand) {
+	bound := 1 / math.Sqrt(float64(l.R))
+	for i := range l.B {
+		l.B[i] = float32((2*rng.Float64() - 1) * bound)
+	}
+}

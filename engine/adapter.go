@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/BurntSushi/toml"
+
+	"rlhfstation/engine/lora"
+	"rlhfstation/engine/monitor"
+)
+
+// adapter connects a LoRA layer to the model's linear: the model calls Forward after W·x + b
+// and Backward after the base's input gradient. It keeps the activations of the last
+// training forward, as each linear runs once per training forward.
+type adapter struct {
+	layer *lora.Layer
+	act   lora.Activations
+	rng   *rand.Rand // dropout masks; reseeded each step
+}
+
+func (a *adapter) Forward(y, x []float32, rows int, train bool) {
+	if train {
+		a.layer.Forward(y, x, rows, true, a.rng, &a.act)
+		return
+	}
+	a.layer.Forward(y, x, rows, false, nil, nil)
+}
+
+func (a *adapter) Backward(dx, dy, x []float32, rows int) {
+	a.layer.Backward(dx, dy, x, &a.act)
+}
+
+// decodeMonitor sets the [monitor] table's keys onto th, refusing unknown keys.
+func decodeMonitor(table map[string]any, th *monitor.Thresholds) error {
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(table); err != nil {
+		return err
+	}
+	md, err := toml.Decode(buf.String(), th)
+	if err != nil {
+		return err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return fmt.Errorf("unknown key %q", und[0].String())
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"fmt"
+
+	"rlhfstation/engine/data"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/tokenizer"
+	"rlhfstation/rewards"
+)
+
+// baselineBatch is how many samples go through the scorer per progress update.
+const baselineBatch = 8
+
+// BaselineOptions control ComputeBaselines.
+type BaselineOptions struct {
+	Format      data.Format           // how the examples were read (answers after prompts, documents…)
+	ChunkTokens int                   // largest sample, in tokens (DESIGN §6.1: 256)
+	MaxSamples  int                   // 0: all
+	Progress    func(done, total int) // may be nil
+}
+
+// ComputeBaselines scores reference examples with the scorer (m with adapters off) and
+// aggregates the samples' levels into baselines (DESIGN §6.1). The caller fills the model and
+// tokenizer hashes, the time and the source.
+func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example, o BaselineOptions) (rewards.Baselines, error) {
+	chunk := o.ChunkTokens
+	if chunk <= 0 {
+		chunk = 256
+	}
+	samples := BaselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, o.Format, chunk, o.MaxSamples)
+	if len(samples) == 0 {
+		return rewards.Baselines{}, fmt.Errorf("no reference text to score")
+	}
+	off := m.AdaptersOff
+	m.AdaptersOff = true
+	defer func() { m.AdaptersOff = off }()
+	levels, err := BaselineLevels(m, samples, o.Progress)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	return rewards.ComputeBaselines(levels)
+}
+
+// BaselineSample is a text to score with the tokens that condition it.
+type BaselineSample struct {
+	Context []int // BOS, prompt, earlier tokens of the document: conditioning only
+	IDs     []int // the scored tokens
+	Text    string
+	Spans   []rewards.Span // bytes of ids in text
+}
+
+// BaselineSamples turns reference examples into baseline samples, as the scorer sees
+// completions: answers conditioned on their prompt (prompt, then a newline), texts on the
+// model's BOS and the document before them. A document is cut into chunks of at most chunk
+// tokens. When the model has no BOS and nothing precedes a text, its first token only
+// conditions the rest: it has no context to be scored in.
+func BaselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.Example, format data.Format, chunk, maxSamples int) []BaselineSample {
+	if maxPos > 1 {
+		chunk = min(chunk, maxPos-1) // leave room for at least one token of context
+	}
+	var out []BaselineSample
+	for _, ex := range examples {
+		var context []int
+		if bos >= 0 {
+			context = append(context, bos)
+		}
+		text := ex.Text
+		if ex.Prompt != "" && ex.Text != "" && (format == data.GSM8K || format == data.PromptJSONL) {
+			context = append(context, tok.Encode(ex.Prompt+"\n", false).IDs...)
+		} else if text == "" {
+			text = ex.Prompt // a prompt file without answers: the prompts are the reference
+		}
+		enc := tok.Encode(text, false)
+		spans := make([]rewards.Span, len(enc.IDs))
+		for i, o := range enc.Offsets {
+			spans[i] = rewards.Span{Start: o[0], End: o[1]}
+		}
+		ids := enc.IDs
+		if len(context) == 0 && len(ids) > 1 {
+			context, ids, spans = ids[:1], ids[1:], spans[1:]
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		prefix := len(context) // the tokens before the document's scored tokens
+		all := append(append([]int(nil), context...), ids...)
+		for _, c := range rewards.SplitChunks(text, spans, chunk) {
+			// Condition on up to chunk tokens before it, within the model's context.
+			keep := min(prefix+c.Start, chunk, max(maxPos-(c.End-c.Start), 0))
+			ctx := all[prefix+c.Start-keep : prefix+c.Start]
+			if bos >= 0 && keep > 0 && ctx[0] != bos && keep < prefix+c.Start {
+				ctx = append([]int{bos}, ctx[1:]...)
+			}
+			lo, hi := spans[c.Start].Start, spans[c.End-1].End
+			sub := make([]rewards.Span, c.End-c.Start)
+			for i := range sub {
+				s := spans[c.Start+i]
+				sub[i] = rewards.Span{Start: min(max(s.Start-lo, 0), hi-lo), End: min(max(s.End-lo, 0), hi-lo)}
+			}
+			out = append(out, BaselineSample{Context: ctx, IDs: ids[c.Start:c.End], Text: text[lo:hi], Spans: sub})
+			if maxSamples > 0 && len(out) == maxSamples {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// baselineLevels runs the scorer (the model, adapters off) over samples in batches and gives
+// each sample's three levels (NaN levels for a sample without words).
+func BaselineLevels(m *model.Model, samples []BaselineSample, progress func(done, total int)) ([]rewards.Levels, error) {
+	levels := make([]rewards.Levels, 0, len(samples))
+	for lo := 0; lo < len(samples); lo += baselineBatch {
+		batch := samples[lo:min(lo+baselineBatch, len(samples))]
+		nlls, err := BaselineNLL(m, batch)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range batch {
+			words, err := rewards.Words(s.Text, s.Spans, nlls[i])
+			if err != nil {
+				return nil, err
+			}
+			l, _ := rewards.MultiLevel(words)
+			levels = append(levels, l)
+		}
+		if progress != nil {
+			progress(lo+len(batch), len(samples))
+		}
+	}
+	return levels, nil
+}
+
+// baselineNLL is nll_i = −log p(t_i | context, t_<i) for each text's tokens.
+func BaselineNLL(m *model.Model, texts []BaselineSample) ([][]float64, error) {
+	seqs := make([][]int, len(texts))
+	for i, s := range texts {
+		seqs[i] = append(append(make([]int, 0, len(s.Context)+len(s.IDs)), s.Context...), s.IDs...)
+	}
+	logp, err := m.LogProbs(seqs, 1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(texts))
+	for i, s := range texts {
+		out[i] = make([]float64, len(s.IDs))
+		for j := range s.IDs {
+			out[i][j] = -float64(logp[i][len(s.Context)+j])
+		}
+	}
+	return out, nil
+}

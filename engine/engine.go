@@ -1,0 +1,297 @@
+// Package engine is the in-process GRPO trainer (DESIGN §3, §5): it loads a model folder,
+// quantizes the frozen base, attaches LoRA adapters, and loops over prompt batches —
+// generate, reward, advantage, loss, backward into the adapters, AdamW — emitting run events
+// (DESIGN §9) to its sinks and to the front end that drives it. The reference model and the
+// perplexity scorer are the same base with the adapters switched off.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/data"
+	"rlhfstation/engine/events"
+	"rlhfstation/engine/lora"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/monitor"
+	"rlhfstation/engine/optim"
+	"rlhfstation/engine/tensorboard"
+	"rlhfstation/engine/tokenizer"
+	"rlhfstation/presets"
+	"rlhfstation/rewards"
+)
+
+// Options are what a front end gives New besides the configuration.
+type Options struct {
+	// ModelDir is the resolved model folder (the built-in model's when the config names none).
+	ModelDir string
+	// ModelName is how events name the model ("built-in" or the folder).
+	ModelName string
+	// Prompts are the built-in prompts, used when the config names no data file.
+	Prompts []data.Example
+	// Resume is a run folder to continue, "" for a new run.
+	Resume string
+	// Log receives progress lines of the set-up (model loading, baselines) before the events
+	// start flowing; may be nil.
+	Log func(format string, a ...any)
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+}
+
+// Engine is one GRPO run. Create it with New, drive it with Run in a goroutine, read its
+// events from Events, and steer it with Pause, Resume, SaveNow and Stop.
+type Engine struct {
+	cfg      *config.Config
+	opts     Options
+	preset   presets.Preset
+	model    *model.Model
+	tok      *tokenizer.Tokenizer
+	adapters *lora.Set
+	modules  []*adapter
+	opt      *optim.AdamW
+	params   []*optim.Param
+	sched    optim.Schedule
+	funcs    []rewards.Weighted
+	digits   *rewards.DigitVocab
+	prompts  []data.Example
+	base     rewards.Baselines
+	mon      *monitor.Monitor
+	sampler  monitor.Sampler
+
+	runDir  string
+	runName string
+	step    int // optimizer steps done
+	cursor  int // prompts consumed so far, across epochs
+	order   []int
+	orderOf int // the epoch order holds
+
+	jsonl     *events.Writer
+	jsonlFile *os.File
+	tb        *tensorboard.Writer
+	out       chan events.Event
+
+	ctrl      chan control
+	trainTape *model.Tape
+	badSteps  int
+	lastCkpt  string
+	lastStep  events.Metrics
+	paramInfo events.Params
+	start     time.Time
+	mu        sync.Mutex
+	closed    bool
+}
+
+type control int
+
+const (
+	ctrlPause control = iota
+	ctrlResume
+	ctrlSave
+	ctrlStop
+)
+
+// ErrStopped is returned by Run when Stop ended the run early (after saving).
+var ErrStopped = errors.New("run stopped")
+
+func (e *Engine) now() time.Time {
+	if e.opts.Now != nil {
+		return e.opts.Now()
+	}
+	return time.Now()
+}
+
+func (e *Engine) logf(format string, a ...any) {
+	if e.opts.Log != nil {
+		e.opts.Log(format, a...)
+	}
+}
+
+// Events is the stream of run events. It is closed when Run returns. A front end must keep
+// reading it: the engine waits for room rather than drop events.
+func (e *Engine) Events() <-chan events.Event { return e.out }
+
+// RunDir is the run folder.
+func (e *Engine) RunDir() string { return e.runDir }
+
+// Config is the resolved configuration.
+func (e *Engine) Config() *config.Config { return e.cfg }
+
+func (e *Engine) send(c control) error {
+	select {
+	case e.ctrl <- c:
+		return nil
+	default:
+		return errors.New("the engine is busy with earlier requests")
+	}
+}
+
+// Pause holds the run after the step in progress.
+func (e *Engine) Pause() error { return e.send(ctrlPause) }
+
+// Resume continues a paused run.
+func (e *Engine) Resume() error { return e.send(ctrlResume) }
+
+// SaveNow writes a checkpoint after the step in progress.
+func (e *Engine) SaveNow() error { return e.send(ctrlSave) }
+
+// Stop ends the run after the step in progress, saving a checkpoint first.
+func (e *Engine) Stop() error { return e.send(ctrlStop) }
+
+// emit writes an event to the sinks and passes it to the front end.
+func (e *Engine) emit(ev events.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = e.now().UTC()
+	}
+	if e.jsonl != nil {
+		if err := e.jsonl.Write(ev); err != nil {
+			e.logf("writing events.jsonl: %v", err)
+		}
+	}
+	e.out <- ev
+}
+
+// flush makes every sink durable: called once per step.
+func (e *Engine) flush() {
+	if e.jsonl != nil {
+		if err := e.jsonl.Flush(); err != nil {
+			e.logf("flushing events.jsonl: %v", err)
+		}
+	}
+	if e.tb != nil {
+		if err := e.tb.Flush(); err != nil {
+			e.logf("flushing TensorBoard events: %v", err)
+		}
+	}
+}
+
+func (e *Engine) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.closed = true
+	e.flush()
+	if e.jsonlFile != nil {
+		e.jsonlFile.Close()
+	}
+	if e.tb != nil {
+		e.tb.Close()
+	}
+	close(e.out)
+}
+
+// stepRNG is the generator of one step's randomness (sampling seeds, LoRA dropout). It is a
+// function of the seed and the step alone, so a resumed run draws exactly what an
+// uninterrupted one would, with no generator state to carry.
+func (e *Engine) stepRNG(step, stream int) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(e.cfg.Seed), uint64(step)<<16|uint64(stream)))
+}
+
+// Run trains until max_steps, a Stop, a cancelled ctx (treated as an interrupt: it saves
+// and returns ErrInterrupted) or a failure. It closes Events when it returns.
+func (e *Engine) Run(ctx context.Context) (err error) {
+	defer e.close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine failure at step %d: %v", e.step+1, r)
+			e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: err.Error()})
+		}
+	}()
+	e.start = e.now()
+	e.sampler.Start(e.start)
+	e.emitRunStart()
+	e.flush()
+	paused := false
+	for e.step < e.cfg.MaxSteps {
+		// Requests first: a pause holds here until resume, save or stop.
+		for {
+			var c control
+			got := false
+			if paused {
+				select {
+				case c = <-e.ctrl:
+					got = true
+				case <-ctx.Done():
+				}
+			} else {
+				select {
+				case c = <-e.ctrl:
+					got = true
+				default:
+				}
+			}
+			if ctx.Err() != nil {
+				return e.finish("interrupted", "interrupted by a signal", ErrInterrupted)
+			}
+			if !got {
+				break
+			}
+			switch c {
+			case ctrlPause:
+				if !paused {
+					paused = true
+					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: "paused"})
+					e.flush()
+				}
+			case ctrlResume:
+				if paused {
+					paused = false
+					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: "resumed"})
+				}
+			case ctrlSave:
+				if err := e.save(); err != nil {
+					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "error", Message: err.Error()})
+				}
+				e.flush()
+			case ctrlStop:
+				return e.finish("stopped", "stopped by the user", ErrStopped)
+			}
+			if !paused {
+				// Drain any further requests before computing.
+				continue
+			}
+		}
+		if err := e.trainStep(ctx); err != nil {
+			if errors.Is(err, errNonFiniteStop) {
+				e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: err.Error()})
+				return err
+			}
+			if ctx.Err() != nil {
+				return e.finish("interrupted", "interrupted by a signal", ErrInterrupted)
+			}
+			e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: err.Error()})
+			return err
+		}
+		if e.cfg.SaveSteps > 0 && e.step%e.cfg.SaveSteps == 0 && e.step < e.cfg.MaxSteps {
+			if err := e.save(); err != nil {
+				e.emit(events.Event{Type: events.Log, Step: e.step, Level: "error", Message: err.Error()})
+			}
+		}
+		e.flush()
+	}
+	return e.finish("completed", "", nil)
+}
+
+// ErrInterrupted is returned by Run when its context was cancelled (SIGINT, SIGTERM): the
+// run saved a checkpoint first.
+var ErrInterrupted = errors.New("run interrupted")
+
+// finish saves a final checkpoint and emits run_end.
+func (e *Engine) finish(status, reason string, ret error) error {
+	if e.step > 0 && (e.lastCkpt == "" || filepath.Base(e.lastCkpt) != checkpointName(e.step)) {
+		if err := e.save(); err != nil {
+			e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: "saving the final checkpoint: " + err.Error()})
+			return err
+		}
+	}
+	e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: status, Reason: reason, Path: e.lastCkpt})
+	return ret
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"rlhfstation/engine/data"
+	"rlhfstation/engine/model"
+	"rlhfstation/rewards"
+)
+
+// rollout is one completion of a prompt, with what the rewards and the loss need.
+type rollout struct {
+	example  data.Example
+	prompt   []int // prompt token ids (BOS included when the tokenizer adds one)
+	tokens   []int // completion token ids, the stop token included
+	cut      bool  // ended by max_completion_length, not a stop token
+	text     string
+	spans    []rewards.Span // bytes of each text token in text
+	textIDs  []int          // the completion tokens that carry text (special tokens left out)
+	textPos  []int          // textPos[k]: index in tokens of textIDs[k]
+	refLogP  []float64      // reference (adapters off) log-probs under the temperature
+	nll      []float64      // scorer NLL of each text token (temperature 1)
+	digits   [][]float32    // policy logits over the digit tokens, per completion position
+	reward   float64
+	byFunc   map[string]float64
+	adv      float64
+	promptTx string
+}
+
+// batch is one micro-batch: some prompts, G completions each.
+type batch struct {
+	rollouts []*rollout
+	tokens   int // completion tokens
+	all      int // prompt + completion tokens
+}
+
+// nextPrompts takes the next n prompts of the epoch order (a fresh shuffle, from the seed and
+// the epoch, each time the data wraps).
+func (e *Engine) nextPrompts(n int) []data.Example {
+	out := make([]data.Example, n)
+	for i := range out {
+		epoch := e.cursor / len(e.prompts)
+		if e.order == nil || e.orderOf != epoch {
+			e.order = e.stepRNG(epoch, 7).Perm(len(e.prompts))
+			e.orderOf = epoch
+		}
+		out[i] = e.prompts[e.order[e.cursor%len(e.prompts)]]
+		e.cursor++
+	}
+	return out
+}
+
+// encodePrompt tokenizes a prompt as the model sees it, keeping its last max_prompt_length
+// tokens (the BOS kept in front) and leaving room for the completion in the context.
+func (e *Engine) encodePrompt(p string) []int {
+	ids := e.tok.Encode(p, true).IDs
+	limit := e.cfg.MaxPromptLength
+	if room := e.model.Config.MaxPos - e.cfg.MaxCompletionLength; room > 0 && (limit <= 0 || room < limit) {
+		limit = room
+	}
+	if limit > 0 && len(ids) > limit {
+		bos := e.model.Config.BOS
+		if bos >= 0 && len(ids) > 0 && ids[0] == bos {
+			ids = append([]int{bos}, ids[len(ids)-limit+1:]...)
+		} else {
+			ids = ids[len(ids)-limit:]
+		}
+	}
+	return ids
+}
+
+// generate samples G completions for each prompt with the policy (adapters on).
+func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint64) (*batch, error) {
+	g := e.cfg.NumGenerations
+	b := &batch{}
+	var inputs [][]int
+	for _, p := range prompts {
+		ids := e.encodePrompt(p.Prompt)
+		for j := 0; j < g; j++ {
+			b.rollouts = append(b.rollouts, &rollout{example: p, prompt: ids, promptTx: p.Prompt})
+			inputs = append(inputs, ids)
+		}
+	}
+	var onLogits func(seq, step int, logits []float32)
+	if e.digits != nil {
+		onLogits = func(seq, step int, logits []float32) {
+			r := b.rollouts[seq]
+			for len(r.digits) <= step {
+				r.digits = append(r.digits, nil)
+			}
+			r.digits[step] = e.digits.Gather(nil, logits)
+		}
+	}
+	e.model.AdaptersOff = false
+	gen, err := e.model.Generate(inputs, model.GenerateOptions{
+		MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: float32(e.cfg.Temperature),
+		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, OnLogits: onLogits})
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	for i, r := range b.rollouts {
+		r.tokens, r.cut = gen.Tokens[i], gen.Cut[i]
+		var text strings.Builder
+		for k, id := range r.tokens {
+			tb := e.tok.TokenBytes(id)
+			if tb == nil {
+				continue // special tokens (the stop token) carry no text
+			}
+			r.spans = append(r.spans, rewards.Span{Start: text.Len(), End: text.Len() + len(tb)})
+			text.Write(tb)
+			r.textIDs = append(r.textIDs, id)
+			r.textPos = append(r.textPos, k)
+		}
+		r.text = text.String()
+		b.tokens += len(r.tokens)
+		b.all += len(r.prompt) + len(r.tokens)
+	}
+	return b, nil
+}
+
+// score runs the frozen base (adapters off) over prompt + completion: the reference log-probs
+// under the sampling temperature for the KL term, and the NLL at temperature 1 for the
+// perplexity rewards (the same pass when the temperature is 1).
+func (e *Engine) score(b *batch) error {
+	seqs := make([][]int, len(b.rollouts))
+	for i, r := range b.rollouts {
+		seqs[i] = append(append(make([]int, 0, len(r.prompt)+len(r.tokens)), r.prompt...), r.tokens...)
+	}
+	e.model.AdaptersOff = true
+	defer func() { e.model.AdaptersOff = false }()
+	t := float32(e.cfg.Temperature)
+	ref, err := e.model.LogProbs(seqs, t)
+	if err != nil {
+		return err
+	}
+	nll := ref
+	if t != 1 && t != 0 {
+		if nll, err = e.model.LogProbs(seqs, 1); err != nil {
+			return err
+		}
+	}
+	for i, r := range b.rollouts {
+		p := len(r.prompt)
+		r.refLogP = make([]float64, len(r.tokens))
+		for k := range r.tokens {
+			r.refLogP[k] = float64(ref[i][p+k])
+		}
+		r.nll = make([]float64, len(r.textIDs))
+		for k, pos := range r.textPos {
+			r.nll[k] = -float64(nll[i][p+pos])
+		}
+	}
+	return nil
+}
+
+// reward scores every rollout with the preset's functions and sets the advantages.
+func (e *Engine) reward(b *batch) (map[string]float64, error) {
+	samples := make([]rewards.Sample, len(b.rollouts))
+	for i, r := range b.rollouts {
+		r := r
+		s := rewards.Sample{Prompt: r.promptTx, Completion: r.text, Answer: r.example.Answer,
+			IDs: r.textIDs, Spans: r.spans, NLL: r.nll}
+		if r.digits != nil {
+			s.DigitLogits = func(pos int) []float32 {
+				k := r.textPos[pos]
+				if k < len(r.digits) {
+					return r.digits[k]
+				}
+				return nil
+			}
+		}
+		samples[i] = s
+	}
+	res, err := rewardsCompose(e, samples)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range b.rollouts {
+		r.reward = res.Total[i]
+		r.byFunc = map[string]float64{}
+		for name, vals := range res.ByFunc {
+			r.byFunc[name] = vals[i]
+		}
+		if math.IsNaN(r.reward) {
+			return nil, fmt.Errorf("reward of completion %d is NaN", i)
+		}
+	}
+	return res.Metrics, nil
+}
+
+func rewardsCompose(e *Engine, samples []rewards.Sample) (rewards.Result, error) {
+	return rewards.Compose(e.funcs, samples)
+}

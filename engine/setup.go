@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"rlhfstation/engine/checkpoint"
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/data"
+	"rlhfstation/engine/events"
+	"rlhfstation/engine/lora"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/monitor"
+	"rlhfstation/engine/optim"
+	"rlhfstation/engine/tensorboard"
+	"rlhfstation/engine/tokenizer"
+	"rlhfstation/presets"
+	"rlhfstation/rewards"
+)
+
+// eventBuffer is how many events may wait for the front end before the engine waits.
+const eventBuffer = 256
+
+// New prepares a run: it checks the memory estimate, loads and quantizes the model, attaches
+// the adapters, reads the prompts, loads or computes the baselines, and creates (or, when
+// resuming, reopens) the run folder. Nothing is written before every input has been read and
+// checked.
+func New(cfg *config.Config, opts Options) (*Engine, error) {
+	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan control, 16)}
+	if opts.ModelDir == "" {
+		return nil, errors.New("engine: no model folder")
+	}
+	if cfg.Device == "cuda" {
+		return nil, errors.New("--device cuda: this build has no CUDA backend yet (use --device cpu or auto)")
+	}
+	preset, err := presets.Load(cfg.Preset)
+	if err != nil {
+		return nil, err
+	}
+	e.preset = preset
+
+	mc, err := model.LoadConfig(opts.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMemory(mc, cfg); err != nil {
+		return nil, err
+	}
+	e.prompts, err = e.loadPrompts()
+	if err != nil {
+		return nil, err
+	}
+
+	t0 := time.Now()
+	e.tok, err = tokenizer.Load(filepath.Join(opts.ModelDir, "tokenizer.json"))
+	if err != nil {
+		return nil, err
+	}
+	e.model, err = model.Load(opts.ModelDir)
+	if err != nil {
+		return nil, err
+	}
+	if e.tok.VocabSize() > e.model.Config.Vocab {
+		return nil, fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", opts.ModelDir, e.tok.VocabSize(), e.model.Config.Vocab)
+	}
+	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))
+	e.paramInfo = events.Params{Total: int64(e.model.NumParams()), ResidentBytes: int64(e.model.NumParams()) * 4}
+	if err := e.quantizeBase(); err != nil {
+		return nil, err
+	}
+	if err := e.attachAdapters(); err != nil {
+		return nil, err
+	}
+	e.paramInfo.Trainable = e.adapters.Count()
+
+	if e.preset.NTL != nil && e.preset.NTL.Weight > 0 {
+		e.digits, err = rewards.FindDigitTokens(e.tok.VocabSize(), e.tok.TokenBytes, e.tok.IsSpecial)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s uses NTL: %w", e.preset.Name, err)
+		}
+	}
+	if err := e.loadBaselines(); err != nil {
+		return nil, err
+	}
+	e.funcs, err = e.preset.Funcs(e.base.Levels, e.digits)
+	if err != nil {
+		return nil, fmt.Errorf("preset %s: %w", e.preset.Name, err)
+	}
+	th, err := monitorThresholds(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.mon = monitor.New(th)
+	e.mon.Now = e.now
+
+	e.opt = optim.NewAdamW(e.params, cfg.AdamBeta1, cfg.AdamBeta2, cfg.AdamEpsilon, cfg.WeightDecay)
+	e.sched = optim.Schedule{Kind: cfg.LRSchedulerType, Warmup: cfg.WarmupStepsFor(), Total: cfg.MaxSteps}
+	if err := e.sched.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Resume != "" {
+		if err := e.resume(opts.Resume); err != nil {
+			return nil, err
+		}
+	} else if err := e.createRunFolder(); err != nil {
+		return nil, err
+	}
+	if err := e.openSinks(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// loadPrompts reads the data file, or takes the built-in prompts.
+func (e *Engine) loadPrompts() ([]data.Example, error) {
+	if e.cfg.Data == "" {
+		if len(e.opts.Prompts) == 0 {
+			return nil, errors.New("no prompts: give --data FILE")
+		}
+		return e.opts.Prompts, nil
+	}
+	ex, _, err := data.Read(e.cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	var out []data.Example
+	for _, x := range ex {
+		if x.Prompt == "" {
+			x.Prompt = x.Text
+		}
+		if x.Prompt != "" {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no prompts in the file", e.cfg.Data)
+	}
+	return out, nil
+}
+
+// attachAdapters puts a LoRA adapter on every targeted linear.
+func (e *Engine) attachAdapters() error {
+	lc := lora.Config{R: e.cfg.LoRA.R, Alpha: e.cfg.LoRA.Alpha, Dropout: e.cfg.LoRA.Dropout,
+		TargetModules: e.cfg.LoRA.TargetModules, RSLoRA: e.cfg.LoRA.UseRSLoRA}
+	rng := e.stepRNG(0, 1)
+	var layers []*lora.Layer
+	for _, l := range e.model.Linears() {
+		if !lora.Selects(lc.TargetModules, l.Name) {
+			continue
+		}
+		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
+		if !e.cfg.LoRA.InitLoRAWeights {
+			// PEFT's init_lora_weights = false keeps nn.Linear's own init for B too: the
+			// adapted model then starts away from the base (for tests of adapters).
+			ll.RandomizeB(rng)
+		}
+		a := &adapter{layer: ll}
+		l.Adapter = a
+		layers = append(layers, ll)
+		e.modules = append(e.modules, a)
+		an, bn := lora.TensorNames(l.Name)
+		e.params = append(e.params, &optim.Param{Name: an, Data: ll.A, Grad: ll.GradA},
+			&optim.Param{Name: bn, Data: ll.B, Grad: ll.GradB})
+	}
+	if len(layers) == 0 {
+		return fmt.Errorf("lora target_modules %v match no linear module of this model (modules are named like %s)",
+			[]string(e.cfg.LoRA.TargetModules), e.model.Linears()[0].Name)
+	}
+	e.adapters = lora.NewSet(lc, layers)
+	return nil
+}
+
+// loadBaselines reads --baselines, or computes them from the prompts' data and saves them in
+// the run folder later.
+func (e *Engine) loadBaselines() error {
+	if e.preset.PPL == nil || e.preset.PPL.Weight == 0 {
+		return nil
+	}
+	modelHash, tokHash, err := rewards.FolderHashes(e.opts.ModelDir)
+	if err != nil {
+		return err
+	}
+	if e.cfg.Baselines != "" {
+		b, err := rewards.LoadBaselines(e.cfg.Baselines)
+		if err != nil {
+			return err
+		}
+		warn, err := b.Check(modelHash, tokHash, e.cfg.AcceptBaselines)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.cfg.Baselines, err)
+		}
+		if warn != "" {
+			e.logf("%s", warn)
+		}
+		e.base = b
+		return nil
+	}
+	e.logf("computing perplexity baselines from %d reference texts", len(e.prompts))
+	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{ChunkTokens: 256, MaxSamples: 512,
+		Progress: func(done, total int) {
+			if done == total || done%64 == 0 {
+				e.logf("baselines: %d/%d samples", done, total)
+			}
+		}})
+	if err != nil {
+		return fmt.Errorf("computing baselines: %w", err)
+	}
+	b.ModelHash, b.TokenizerHash = modelHash, tokHash
+	b.Created = time.Now().UTC().Truncate(time.Second)
+	b.Source = "run prompts"
+	if e.cfg.Data != "" {
+		b.Source = e.cfg.Data
+	}
+	e.base = b
+	return nil
+}
+
+// referenceTexts are what the baselines are computed on: the reference answers where the data
+// has them (scored after their prompt), else the prompts themselves.
+func referenceTexts(ex []data.Example) []data.Example {
+	var out []data.Example
+	for _, x := range ex {
+		if x.Answer != "" && x.Text != "" {
+			out = append(out, data.Example{Prompt: x.Prompt, Text: x.Text})
+		} else if x.Answer != "" {
+			out = append(out, data.Example{Prompt: x.Prompt, Text: x.Answer})
+		} else {
+			out = append(out, data.Example{Text: x.Prompt})
+		}
+	}
+	return out
+}
+
+func monitorThresholds(cfg *config.Config) (monitor.Thresholds, error) {
+	th := monitor.DefaultThresholds()
+	if len(cfg.Monitor) == 0 {
+		return th, nil
+	}
+	// The [monitor] table arrives decoded; it is mapped onto the struct's toml names strictly.
+	if err := decodeMonitor(cfg.Monitor, &th); err != nil {
+		return th, fmt.Errorf("[monitor]: %w", err)
+	}
+	return th, nil
+}
+
+// createRunFolder makes runs/<yyyymmdd-hhmmss>-<preset>/ and writes the resolved config.
+func (e *Engine) createRunFolder() error {
+	name := e.cfg.RunName
+	if name == "" {
+		name = e.now().Format("20060102-150405") + "-" + e.preset.Name
+	}
+	dir := filepath.Join(e.cfg.OutputDir, name)
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("run folder %s exists already: pick another --out or run_name, or --resume it", dir)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "checkpoints"), 0o755); err != nil {
+		return err
+	}
+	e.runDir, e.runName = dir, name
+	if err := e.cfg.Write(filepath.Join(dir, "config.toml")); err != nil {
+		return err
+	}
+	if e.preset.PPL != nil && e.preset.PPL.Weight > 0 && e.cfg.Baselines == "" {
+		if err := e.base.Save(filepath.Join(dir, "baselines.json")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) openSinks() error {
+	f, err := os.OpenFile(filepath.Join(e.runDir, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	e.jsonlFile, e.jsonl = f, events.NewWriter(f)
+	e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb"))
+	return err
+}
+
+func (e *Engine) emitRunStart() {
+	device := "cpu"
+	params := e.paramInfo
+	cfgMap := e.cfg.Map()
+	if e.preset.PPL != nil {
+		cfgMap["baselines"] = map[string]any{"word": e.base.Levels.Word, "phrase": e.base.Levels.Phrase, "sentence": e.base.Levels.Sentence}
+	}
+	e.emit(events.Event{Type: events.RunStart, Step: e.step, Run: e.runName, Model: e.opts.ModelName, Device: device,
+		Preset: e.preset.Name, TotalSteps: e.cfg.MaxSteps, Params: &params, Config: cfgMap, Path: e.runDir})
+}
+
+func checkpointName(step int) string { return checkpoint.Name(step) }
+
+func count(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
