@@ -216,7 +216,7 @@ func mathShopping(g *gen) *mathProblem {
 	return p
 }
 
-var vehicles = []string{"train", "bus", "truck", "car", "boat", "cyclist", "plane"}
+var vehicles = []string{"train", "bus", "truck", "car", "boat", "ferry", "plane", "tram"}
 
 func mathTravel(g *gen) *mathProblem {
 	p := &mathProblem{}
@@ -430,11 +430,9 @@ func mathParty(g *gen) *mathProblem {
 	p := &mathProblem{}
 	who := g.person("")
 	guests := g.between(4, 40)
-	a, b := oneOf(g, mathItems), oneOf(g, mathItems)
-	for b == a {
-		b = oneOf(g, mathItems)
-	}
-	x, y := g.between(2, 6), g.between(1, 5)
+	ab := pickN(g, partyItems, 2)
+	a, b := ab[0], ab[1]
+	x, y := g.between(2, 6), g.between(2, 5)
 	event := g.pick([]string{"birthday party", "picnic", "class party", "family dinner", "garden party", "game night"})
 	q := fmt.Sprintf("%s is planning a %s for %d guests. Each guest gets %d %s and %d %s.", who.name, event, guests, x, a.many, y, b.many)
 	na := p.calc(guests, '*', x)
@@ -456,6 +454,9 @@ func mathParty(g *gen) *mathProblem {
 	p.question = q
 	return p
 }
+
+var partyItems = []countable{{"cupcake", "cupcakes"}, {"balloon", "balloons"}, {"juice box", "juice boxes"}, {"sandwich", "sandwiches"},
+	{"party hat", "party hats"}, {"cookie", "cookies"}, {"sticker", "stickers"}, {"slice of pizza", "slices of pizza"}, {"napkin", "napkins"}, {"paper cup", "paper cups"}}
 
 func mathWages(g *gen) *mathProblem {
 	p := &mathProblem{}

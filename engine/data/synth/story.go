@@ -92,7 +92,8 @@ func makeStory(g *gen) string {
 func (g *gen) storyText() {
 	hero := g.newCharacter("")
 	g.cast(hero, g.newCharacter(hero.name))
-	g.setPlace(oneOf(g, places))
+	p := oneOf(g, places)
+	g.setPlace(p)
 	v := g.vars
 	v["time"], v["weather"] = g.pick(timeOpeners), g.pick(weathers)
 	v["feel"], v["bad"] = g.pick(feelings), g.pick(badFeelings)
@@ -100,8 +101,9 @@ func (g *gen) storyText() {
 	v["a_thing"] = withArticle(v["thing"])
 	g.say(storyOpen...)
 	g.cut()
-	for n := g.between(1, 2); n > 0; n-- {
-		g.say(storySetting...)
+	for _, t := range pickN(g, storySetting, g.between(1, 2)) {
+		g.say(t)
+		g.vars["sight"], g.vars["sound"] = g.pick(p.sights), g.pick(p.sounds)
 	}
 	g.para()
 	oneOf(g, storyPlots)(g)
@@ -407,7 +409,7 @@ var (
 )
 
 func plotMystery(g *gen) {
-	g.vars["tool"] = g.pick(helpTools)
+	g.vars["tool"] = g.pick([]string{"a lantern", "a flashlight", "a candle", "a small lamp"})
 	g.say(mysteryHear...)
 	g.say(mysteryWorry...)
 	g.para()

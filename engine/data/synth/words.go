@@ -163,5 +163,3 @@ var morePlaces = []place{
 
 func init() { places = append(places, morePlaces...) }
 
-// helpers: things a friend can bring or do to help.
-var helpTools = []string{"a ladder", "a lantern", "a long stick", "a rope", "a map", "a magnifying glass", "a net", "a shovel", "a boat", "a whistle"}
