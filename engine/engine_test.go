@@ -179,6 +179,7 @@ func TestResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- eB.Run(ctx) }()
 	for ev := range eB.Events() {
