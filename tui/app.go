@@ -8,6 +8,7 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"charm.land/bubbles/v2/key"
@@ -340,7 +341,7 @@ func (m Model) onEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 		m.ctx.Run.Apply(e)
 		switch e.Type {
 		case events.Checkpoint:
-			m.footer.Flash("checkpoint saved: "+e.Path, false)
+			m.footer.Flash(fmt.Sprintf("checkpoint saved at step %d: %s", e.Step, filepath.Join(filepath.Base(filepath.Dir(e.Path)), filepath.Base(e.Path))), false)
 		case events.RunEnd:
 			s := "run " + e.Status
 			if e.Reason != "" {
@@ -630,7 +631,7 @@ func (m Model) render() string {
 	}
 	bw, bh := lipgloss.Size(box)
 	x, y := max((w-bw)/2, 0), max((h-bh)/2, 0)
-	return lipgloss.NewCompositor(lipgloss.NewLayer(base), lipgloss.NewLayer(box).X(x).Y(y).Z(1)).Render()
+	return fitScreen(lipgloss.NewCompositor(lipgloss.NewLayer(base), lipgloss.NewLayer(box).X(x).Y(y).Z(1)).Render(), w, h)
 }
 
 // fitScreen makes the view exactly w×h so that overlays and the renderer see a full frame.

@@ -2,8 +2,8 @@ package tui
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 
 	"rlhfstation/engine/events"
 	"rlhfstation/tui/fixture"
+	"rlhfstation/tui/state"
 )
 
 // fixedNow is the injected clock: three minutes after the fixture's run_start.
@@ -37,31 +38,64 @@ func baseOptions(s Session) Options {
 // stopTestMsg ends the program at the end of a test, whatever state it is in.
 type stopTestMsg struct{}
 
-// pingMsg lets a test observe the model after every message sent before it.
-type pingMsg struct{ id int }
+// probeMsg runs f on the program's goroutine, between two messages, so that a test reads the
+// model without racing the program.
+type probeMsg struct {
+	f    func(Model)
+	done chan struct{}
+}
 
-// harness runs the real model in a teatest program and captures the model the program holds.
+// snap is what a test may read of the model: copied on the program's goroutine.
+type snap struct {
+	view, raw        string // plain text, and with its escape sequences
+	screen           screen
+	overlay          overlay
+	focus            int
+	alert            events.Event
+	closed, quitting bool
+	paused, stopping bool
+	ended            bool
+	step             int
+	status           string
+	samples          int
+	checkpoints      int
+	selected         state.Checkpoint
+	ref              string
+	editing, busy    bool
+	footer           string
+	dark, noColor    bool
+}
+
+func snapshot(m Model) snap {
+	sel, _ := m.checkpoints.Selected()
+	raw := m.View().Content
+	r := m.ctx.Run
+	return snap{
+		view: ansiSeq.ReplaceAllString(raw, ""), raw: raw,
+		screen: m.screen, overlay: m.overlay, focus: m.focus, alert: m.alert,
+		closed: m.closed, quitting: m.quitting, paused: m.ctx.Paused, stopping: m.ctx.Stopping,
+		ended: r.Ended, step: r.Step, status: r.Status, samples: len(r.Samples), checkpoints: len(r.Checkpoints),
+		selected: sel, ref: m.checkpoints.Ref(), editing: m.checkpoints.Editing(), busy: m.checkpoints.Busy(),
+		footer: m.footer.Message(), dark: m.ctx.Styles.Dark, noColor: m.ctx.Styles.NoColor,
+	}
+}
+
+// harness runs the real model in a teatest program.
 type harness struct {
 	t  *testing.T
 	tm *teatest.TestModel
-
-	mu     sync.Mutex
-	latest Model
-	seen   int
-	next   int
 }
 
 func start(t *testing.T, opts Options, w, h int) *harness {
 	t.Helper()
 	hs := &harness{t: t}
 	filter := func(tm tea.Model, msg tea.Msg) tea.Msg {
-		if _, ok := msg.(stopTestMsg); ok {
+		switch p := msg.(type) {
+		case stopTestMsg:
 			return tea.QuitMsg{}
-		}
-		if p, ok := msg.(pingMsg); ok {
-			hs.mu.Lock()
-			hs.latest, hs.seen = tm.(Model), p.id
-			hs.mu.Unlock()
+		case probeMsg:
+			p.f(tm.(Model))
+			close(p.done)
 			return nil
 		}
 		return signalFilter(tm, msg)
@@ -75,45 +109,40 @@ func start(t *testing.T, opts Options, w, h int) *harness {
 	return hs
 }
 
-// model returns the program's model after every message sent so far has been handled.
-func (hs *harness) model() Model {
+// model returns a snapshot of the program's model after every message sent so far.
+func (hs *harness) model() snap {
 	hs.t.Helper()
-	hs.next++
-	id := hs.next
-	hs.tm.Send(pingMsg{id})
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		hs.mu.Lock()
-		m, seen := hs.latest, hs.seen
-		hs.mu.Unlock()
-		if seen >= id {
-			return m
-		}
-		time.Sleep(2 * time.Millisecond)
+	var s snap
+	done := make(chan struct{})
+	hs.tm.Send(probeMsg{f: func(m Model) { s = snapshot(m) }, done: done})
+	select {
+	case <-done:
+		return s
+	case <-time.After(5 * time.Second):
+		hs.t.Fatal("the program did not answer a probe within 5s")
 	}
-	hs.t.Fatal("the program did not answer a ping within 5s")
-	return Model{}
+	return s
 }
 
 // waitFor polls the model until cond holds.
-func (hs *harness) waitFor(what string, cond func(Model) bool) Model {
+func (hs *harness) waitFor(what string, cond func(snap) bool) snap {
 	hs.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		m := hs.model()
-		if cond(m) {
-			return m
+		s := hs.model()
+		if cond(s) {
+			return s
 		}
 		if time.Now().After(deadline) {
-			hs.t.Fatalf("timed out waiting for %s; screen:\n%s", what, plainView(m))
+			hs.t.Fatalf("timed out waiting for %s; screen:\n%s", what, s.view)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
 // loaded waits until every event of a closed feed is on screen.
-func (hs *harness) loaded() Model {
-	return hs.waitFor("all events", func(m Model) bool { return m.closed })
+func (hs *harness) loaded() snap {
+	return hs.waitFor("all events", func(s snap) bool { return s.closed })
 }
 
 func (hs *harness) key(keys ...string) {
@@ -143,6 +172,8 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyLeft}
 	case "right":
 		return tea.KeyPressMsg{Code: tea.KeyRight}
+	case "backspace":
+		return tea.KeyPressMsg{Code: tea.KeyBackspace}
 	case "ctrl+c":
 		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
 	}
@@ -151,11 +182,6 @@ func keyMsg(k string) tea.KeyPressMsg {
 }
 
 var ansiSeq = regexp.MustCompile(`\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)`)
-
-// plainView is the model's view as plain text: escape sequences (bold, reverse) removed.
-func plainView(m Model) string {
-	return ansiSeq.ReplaceAllString(m.View().Content, "")
-}
 
 // finishedRun is the recorded run of the tests: 60 steps of the math preset, completed.
 func finishedRun() []events.Event { return fixture.Events(fixture.Options{}) }
@@ -168,3 +194,12 @@ func contains(t *testing.T, s string, wants ...string) {
 		}
 	}
 }
+
+var teatestTimeout = teatest.WithFinalTimeout(5 * time.Second)
+
+func windowSize(w, h int) tea.WindowSizeMsg { return tea.WindowSizeMsg{Width: w, Height: h} }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// colourSGR matches an SGR sequence that sets a foreground or background colour.
+var colourSGR = regexp.MustCompile(`\x1b\[(?:[0-9;]*;)?(?:3[0-9]|4[0-9]|9[0-7]|10[0-7])(?:;[0-9;]*)?m`)

@@ -46,13 +46,13 @@ func (m Model) View() string {
 		{st.Muted.Render("run ") + name, 8},
 	}
 	if r.Preset != "" {
-		line1 = append(line1, segment{st.Muted.Render("preset ") + r.Preset, 6})
+		line1 = append(line1, segment{st.Muted.Render("preset ") + r.Preset, 7})
 	}
 	if r.Model != "" {
-		line1 = append(line1, segment{st.Muted.Render("model ") + r.Model, 4})
+		line1 = append(line1, segment{st.Muted.Render("model ") + r.Model, 6})
 	}
 	if r.Device != "" {
-		line1 = append(line1, segment{st.Muted.Render("device ") + r.Device, 5})
+		line1 = append(line1, segment{st.Muted.Render("device ") + r.Device, 4})
 	}
 	if p := r.Params; p != nil && p.Total > 0 {
 		line1 = append(line1, segment{st.Muted.Render("params ") + format.Count(float64(p.Total)) +
