@@ -162,4 +162,3 @@ var morePlaces = []place{
 }
 
 func init() { places = append(places, morePlaces...) }
-
