@@ -68,7 +68,7 @@ func AttentionForward(out, probs, q []float32, spans []Span, a Attention) {
 		}
 	}
 	if len(small) > 0 {
-		attentionRows(out, q, small, a)
+		attentionRowsGEMM(out, q, small, a)
 	}
 }
 
@@ -91,8 +91,9 @@ func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
 	sgemm(false, false, s.N, hd, L, 1, sc, L, s.V[kvh*hd:], kw, 0, out[s.Row*qw+h*hd:], qw)
 }
 
-// attentionRows handles short spans (decode steps) one (row, head) at a time, in parallel.
-func attentionRows(out, q []float32, spans []Span, a Attention) {
+// attentionRowsRef handles short spans (decode steps) one (row, head) at a time with plain
+// loops: the readable reference of attentionRowsGEMM.
+func attentionRowsRef(out, q []float32, spans []Span, a Attention) {
 	type item struct{ s, i int }
 	var items []item
 	maxL := 0
@@ -228,4 +229,38 @@ func axpy(y, x []float32, alpha float32) {
 	for ; i < len(y); i++ {
 		y[i] += alpha * x[i]
 	}
+}
+
+// attentionRowsGEMM is attentionRows with the products through GEMM, one (row, key/value
+// head) at a time: the query heads sharing a key/value head are adjacent in a row, so
+// their scores are one small x·Kᵀ and their outputs one P·V.
+func attentionRowsGEMM(out, q []float32, spans []Span, a Attention) {
+	type item struct{ s, i int }
+	var items []item
+	maxL := 0
+	for si, s := range spans {
+		for i := 0; i < s.N; i++ {
+			items = append(items, item{si, i})
+		}
+		maxL = max(maxL, s.Pos+s.N)
+	}
+	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	group := a.Heads / a.KVHeads
+	For(len(items)*a.KVHeads, max(1, (1<<15)/max(1, maxL*hd*group)), func(lo, hi int) {
+		scores := make([]float32, group*maxL)
+		for w := lo; w < hi; w++ {
+			it, kvh := items[w/a.KVHeads], w%a.KVHeads
+			s := spans[it.s]
+			row, p := s.Row+it.i, s.Pos+it.i
+			k0 := a.firstKey(p)
+			n := p + 1 - k0
+			sc := scores[:group*n]
+			qo := row*qw + kvh*group*hd
+			sgemm(false, true, group, n, hd, a.Scale, q[qo:], hd, s.K[k0*kw+kvh*hd:], kw, 0, sc, n)
+			for g := 0; g < group; g++ {
+				softmaxInPlace(sc[g*n : (g+1)*n])
+			}
+			sgemm(false, false, group, hd, n, 1, sc, n, s.V[k0*kw+kvh*hd:], kw, 0, out[qo:], hd)
+		}
+	})
 }
