@@ -31,8 +31,9 @@ else (embeddings, LM head, norms, biases) as it was. config.json gains a quantiz
 so transformers loads the folder with bitsandbytes; tokenizer and other small files are
 copied. The folder appears only when complete (written beside it, then renamed).`
 
-// maxShardBytes is the size above which the output weights are split into shards with an index.
-const maxShardBytes = 4 << 30
+// maxShardBytes is the size above which the output weights are split into shards with an index
+// (a variable for tests).
+var maxShardBytes int64 = 4 << 30
 
 // maxCopiedFile bounds the other files copied along (tokenizer files and such).
 const maxCopiedFile = 64 << 20

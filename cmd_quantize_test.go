@@ -268,3 +268,31 @@ func TestQuantizeUsage(t *testing.T) {
 		t.Errorf("mamba: exit %d, %s", code, stderr)
 	}
 }
+
+func TestQuantizeSharded(t *testing.T) {
+	defer func(v int64) { maxShardBytes = v }(maxShardBytes)
+	maxShardBytes = 16 << 10
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	vals := writeQuantTestModel(t, src, "llama")
+	out := filepath.Join(dir, "q")
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", src, "--out", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	set, err := safetensors.OpenSet(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if set.Index == "" || len(set.Files) < 3 {
+		t.Fatalf("want an index and several shards, got %d files", len(set.Files))
+	}
+	if _, ok, err := quant.LoadWeight(set, "model.layers.1.mlp.down_proj"); !ok || err != nil {
+		t.Errorf("down_proj from shards: %v %v", ok, err)
+	}
+	got, _, err := set.Float32("model.embed_tokens.weight")
+	if err != nil || len(got) != len(vals["model.embed_tokens.weight"]) {
+		t.Errorf("embeddings from shards: %v", err)
+	}
+}
