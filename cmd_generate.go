@@ -14,7 +14,7 @@ func init() {
 	register(command{name: "generate", summary: "continue a prompt with a model (greedy or sampled)", order: 60, run: runGenerate})
 }
 
-const generateHelp = `generate --model DIR [--temperature T] [--top-k K] [--top-p P] [--seed S] [--max-new-tokens N] [--json] PROMPT...
+const generateHelp = `generate [--model DIR] [--adapter CKPT] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--max-new-tokens N] [--json] PROMPT...
 
 Continues PROMPT (the words joined with single spaces; - reads standard input) and prints the
 new text. The prompt is encoded with the tokenizer's special tokens (a BOS where its
@@ -24,7 +24,7 @@ seeded: the same seed gives the same text.`
 
 func runGenerate(args []string) error {
 	fs := newFlagSet("generate", generateHelp)
-	modelFlag := fs.String("model", "", modelFlagHelp)
+	mf := addModelFlags(fs)
 	temp := fs.Float64("temperature", 1, "sampling temperature `T`; 0 for greedy decoding")
 	topK := fs.Int("top-k", 0, "sample among the `K` most likely tokens; 0 for all")
 	topP := fs.Float64("top-p", 1, "sample from the smallest set of tokens whose probability reaches `P`; 1 for all")
@@ -49,11 +49,7 @@ func runGenerate(args []string) error {
 		}
 		prompt = string(b)
 	}
-	dir, err := resolveModelDir(*modelFlag)
-	if err != nil {
-		return err
-	}
-	m, tok, err := loadModel(dir)
+	_, m, tok, err := mf.load()
 	if err != nil {
 		return err
 	}

@@ -18,18 +18,21 @@ func init() {
 	register(command{name: "score", summary: "per-token log-probabilities and perplexity of texts under a model", order: 50, run: runScore})
 }
 
-const scoreHelp = `score --model DIR [--json] TEXT...
+const scoreHelp = `score [--model DIR] [--adapter CKPT] [--preset P] [--baselines FILE] [--json] TEXT...
 
 Scores each TEXT separately: every token's log-probability given the text before it, the
 mean negative log-likelihood (NLL) over the scored tokens and the token-level perplexity
 exp(mean NLL). The first token is conditioned on the special tokens the tokenizer's
 post-processor puts in front (a BOS), else on the config's bos_token_id; a model with
 neither cannot score a text's first token, which is then shown without a log-probability
-and left out of the mean.`
+and left out of the mean. With --preset or --baselines it also shows the multi-level
+perplexity (word, phrase, sentence), the aggregate, the improvement over the baselines and the
+reward the preset's perplexity reward gives each text.`
 
 func runScore(args []string) error {
 	fs := newFlagSet("score", scoreHelp)
-	modelFlag := fs.String("model", "", modelFlagHelp)
+	mf := addModelFlags(fs)
+	rf := addScoreRewardFlags(fs)
 	asJSON := fs.Bool("json", false, `print one JSON document {"model", "texts": [{"text", "context", "ids", "tokens", "logprobs", "mean_nll", "perplexity"}]}`)
 	texts, err := parseFlags(fs, args)
 	if err != nil {
@@ -38,17 +41,24 @@ func runScore(args []string) error {
 	if len(texts) == 0 {
 		return usagef("score needs at least one TEXT")
 	}
-	dir, err := resolveModelDir(*modelFlag)
+	dir, m, tok, err := mf.load()
 	if err != nil {
 		return err
 	}
-	m, tok, err := loadModel(dir)
+	rs, err := rf.open(dir)
 	if err != nil {
 		return err
 	}
 	results, err := scoreTexts(m, tok, texts)
 	if err != nil {
 		return err
+	}
+	if rs != nil {
+		for i := range results {
+			if results[i].Rewards, err = rs.score(tok, results[i].Text, results[i].LogProbs); err != nil {
+				return err
+			}
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -91,6 +101,8 @@ type textScore struct {
 	LogProbs   []*float64 `json:"logprobs"`
 	MeanNLL    *float64   `json:"mean_nll"`
 	Perplexity *float64   `json:"perplexity"`
+	// Rewards are the preset's multi-level perplexity and reward (--preset, --baselines).
+	Rewards *textRewards `json:"rewards,omitempty"`
 }
 
 // scoringContext returns the text's ids and what precedes them: the post-processor's
@@ -185,6 +197,9 @@ func printScores(w io.Writer, tok *tokenizer.Tokenizer, results []textScore) err
 			}
 		}
 		fmt.Fprintf(w, "  mean NLL %.4f  perplexity %.3f  (%d tokens)\n", *r.MeanNLL, *r.Perplexity, scored)
+		if r.Rewards != nil {
+			printTextRewards(w, r.Rewards)
+		}
 	}
 	return nil
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+
+	"rlhfstation/engine"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/tokenizer"
 )
 
 // resolveModelDir picks the model folder a command runs on: the --model flag, else
@@ -36,4 +41,58 @@ var builtinRunDefaults = map[string]any{
 // builtinModelDir is the built-in model's folder.
 func builtinModelDir() (string, error) {
 	return "", usagef("no model: give --model DIR (a Hugging Face model folder) or set RLHFSTATION_MODEL")
+}
+
+// modelFlags are the flags of every command that runs a model.
+type modelFlags struct {
+	model, adapter, device *string
+}
+
+func addModelFlags(fs *flag.FlagSet) modelFlags {
+	return modelFlags{
+		model:   fs.String("model", "", modelFlagHelp),
+		adapter: fs.String("adapter", "", "apply the LoRA adapter in `CKPT` (a run's checkpoint or any PEFT LoRA adapter folder)"),
+		device:  fs.String("device", "auto", "where to compute: `auto`, cpu or cuda"),
+	}
+}
+
+// load resolves the model folder, checks the device, loads the model and tokenizer and
+// attaches the adapter when one is given.
+func (f modelFlags) load() (string, *model.Model, *tokenizer.Tokenizer, error) {
+	if err := checkDevice(*f.device); err != nil {
+		return "", nil, nil, err
+	}
+	dir, err := resolveModelDir(*f.model)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	m, tok, err := loadModel(dir)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if *f.adapter != "" {
+		set, err := engine.AttachAdapter(m, *f.adapter)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		fmt.Fprintf(os.Stderr, "adapter %s: %d modules, r=%d\n", *f.adapter, len(set.Layers), set.Config.R)
+	}
+	return dir, m, tok, nil
+}
+
+// checkDevice validates --device. This build computes on the CPU: cuda is refused with the
+// reason, and auto says so once when the machine has an NVIDIA GPU it cannot use.
+func checkDevice(d string) error {
+	switch d {
+	case "cpu":
+		return nil
+	case "auto":
+		if _, err := os.Stat("/dev/nvidia0"); err == nil {
+			fmt.Fprintln(os.Stderr, "device auto: using the CPU (this build has no CUDA backend yet)")
+		}
+		return nil
+	case "cuda":
+		return fmt.Errorf("--device cuda: this build has no CUDA backend yet; use --device cpu")
+	}
+	return usagef("--device must be auto, cpu or cuda (got %q)", d)
 }
