@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"fmt"
 	"image/color"
 	"strings"
 	"sync"
@@ -528,5 +529,54 @@ func TestBackgroundColourPicksTheme(t *testing.T) {
 	hs2.tm.Send(tea.BackgroundColorMsg{Color: color.Black})
 	if m := hs2.model(); m.dark {
 		t.Error("ThemeLight switched to dark")
+	}
+}
+
+// The inspector with a report and a generated completion, for the README.
+func TestGoldenInspectorReport(t *testing.T) {
+	opts := baseOptions(Session{Events: feed(finishedRun(), false)})
+	opts.Inspect = func(ckpt, ref string) (string, float64, error) {
+		return "healthy, with one warning\n\n" +
+			"module                     ‖A‖     ‖B‖   ‖s·BA‖   vs ref\n" +
+			"layers.0.self_attn.q_proj  3.912   0.412  0.118   ×1.9\n" +
+			"layers.0.self_attn.v_proj  3.907   0.377  0.104   ×1.7\n" +
+			"layers.1.self_attn.q_proj  3.921   0.455  0.131   ×2.1\n\n" +
+			"issues: q_proj lora_B grew 2.1× since the reference\n" +
+			"recommendation: lower the learning rate if the growth continues", 0.87, nil
+	}
+	opts.Generate = func(ckpt, prompt string) (string, error) {
+		return "There are 7 boxes of 12 eggs, so 84 eggs. After 20 are used, 64 are left.\n#### 64", nil
+	}
+	hs := start(t, opts, 160, 48)
+	hs.loaded()
+	hs.key("c", "up", "r", "down", "enter")
+	hs.waitFor("the report", func(m snap) bool { return strings.Contains(m.view, "recommendation") })
+	hs.key("g")
+	hs.tm.Type("7 boxes hold 12 eggs each; 20 eggs are used. How many are left?")
+	hs.key("enter")
+	m := hs.waitFor("the completion", func(m snap) bool { return strings.Contains(m.view, "#### 64") })
+	checkFrame(t, m.view, 160, 48)
+	golden.RequireEqual(t, []byte(m.view))
+}
+
+func TestGoldenSetup(t *testing.T) {
+	opts := baseOptions(Session{})
+	opts.Setup = &setup.Choices{
+		Presets: []setup.Preset{
+			{Name: "story", Description: "Stories: sentence-level coherence weighs most.", Weights: [3]float64{0.1, 0.3, 0.6}},
+			{Name: "technical", Description: "Technical prose: precise words and phrases.", Weights: [3]float64{0.4, 0.4, 0.2}},
+			{Name: "code", Description: "Source code and its comments.", Weights: [3]float64{0.4, 0.5, 0.1}},
+			{Name: "math", Description: "Arithmetic word problems answered with #### N.", Weights: [3]float64{0.2, 0.3, 0.5},
+				Other: "NTL final_answer (wasserstein, tau 1.0), correctness"},
+		},
+		Preset: "math", Steps: 200, Devices: []string{"auto", "cpu", "cuda"},
+	}
+	for _, sz := range [][2]int{{80, 24}, {120, 36}} {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			hs := start(t, opts, sz[0], sz[1])
+			v := hs.model().view
+			checkFrame(t, v, sz[0], sz[1])
+			golden.RequireEqual(t, []byte(v))
+		})
 	}
 }

@@ -93,8 +93,9 @@ func (m *Model) scroll() {
 	m.top = max(0, min(m.top, n-rows))
 }
 
-// Title counts the alerts by severity.
-func (m Model) Title() string {
+// Title counts the alerts by severity, with short severity names when the full title would
+// not fit in w cells.
+func (m Model) Title(w int) string {
 	c := map[string]int{}
 	for _, a := range m.ctx.Run.Anomalies {
 		c[a.Severity]++
@@ -102,13 +103,23 @@ func (m Model) Title() string {
 	if len(m.ctx.Run.Anomalies) == 0 {
 		return "alerts"
 	}
-	var parts []string
-	for _, s := range []string{events.Critical, events.Warning, events.Info} {
-		if c[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c[s], s))
+	title := func(short bool) string {
+		var parts []string
+		for _, s := range []string{events.Critical, events.Warning, events.Info} {
+			name := s
+			if short {
+				name = strings.ToLower(Tag(s))
+			}
+			if c[s] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", c[s], name))
+			}
 		}
+		return "alerts · " + strings.Join(parts, " · ")
 	}
-	return "alerts · " + strings.Join(parts, " · ")
+	if t := title(false); lipgloss.Width(t) <= w {
+		return t
+	}
+	return title(true)
 }
 
 // View renders the framed list.
@@ -128,7 +139,7 @@ func (m Model) View() string {
 		sel := m.focused && i == m.sel
 		lines = append(lines, m.line(e, w, sel))
 	}
-	return st.Box(m.Title(), strings.Join(lines, "\n"), m.w, m.h, m.focused)
+	return st.Box(m.Title(m.w-5), strings.Join(lines, "\n"), m.w, m.h, m.focused)
 }
 
 // Tag is the four-letter severity tag, readable without colour.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,18 +20,44 @@ import (
 // build compiles the binary from the repository root into a temporary folder.
 // RLHFSTATION_E2E_BIN names a binary built beforehand instead (for iterating on the tests
 // while the checkout does not build); CI leaves it unset.
+// The binary is built once for all the tests of the package.
 func build(t *testing.T) string {
 	t.Helper()
 	if b := os.Getenv("RLHFSTATION_E2E_BIN"); b != "" {
 		return b
 	}
-	bin := filepath.Join(t.TempDir(), "rlhfstation")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = testref.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rlhfstation-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = dir
+		built = filepath.Join(dir, "rlhfstation")
+		cmd := exec.Command("go", "build", "-o", built, ".")
+		cmd.Dir = testref.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return built
+}
+
+var (
+	buildOnce     sync.Once
+	built, binDir string
+	buildErr      error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // tmux is one private tmux server holding one session.

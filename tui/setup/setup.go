@@ -282,14 +282,18 @@ func (m Model) View() string {
 	if len(m.choices.Presets) > 0 {
 		p := m.choices.Presets[m.preset]
 		w := p.Weights
-		det = append(det, st.Muted.Render("perplexity weights ")+fmt.Sprintf("word %.1f · phrase %.1f · sentence %.1f", w[0], w[1], w[2]))
 		other := p.Other
 		if other == "" {
 			other = "—"
 		}
-		det = append(det, st.Muted.Render("other rewards ")+other)
-		if p.Description != "" {
-			det = append(det, strings.Split(lipgloss.Wrap(p.Description, detW, " "), "\n")...)
+		for _, l := range []string{
+			st.Muted.Render("perplexity weights ") + fmt.Sprintf("word %.1f · phrase %.1f · sentence %.1f", w[0], w[1], w[2]),
+			st.Muted.Render("other rewards ") + other,
+			p.Description,
+		} {
+			if l != "" {
+				det = append(det, strings.Split(lipgloss.Wrap(l, detW, " "), "\n")...)
+			}
 		}
 	}
 	presetBlock := lipgloss.JoinHorizontal(lipgloss.Top, label(fieldPreset, "preset"), strings.Join(list, "\n"), "  ",
