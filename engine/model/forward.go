@@ -15,7 +15,6 @@ type acts struct {
 	mean1, rstd1 []float32 // its statistics [rows] (mean: LayerNorm only)
 	qkv          []float32 // gpt2's fused projection [rows,3·Dim]
 	q, k, v      []float32 // [rows,QDim], [rows,KVDim] ×2, after RoPE
-	probs        []float32 // attention probabilities (training only)
 	att          []float32 // attention output [rows,QDim]
 	mid          []float32 // residual stream after attention [rows,Dim]
 	n2           []float32 // second norm's output
@@ -42,8 +41,8 @@ func (a *arena) take(n int) []float32 {
 	return a.buf[a.off-n : a.off : a.off]
 }
 
-// carveActs lays out a block's activations for rows rows and probs attention probabilities.
-func (m *Model) carveActs(ar *arena, rows, probs int, withIn bool) acts {
+// carveActs lays out a block's activations for rows rows.
+func (m *Model) carveActs(ar *arena, rows int, withIn bool) acts {
 	c := &m.Config
 	D, F, gpt2 := c.Dim, c.Hidden, c.Family() == GPT2
 	var a acts
@@ -59,7 +58,6 @@ func (m *Model) carveActs(ar *arena, rows, probs int, withIn bool) acts {
 	a.q = ar.take(rows * c.QDim())
 	a.k = ar.take(rows * c.KVDim())
 	a.v = ar.take(rows * c.KVDim())
-	a.probs = ar.take(probs)
 	a.att = ar.take(rows * c.QDim())
 	a.mid = ar.take(rows * D)
 	a.n2 = ar.take(rows * D)
@@ -97,7 +95,7 @@ func (m *Model) scratchFor(rows int) *scratch {
 	carve := func() {
 		s.x, s.tmp, s.hidden = ar.take(rows*D), ar.take(rows*D), ar.take(rows*D)
 		s.fmean, s.frstd = ar.take(rows), ar.take(rows)
-		s.a = m.carveActs(&ar, rows, 0, false)
+		s.a = m.carveActs(&ar, rows, false)
 	}
 	carve()
 	ar = arena{buf: make([]float32, ar.off)}
@@ -212,11 +210,7 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp []float32, rope *
 		cpu.RoPEForward(a.q, p.pos, c.Heads, rope)
 		cpu.RoPEForward(a.k, p.pos, c.KVHeads, rope)
 	}
-	var probs []float32
-	if p.train {
-		probs = a.probs
-	}
-	cpu.AttentionForward(a.att, probs, a.q, m.spans(p, l, a), att)
+	cpu.AttentionForward(a.att, nil, a.q, m.spans(p, l, a), att)
 	L.O.forward(tmp, a.att, rows, p.train, ad)
 	cpu.ResidualForward(a.mid, a.in, tmp, rows*D)
 	m.norm(L.Norm2, a.n2, a.mean2, a.rstd2, a.mid, rows)

@@ -109,11 +109,12 @@ func perToken(p *pass, seqs [][]int, rowVals []float32) [][]float32 {
 func (t *Tape) carve(p *pass) {
 	m := t.m
 	D, rows := m.Config.Dim, p.rows
-	probs := m.attention().ProbSize(spansOf(p))
 	lay := func(ar *arena) {
 		t.layers = t.layers[:0]
 		for range m.Layers {
-			t.layers = append(t.layers, m.carveActs(ar, rows, probs, true))
+			// no attention probabilities: the backward recomputes them, which costs one
+			// GEMM per head instead of a sequence-length-squared buffer per head and block
+			t.layers = append(t.layers, m.carveActs(ar, rows, true))
 		}
 		t.final, t.hidden, t.tmp = ar.take(rows*D), ar.take(rows*D), ar.take(rows*D)
 		t.fmean, t.frstd = ar.take(rows), ar.take(rows)
@@ -124,15 +125,6 @@ func (t *Tape) carve(p *pass) {
 		t.buf = make([]float32, count.off)
 	}
 	lay(&arena{buf: t.buf})
-}
-
-// spansOf lists the spans of a cache-free pass (sizes only).
-func spansOf(p *pass) []cpu.Span {
-	sp := make([]cpu.Span, len(p.runs))
-	for i, r := range p.runs {
-		sp[i] = cpu.Span{Row: r.row, N: r.n, Pos: r.pos}
-	}
-	return sp
 }
 
 // carveGrads lays out the backward scratch.
@@ -258,7 +250,7 @@ func (m *Model) blockBackward(t *Tape, l int, att cpu.Attention, g *Grads, ad bo
 		lo, hi := r.row*kvd, (r.row+r.n)*kvd
 		spans[i] = cpu.Span{Row: r.row, N: r.n, Pos: r.pos, K: a.k[lo:hi], V: a.v[lo:hi], DK: gr.k[lo:hi], DV: gr.v[lo:hi]}
 	}
-	cpu.AttentionBackward(gr.q, gr.att, a.probs, a.q, spans, att)
+	cpu.AttentionBackward(gr.q, gr.att, nil, a.q, spans, att)
 	clear(gr.n)
 	if c.Family() == GPT2 {
 		mergeQKV(gr.qkv, gr.q, gr.k, gr.v, rows, D)

@@ -76,6 +76,15 @@ func AttentionForward(out, probs, q []float32, spans []Span, a Attention) {
 func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
 	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	kvh := h / (a.Heads / a.KVHeads)
+	attentionProbs(sc, q, s, h, a)
+	sgemm(false, false, s.N, hd, s.Pos+s.N, 1, sc, s.Pos+s.N, s.V[kvh*hd:], kw, 0, out[s.Row*qw+h*hd:], qw)
+}
+
+// attentionProbs sets sc [N, Pos+N] to head h's attention probabilities over the span:
+// softmax(Scale·q·Kᵀ) with the causal (and window) mask, zeros where masked.
+func attentionProbs(sc, q []float32, s Span, h int, a Attention) {
+	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	kvh := h / (a.Heads / a.KVHeads)
 	L := s.Pos + s.N
 	sgemm(false, true, s.N, L, hd, a.Scale, q[s.Row*qw+h*hd:], qw, s.K[kvh*hd:], kw, 0, sc, L)
 	For(s.N, grainFor(L), func(lo, hi int) {
@@ -88,7 +97,6 @@ func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
 			clear(row[p+1:])
 		}
 	})
-	sgemm(false, false, s.N, hd, L, 1, sc, L, s.V[kvh*hd:], kw, 0, out[s.Row*qw+h*hd:], qw)
 }
 
 // attentionRowsRef handles short spans (decode steps) one (row, head) at a time with plain
@@ -155,12 +163,13 @@ func softmaxInPlace(x []float32) {
 }
 
 // AttentionBackward accumulates dq and, per span, DK and DV from dout, given the forward's
-// q, keys, values and the probabilities it stored.
+// q, keys and values, and the probabilities AttentionForward stored, or nil to recompute
+// them here (one more GEMM per head instead of N×(Pos+N) floats per head kept).
 func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) {
 	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	group := a.Heads / a.KVHeads
 	off := 0
-	var scratch []float32
+	var scratch, pbuf []float32
 	for _, s := range spans {
 		if s.N == 0 {
 			continue
@@ -168,11 +177,20 @@ func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) 
 		L := s.Pos + s.N
 		if cap(scratch) < s.N*L {
 			scratch = make([]float32, s.N*L)
+			if probs == nil {
+				pbuf = make([]float32, s.N*L)
+			}
 		}
 		dp := scratch[:s.N*L]
 		for h := 0; h < a.Heads; h++ {
-			p := probs[off : off+s.N*L]
-			off += s.N * L
+			var p []float32
+			if probs != nil {
+				p = probs[off : off+s.N*L]
+				off += s.N * L
+			} else {
+				p = pbuf[:s.N*L]
+				attentionProbs(p, q, s, h, a)
+			}
 			kvo := (h / group) * hd
 			do := dout[s.Row*qw+h*hd:]
 			// dP = dO·Vᵀ and dV += Pᵀ·dO

@@ -104,6 +104,9 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 		scale(m, n, beta, c, ldc)
 		return
 	}
+	if kr.narrow != nil && n <= kr.narrow.nr {
+		kr = kr.narrow
+	}
 	if m <= kr.smallM && !transA && b.src == nil && b.trans {
 		smallNT(kr, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
 		return

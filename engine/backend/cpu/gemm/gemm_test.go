@@ -158,19 +158,19 @@ func TestKernels(t *testing.T) {
 	defer func(n int64, w int, tr bool) {
 		threads.Store(n)
 		minParallelWork = w
-		useTranspose16 = tr
-	}(threads.Load(), minParallelWork, useTranspose16)
+		asmPack = tr
+	}(threads.Load(), minParallelWork, asmPack)
 	minParallelWork = 0 // small cases too take the parallel path
 	packers := []bool{false}
-	if useTranspose16 {
+	if asmPack {
 		packers = append(packers, true)
 	}
 	for _, kr := range testKernels() {
-		for _, asmPack := range packers {
+		for _, useAsm := range packers {
 			for _, nt := range []int{1, 2, 3} {
-				name := fmt.Sprintf("%s/asmpack=%v/threads%d", kr.name, asmPack, nt)
+				name := fmt.Sprintf("%s/asmpack=%v/threads%d", kr.name, useAsm, nt)
 				t.Run(name, func(t *testing.T) {
-					useTranspose16 = asmPack
+					asmPack = useAsm
 					SetThreads(nt)
 					for _, tc := range testCases() {
 						t.Run(tc.String(), func(t *testing.T) { runCase(t, kr, tc) })
@@ -181,11 +181,18 @@ func TestKernels(t *testing.T) {
 	}
 }
 
-// testKernels is kernels() plus, for a kernel with a small-M path, one copy that sends every
+// testKernels is kernels() and their narrow variants plus, for a kernel with a small-M path, one copy that sends every
 // x·Wᵀ through it and one that never does, so that both paths meet every case.
 func testKernels() []*kernel {
 	var ks []*kernel
+	var all []*kernel
 	for _, kr := range kernels() {
+		all = append(all, kr)
+		if kr.narrow != nil {
+			all = append(all, kr.narrow)
+		}
+	}
+	for _, kr := range all {
 		ks = append(ks, kr)
 		if kr.dot != nil {
 			always, never := *kr, *kr

@@ -24,6 +24,7 @@ type shape struct {
 
 var shapes = []shape{
 	{name: "kernelAVX512", mr: 14, nv: 2, vw: 16, reg: "Z", nregs: 32, unroll: 4},
+	{name: "kernelAVX512N", mr: 28, nv: 1, vw: 16, reg: "Z", nregs: 32, unroll: 4},
 	{name: "kernelAVX2", mr: 6, nv: 2, vw: 8, reg: "Y", nregs: 16, unroll: 4},
 }
 
@@ -36,6 +37,7 @@ func main() {
 	}
 	emitTranspose16(&w)
 	emitDotNT(&w)
+	emitCopyPanel(&w)
 	if err := os.WriteFile("kernel_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -344,6 +346,51 @@ func emitDotNT(w *bytes.Buffer) {
 			p("ADDQ SI, DI")
 		}
 	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// emitCopyPanel writes
+//
+//	func copyPanel(dst, src *float32, lds, w, wq, kc int)
+//
+// which packs one micro-panel whose k steps are contiguous in src: for each of kc steps p it
+// copies wq floats from src[p·lds:] to dst[p·w:] and zeroes lanes wq..w-1 (wq ≤ w ≤ 32). Masked
+// loads never touch memory past the wq floats.
+func emitCopyPanel(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func copyPanel(dst, src *float32, lds, w, wq, kc int)\n")
+	fmt.Fprintf(w, "TEXT ·copyPanel(SB), NOSPLIT, $0-48\n")
+	p("MOVQ dst+0(FP), DI")
+	p("MOVQ src+8(FP), SI")
+	p("MOVQ lds+16(FP), BX")
+	p("SHLQ $2, BX")
+	// mask(n) = (1<<n)-1 over 32 lanes, split into K1/K2 (loads, wq lanes) and K3/K4 (stores,
+	// w lanes).
+	for _, m := range []struct{ arg, lo, hi string }{{"wq+32(FP)", "K1", "K2"}, {"w+24(FP)", "K3", "K4"}} {
+		p("MOVQ %s, CX", m.arg)
+		p("MOVQ $1, AX")
+		p("SHLQ CX, AX")
+		p("DECQ AX")
+		p("KMOVW AX, %s", m.lo)
+		p("SHRQ $16, AX")
+		p("KMOVW AX, %s", m.hi)
+	}
+	p("MOVQ w+24(FP), DX")
+	p("SHLQ $2, DX")
+	p("MOVQ kc+40(FP), CX")
+	p("TESTQ CX, CX")
+	p("JZ done")
+	fmt.Fprintf(w, "loop:\n")
+	p("VMOVUPS.Z (SI), K1, Z0")
+	p("VMOVUPS.Z 64(SI), K2, Z1")
+	p("VMOVUPS Z0, K3, (DI)")
+	p("VMOVUPS Z1, K4, 64(DI)")
+	p("ADDQ BX, SI")
+	p("ADDQ DX, DI")
+	p("DECQ CX")
+	p("JNZ loop")
+	fmt.Fprintf(w, "done:\n")
 	p("VZEROUPPER")
 	p("RET")
 }

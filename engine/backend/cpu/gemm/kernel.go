@@ -18,6 +18,8 @@ type kernel struct {
 	smallM int
 	// dot computes the 4×4 tile C[i][j] = alpha·Σ_p a[i·lda+p]·b[j·ldb+p] (+ beta·C when load).
 	dot func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool)
+	// narrow, if set, is the kernel to use when n ≤ narrow.nr.
+	narrow *kernel
 }
 
 // goKernel is the portable kernel: plain Go, 4×4 so the accumulators stay in registers.

@@ -18,15 +18,28 @@ func kernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int
 //go:noescape
 func transpose16(dst *float32, ldd int, rows *[16]*float32, lanes, blocks int)
 
-// useTranspose16 selects the AVX-512 transposition for packing (tests turn it off to cover
-// the Go one).
-var useTranspose16 = cpu.X86.HasAVX512F
+//go:noescape
+func copyPanel(dst, src *float32, lds, w, wq, kc int)
+
+// asmPack selects the AVX-512 packing routines (tests turn it off to cover the Go ones).
+var asmPack = cpu.X86.HasAVX512F
+
+// copyPanelAsm packs one micro-panel of width w ≤ 32 whose k steps are rows of src (wq floats
+// valid each), zero-padding the lanes past wq; it reports false where it cannot.
+func copyPanelAsm(d, src []float32, ld, w, wq, kc int) bool {
+	if !asmPack || w > 32 || kc == 0 {
+		return false
+	}
+	_, _ = d[kc*w-1], src[(kc-1)*ld+wq-1]
+	copyPanel(&d[0], &src[0], ld, w, wq, kc)
+	return true
+}
 
 // transposePanel packs the leading multiple of 16 of the kc columns of one full micro-panel
 // (rows q0..q0+w-1 of src from column p0, into d as d[p·w+l]) and returns how many it packed.
 func transposePanel(d, src []float32, ld, q0, p0, kc, w int) int {
 	blocks := kc / 16
-	if !useTranspose16 || blocks == 0 {
+	if !asmPack || blocks == 0 {
 		return 0
 	}
 	_ = d[blocks*16*w-1]
@@ -46,6 +59,25 @@ func transposePanel(d, src []float32, ld, q0, p0, kc, w int) int {
 //go:noescape
 func dotNT(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, load int)
 
+//go:noescape
+func kernelAVX512N(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int)
+
+// avx512Narrow takes products with at most 16 columns (LoRA's rank side), where the 32 wide
+// kernel would compute half zeros.
+var avx512Narrow = &kernel{name: "avx512-narrow", mr: 28, nr: 16, mc: 336, kc: 256, nc: 4096,
+	run: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool) {
+		_, _, _ = a[kc*28-1], b[kc*16-1], c[27*ldc+15]
+		kernelAVX512N(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
+	},
+	smallM: 32,
+	dot:    dotAVX512,
+}
+
+func dotAVX512(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool) {
+	_, _, _ = a[3*lda+k-1], b[3*ldb+k-1], c[3*ldc+3]
+	dotNT(k, &a[0], lda, &b[0], ldb, &c[0], ldc, alpha, beta, flag(load))
+}
+
 var avx512Kernel = &kernel{name: "avx512", mr: 14, nr: 32, mc: 336, kc: 256, nc: 4096,
 	run: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool) {
 		// The index expressions check that the whole tile is in bounds before the
@@ -54,10 +86,8 @@ var avx512Kernel = &kernel{name: "avx512", mr: 14, nr: 32, mc: 336, kc: 256, nc:
 		kernelAVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
 	},
 	smallM: 32,
-	dot: func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool) {
-		_, _, _ = a[3*lda+k-1], b[3*ldb+k-1], c[3*ldc+3]
-		dotNT(k, &a[0], lda, &b[0], ldb, &c[0], ldc, alpha, beta, flag(load))
-	},
+	dot:    dotAVX512,
+	narrow: avx512Narrow,
 }
 
 var avx2Kernel = &kernel{name: "avx2", mr: 6, nr: 16, mc: 240, kc: 256, nc: 4096,

@@ -44,6 +44,9 @@ func packContiguous(dst, src []float32, ld, q0, nq, p0, kc, w int) {
 		wq := min(w, nq-q)
 		d := dst[(q/w)*kc*w : (q/w+1)*kc*w]
 		s := src[p0*ld+q0+q:]
+		if copyPanelAsm(d, s, ld, w, wq, kc) {
+			continue
+		}
 		for p := 0; p < kc; p++ {
 			row := d[p*w : p*w+w]
 			copy(row, s[p*ld:p*ld+wq])
