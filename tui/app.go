@@ -430,12 +430,15 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		}
 		return m.quit()
 	}
-	if m.ctx.Width < MinWidth || m.ctx.Height < MinHeight {
-		if key.Matches(k, keys.Quit) && !m.Active() {
-			return m.quit()
-		}
-		if key.Matches(k, keys.Quit) {
+	small := m.ctx.Width < MinWidth || m.ctx.Height < MinHeight
+	if small && m.overlay != overlayQuit {
+		// Too small to show anything but the size message: only quitting works.
+		switch {
+		case !key.Matches(k, keys.Quit):
+		case m.Active() && !m.ctx.Stopping:
 			m.overlay = overlayQuit
+		default:
+			return m.quit()
 		}
 		return m, nil
 	}

@@ -580,3 +580,18 @@ func TestGoldenSetup(t *testing.T) {
 		})
 	}
 }
+
+func TestQuitFromTooSmallScreen(t *testing.T) {
+	s, ctl := liveRun()
+	hs := start(t, baseOptions(s), 60, 20)
+	hs.waitFor("step 30", func(m snap) bool { return m.step == 30 })
+	hs.key("c", "space") // nothing but quitting works while too small
+	if m := hs.model(); m.screen != screenDashboard || len(ctl.Calls()) != 0 {
+		t.Fatalf("keys acted while too small: screen %d, calls %v", m.screen, ctl.Calls())
+	}
+	hs.key("q")
+	contains(t, hs.model().view, "Stop the run?")
+	hs.key("y")
+	waitCalls(t, ctl, "stop")
+	hs.tm.WaitFinished(t, teatestTimeout)
+}
