@@ -43,38 +43,19 @@ func (e *Engine) quantizeBase() error {
 	return nil
 }
 
-// qTileRows is how many weight rows are dequantized at a time: a tile of rows×in floats
-// stays in cache while the GEMM uses it, and the full matrix is never materialised.
-const qTileRows = 64
+// qWeight is a 4-bit weight as a model.Weight. Both products run the GEMM with op(B) supplied
+// by the quantized weight, which dequantizes row segments straight into the packed panels:
+// the full-precision matrix is never materialised.
+type qWeight struct{ w *quant.Weight }
 
-// qWeight is a 4-bit weight as a model.Weight: each product dequantizes W tile by tile.
-type qWeight struct {
-	w    *quant.Weight
-	tile []float32
-}
+func newQWeight(w *quant.Weight) *qWeight { return &qWeight{w: w} }
 
-func newQWeight(w *quant.Weight) *qWeight {
-	return &qWeight{w: w, tile: make([]float32, qTileRows*w.Cols)}
-}
-
-// MulT sets y[rows,out] = x[rows,in]·Wᵀ, one band of output columns per tile.
+// MulT sets y[rows,out] = x[rows,in]·Wᵀ.
 func (q *qWeight) MulT(y, x []float32, rows int) {
-	out, in := q.w.Rows, q.w.Cols
-	for r0 := 0; r0 < out; r0 += qTileRows {
-		r1 := min(r0+qTileRows, out)
-		t := q.tile[:(r1-r0)*in]
-		q.w.DequantizeRows(t, r0, r1)
-		gemm.Sgemm(false, true, rows, r1-r0, in, 1, x, in, t, in, 0, y[r0:], out)
-	}
+	gemm.SgemmSource(false, rows, q.w.Rows, q.w.Cols, 1, x, q.w.Cols, quant.Transposed{W: q.w}, 0, y, q.w.Rows)
 }
 
 // MulAcc adds dy[rows,out]·W to dx[rows,in].
 func (q *qWeight) MulAcc(dx, dy []float32, rows int) {
-	out, in := q.w.Rows, q.w.Cols
-	for r0 := 0; r0 < out; r0 += qTileRows {
-		r1 := min(r0+qTileRows, out)
-		t := q.tile[:(r1-r0)*in]
-		q.w.DequantizeRows(t, r0, r1)
-		gemm.Sgemm(false, false, rows, in, r1-r0, 1, dy[r0:], out, t, in, 1, dx, in)
-	}
+	gemm.SgemmSource(false, rows, q.w.Cols, q.w.Rows, 1, dy, q.w.Rows, q.w, 1, dx, q.w.Cols)
 }
