@@ -42,6 +42,13 @@ var benchShapes = []benchShape{
 	{"gen_NT_qkvo", false, true, 8, 512, 512},
 	{"gen_NT_up", false, true, 8, 1536, 512},
 	{"gen_NT_head", false, true, 8, 8192, 512},
+	// LoRA at rank 16 on a 512→512 projection: y += (x·Aᵀ)·Bᵀ, its gradients and dx.
+	{"lora_xA_NT", false, true, 2048, 16, 512},
+	{"lora_xaB_NT", false, true, 2048, 512, 16},
+	{"lora_gB_TN", true, false, 512, 16, 2048},
+	{"lora_dxa_NN", false, false, 2048, 16, 512},
+	{"lora_gA_TN", true, false, 16, 512, 2048},
+	{"lora_dx_NN", false, false, 2048, 512, 16},
 }
 
 // BenchmarkSgemm reports GFLOP/s per kernel, thread count and shape, and x_openblas: the ratio

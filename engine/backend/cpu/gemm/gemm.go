@@ -107,7 +107,7 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 	if kr.narrow != nil && n <= kr.narrow.nr {
 		kr = kr.narrow
 	}
-	if m <= kr.smallM && !transA && b.src == nil && b.trans {
+	if (m <= kr.dotM || n <= kr.dotN) && !transA && b.src == nil && b.trans {
 		smallNT(kr, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
 		return
 	}

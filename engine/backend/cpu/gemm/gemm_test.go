@@ -196,8 +196,8 @@ func testKernels() []*kernel {
 		ks = append(ks, kr)
 		if kr.dot != nil {
 			always, never := *kr, *kr
-			always.name, always.smallM = kr.name+"-alldot", math.MaxInt
-			never.name, never.smallM = kr.name+"-nodot", 0
+			always.name, always.dotM, always.dotN = kr.name+"-alldot", math.MaxInt, math.MaxInt
+			never.name, never.dotM, never.dotN = kr.name+"-nodot", 0, 0
 			ks = append(ks, &always, &never)
 		}
 	}
@@ -212,7 +212,7 @@ func TestPanelSource(t *testing.T) {
 	for _, kr := range kernels() {
 		// The slice side must take the packed path too: the small-M one sums in another order.
 		packed := *kr
-		packed.smallM = 0
+		packed.dotM, packed.dotN = 0, 0
 		for _, nt := range []int{1, 2} {
 			SetThreads(nt)
 			for _, s := range [][3]int{{1, 1, 1}, {31, 65, 127}, {300, 97, 300}, {64, 512, 520}} {

@@ -13,9 +13,9 @@ type kernel struct {
 	mc, kc, nc int
 	run        func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool)
 
-	// smallM is the largest m for which x·Wᵀ (NT) goes through dot instead: with few rows
-	// of A, packing W costs more than the multiply, so dot reads both operands in place.
-	smallM int
+	// A·Bᵀ (NT) with m ≤ dotM or n ≤ dotN goes through dot instead: with few rows on one
+	// side, packing the other costs more than the multiply, so dot reads both in place.
+	dotM, dotN int
 	// dot computes the 4×4 tile C[i][j] = alpha·Σ_p a[i·lda+p]·b[j·ldb+p] (+ beta·C when load).
 	dot func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool)
 	// narrow, if set, is the kernel to use when n ≤ narrow.nr.

@@ -69,8 +69,9 @@ var avx512Narrow = &kernel{name: "avx512-narrow", mr: 28, nr: 16, mc: 336, kc: 2
 		_, _, _ = a[kc*28-1], b[kc*16-1], c[27*ldc+15]
 		kernelAVX512N(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
 	},
-	smallM: 32,
-	dot:    dotAVX512,
+	dotM: 32,
+	dotN: 16,
+	dot:  dotAVX512,
 }
 
 func dotAVX512(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool) {
@@ -85,7 +86,8 @@ var avx512Kernel = &kernel{name: "avx512", mr: 14, nr: 32, mc: 336, kc: 256, nc:
 		_, _, _ = a[kc*14-1], b[kc*32-1], c[13*ldc+31]
 		kernelAVX512(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load))
 	},
-	smallM: 32,
+	dotM:   32,
+	dotN:   16,
 	dot:    dotAVX512,
 	narrow: avx512Narrow,
 }

@@ -2,60 +2,85 @@ package gemm
 
 import "sync"
 
-// smallNT computes C = alpha·A·Bᵀ + beta·C for a few rows of A (m ≤ kr.smallM) with the dot
-// kernel, 4 rows of A by 4 rows of B at a time, splitting the rows of B over the goroutines.
-// Partial tiles at the edges run on zero-padded copies of the last rows.
+// smallNT computes C = alpha·A·Bᵀ + beta·C when A or B has few rows (m ≤ kr.dotM or n ≤ kr.dotN)
+// with the dot kernel, 4 rows of A by 4 rows of B at a time. The few rows stay in cache while
+// the many are streamed once, split over the goroutines. Partial tiles at the edges run on
+// zero-padded copies of the last rows.
 func smallNT(kr *kernel, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
 	beta float32, c []float32, ldc int) {
+	byRows := m > n // stream A's rows, B's stay in cache
 	units := ceilDiv(n, 4)
+	if byRows {
+		units = ceilDiv(m, 4)
+	}
 	t := 1
 	if m*n*k >= minParallelWork {
 		t = min(Threads(), units)
 	}
+	total := 4 * units
 	var wg sync.WaitGroup
 	for g := t - 1; g >= 0; g-- {
-		j0, j1 := min(n, g*units/t*4), min(n, (g+1)*units/t*4)
+		lo, hi := g*units/t*4, min((g+1)*units/t*4, total)
+		i0, i1, j0, j1 := 0, m, min(lo, n), min(hi, n)
+		if byRows {
+			i0, i1, j0, j1 = min(lo, m), min(hi, m), 0, n
+		}
+		run := func() { smallNTBlock(kr, i0, i1, j0, j1, k, byRows, alpha, a, lda, b, ldb, beta, c, ldc) }
 		if g == 0 {
-			smallNTRange(kr, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc)
+			run()
 		} else {
-			wg.Go(func() { smallNTRange(kr, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc) })
+			wg.Go(run)
 		}
 	}
 	wg.Wait()
 }
 
-// smallNTRange computes columns j0..j1-1 of C for smallNT.
-func smallNTRange(kr *kernel, m, j0, j1, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
-	beta float32, c []float32, ldc int) {
-	if j0 >= j1 {
+// smallNTBlock computes rows i0..i1-1, columns j0..j1-1 of C for smallNT, the outer loop over
+// rows of A when byRows, else over rows of B.
+func smallNTBlock(kr *kernel, i0, i1, j0, j1, k int, byRows bool, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if i0 >= i1 || j0 >= j1 {
 		return
 	}
 	load := beta != 0
 	var tile [16]float32
-	// The last m%4 rows of A, padded with zero rows.
-	mFull := m / 4 * 4
-	var aPad []float32
-	if mFull < m {
-		aPad = padRows(a, lda, mFull, m, k)
+	// Tiles hang off the last full group of 4 rows at a padded copy.
+	iFull, jFull := i0+(i1-i0)/4*4, j0+(j1-j0)/4*4
+	var aPad, bPad []float32
+	if iFull < i1 {
+		aPad = padRows(a, lda, iFull, i1, k)
+	}
+	if jFull < j1 {
+		bPad = padRows(b, ldb, jFull, j1, k)
+	}
+	one := func(i, j int) {
+		aRows, ldaT := a[i*lda:], lda
+		if i >= iFull {
+			aRows, ldaT = aPad, k
+		}
+		bRows, ldbT := b[j*ldb:], ldb
+		if j >= jFull {
+			bRows, ldbT = bPad, k
+		}
+		mr, nr := min(4, i1-i), min(4, j1-j)
+		if mr == 4 && nr == 4 {
+			kr.dot(k, aRows, ldaT, bRows, ldbT, c[i*ldc+j:], ldc, alpha, beta, load)
+			return
+		}
+		kr.dot(k, aRows, ldaT, bRows, ldbT, tile[:], 4, alpha, 0, false)
+		mergeTile(c[i*ldc+j:], ldc, tile[:], 4, mr, nr, beta, load)
+	}
+	if byRows {
+		for i := i0; i < i1; i += 4 {
+			for j := j0; j < j1; j += 4 {
+				one(i, j)
+			}
+		}
+		return
 	}
 	for j := j0; j < j1; j += 4 {
-		bRows, ldbT := b[j*ldb:], ldb
-		nr := min(4, j1-j)
-		if nr < 4 {
-			bRows, ldbT = padRows(b, ldb, j, j+nr, k), k
-		}
-		for i := 0; i < m; i += 4 {
-			aRows, ldaT := a[i*lda:], lda
-			if i >= mFull {
-				aRows, ldaT = aPad, k
-			}
-			mr := min(4, m-i)
-			if mr == 4 && nr == 4 {
-				kr.dot(k, aRows, ldaT, bRows, ldbT, c[i*ldc+j:], ldc, alpha, beta, load)
-				continue
-			}
-			kr.dot(k, aRows, ldaT, bRows, ldbT, tile[:], 4, alpha, 0, false)
-			mergeTile(c[i*ldc+j:], ldc, tile[:], 4, mr, nr, beta, load)
+		for i := i0; i < i1; i += 4 {
+			one(i, j)
 		}
 	}
 }
