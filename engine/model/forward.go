@@ -375,8 +375,9 @@ func (m *Model) LogProbs(seqs [][]int, temperature float32) ([][]float32, error)
 	return out, nil
 }
 
-// maxPassRows bounds the rows of one inference pass of LogProbs.
-const maxPassRows = 4096
+// maxPassRows bounds the rows of one inference pass of LogProbs and of Generate's
+// prefill (a variable so that tests can make the grouping split).
+var maxPassRows = 4096
 
 // targetsOf gives each row the next token of its sequence, −1 for the last row.
 func targetsOf(p *pass, seqs [][]int) []int32 {

@@ -80,7 +80,13 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 	}
 	for step := 0; active > 0; step++ {
-		logits, err := m.Forward(cache, feed, true)
+		var logits []float32
+		var err error
+		if step == 0 {
+			logits, err = m.prefill(cache, feed)
+		} else {
+			logits, err = m.Forward(cache, feed, true)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
@@ -243,4 +249,29 @@ func selectTop(idx []int, k int, less func(a, b int) bool) {
 			return
 		}
 	}
+}
+
+// prefill runs the prompts through the cache in groups of at most maxPassRows tokens, so
+// that the activations of a large batch of long prompts need not exist all at once, and
+// returns the last logits of each sequence as Forward(cache, prompts, true) does.
+func (m *Model) prefill(cache *Cache, prompts [][]int) ([]float32, error) {
+	V := m.Config.Vocab
+	out := make([]float32, len(prompts)*V)
+	group := make([][]int, len(prompts))
+	for lo := 0; lo < len(prompts); {
+		clear(group)
+		hi, rows := lo, 0
+		for hi < len(prompts) && (rows == 0 || rows+len(prompts[hi]) <= maxPassRows) {
+			group[hi] = prompts[hi]
+			rows += len(prompts[hi])
+			hi++
+		}
+		logits, err := m.Forward(cache, group, true)
+		if err != nil {
+			return nil, err
+		}
+		copy(out[lo*V:hi*V], logits[lo*V:hi*V])
+		lo = hi
+	}
+	return out, nil
 }

@@ -44,6 +44,32 @@ func TestBatchedGenerationMatchesAlone(t *testing.T) {
 	}
 }
 
+// TestGroupedPassesMatch: prefill and log-probs split into several passes give the same
+// results as one pass.
+func TestGroupedPassesMatch(t *testing.T) {
+	m := randomModel(t, tinyConfigs()["llama-gqa"], 6)
+	rng := rand.New(rand.NewPCG(6, 6))
+	prompts := [][]int{randomIDs(rng, 5, m.Config.Vocab), randomIDs(rng, 9, m.Config.Vocab), randomIDs(rng, 1, m.Config.Vocab), randomIDs(rng, 4, m.Config.Vocab)}
+	o := GenerateOptions{MaxNewTokens: 10, Temperature: 0.8, Seed: 3, NoEOS: true}
+	one, _ := m.Generate(prompts, o)
+	lp1, _ := m.LogProbs(prompts, 1)
+	saved := maxPassRows
+	maxPassRows = 6
+	defer func() { maxPassRows = saved }()
+	split, _ := m.Generate(prompts, o)
+	lp2, _ := m.LogProbs(prompts, 1)
+	for i := range prompts {
+		if !slices.Equal(one.Tokens[i], split.Tokens[i]) {
+			t.Errorf("seq %d: %v in one prefill, %v in groups", i, one.Tokens[i], split.Tokens[i])
+		}
+		for j := range lp1[i] {
+			if math.Abs(float64(lp1[i][j]-lp2[i][j])) > 1e-5 {
+				t.Errorf("seq %d token %d: log-prob %g vs %g", i, j, lp1[i][j], lp2[i][j])
+			}
+		}
+	}
+}
+
 func TestGenerationSeededAndStops(t *testing.T) {
 	m := randomModel(t, tinyConfigs()["qwen2-bias"], 5)
 	prompts := [][]int{{1, 2, 3}, {4, 5, 6, 7}}
