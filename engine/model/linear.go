@@ -77,7 +77,7 @@ func (l *Linear) backward(dx, dy, x []float32, rows int, g *Grads, adapters bool
 	}
 	if g != nil {
 		var dw, db []float32
-		if d, ok := l.W.(*Dense); ok && l.weight != nil && &d.W[0] == &l.weight.Data[0] {
+		if l.isDense() {
 			dw = g.Of(l.weight)
 		}
 		if l.bias != nil {
@@ -88,4 +88,10 @@ func (l *Linear) backward(dx, dy, x []float32, rows int, g *Grads, adapters bool
 	if adapters && l.Adapter != nil {
 		l.Adapter.Backward(dx, dy, x, rows)
 	}
+}
+
+// isDense reports whether l still computes with its own dense parameter.
+func (l *Linear) isDense() bool {
+	d, ok := l.W.(*Dense)
+	return ok && l.weight != nil && len(d.W) > 0 && &d.W[0] == &l.weight.Data[0]
 }

@@ -3,6 +3,25 @@
 // batched forward pass over a key/value cache, log-probabilities, generation, and a
 // training forward with its backward.
 //
+// Inference:
+//
+//	m, err := model.Load(dir)                       // config.json + safetensors
+//	lp, err := m.LogProbs(seqs, temperature)        // lp[s][i] = log p(seqs[s][i] | seqs[s][<i])
+//	g, err := m.Generate(prompts, model.GenerateOptions{MaxNewTokens: 128, Temperature: 1, Seed: s})
+//	c := m.NewCache(batch, capacity); logits, err := m.Forward(c, tokens, lastOnly)
+//
+// Training (sequences are packed, no padding; dlogp is dLoss/dLogProbs, per token):
+//
+//	tape := m.NewTape()                              // reuse across steps
+//	err := m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: t, Entropy: true})
+//	// tape.LogProbs, tape.Entropy → the loss's per-token coefficients dlogp
+//	err = m.Backward(tape, dlogp, grads)              // grads nil: frozen base, adapters only
+//
+// Full-parameter gradients live in a Grads buffer laid out like Model.Data() (AdamW can
+// run over both flat slices). LoRA attaches to Linear.Adapter (see Model.Linears); a
+// quantized weight replaces Linear.W (then ReleaseReplaced frees the dense copies);
+// Model.AdaptersOff gives the frozen base as reference model and scorer.
+//
 // A Model is not safe for concurrent use: its forward passes share scratch buffers.
 package model
 
@@ -239,4 +258,46 @@ func (m *Model) ropeTable(n int) *cpu.RoPETable {
 		m.rope = cpu.NewRoPETable(m.invFreq, min(size, max(n, m.Config.MaxPos)))
 	}
 	return m.rope
+}
+
+// ReleaseReplaced frees the dense weights of the linears whose W was replaced (by a
+// quantized weight, say): the parameter buffer is rebuilt with the tensors still in use,
+// and the replaced ones leave m.Params. It returns the number of floats freed. Grads made
+// before the call no longer match the layout.
+func (m *Model) ReleaseReplaced() int {
+	drop := map[*Param]bool{}
+	for _, l := range m.Linears() {
+		if l.weight != nil && !l.isDense() {
+			drop[l.weight] = true
+			l.weight = nil
+		}
+	}
+	if len(drop) == 0 {
+		return 0
+	}
+	total := 0
+	kept := m.Params[:0]
+	for _, p := range m.Params {
+		if !drop[p] {
+			kept = append(kept, p)
+			total += len(p.Data)
+		}
+	}
+	freed := len(m.data) - total
+	data := make([]float32, total)
+	off := 0
+	for _, p := range kept {
+		n := len(p.Data)
+		copy(data[off:], p.Data)
+		p.Data, p.Off = data[off:off+n:off+n], off
+		off += n
+	}
+	// Dense weights still in use must see the new storage.
+	for _, l := range m.Linears() {
+		if l.weight != nil {
+			l.W = &Dense{Out: l.Out, In: l.In, W: l.weight.Data}
+		}
+	}
+	m.Params, m.data = kept, data
+	return freed
 }

@@ -21,7 +21,7 @@ func (m *Model) Save(dir string) error {
 		return err
 	}
 	for _, l := range m.Linears() {
-		if d, ok := l.W.(*Dense); !ok || l.weight == nil || &d.W[0] != &l.weight.Data[0] {
+		if !l.isDense() {
 			return fmt.Errorf("save %s: %s has a non-dense weight", dir, l.Name)
 		}
 	}

@@ -265,3 +265,49 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 		}
 	}
 }
+
+// copiedWeight is a non-dense Weight (standing in for a quantized one).
+type copiedWeight struct{ d Dense }
+
+func (c *copiedWeight) MulT(y, x []float32, rows int)     { c.d.MulT(y, x, rows) }
+func (c *copiedWeight) MulAcc(dx, dy []float32, rows int) { c.d.MulAcc(dx, dy, rows) }
+
+// TestReleaseReplaced: replacing weights and releasing their dense copies keeps the
+// model's outputs and shrinks the parameter buffer.
+func TestReleaseReplaced(t *testing.T) {
+	m := randomModel(t, tinyConfigs()["qwen2-bias"], 41)
+	seqs := [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9}}
+	before, _ := m.LogProbs(seqs, 1)
+	n0 := m.NumParams()
+	freed := 0
+	for _, l := range m.Linears() {
+		if l.Name == "model.layers.1.mlp.up_proj" || l.Name == "model.layers.0.self_attn.q_proj" {
+			d := l.W.(*Dense)
+			l.W = &copiedWeight{Dense{Out: d.Out, In: d.In, W: append([]float32(nil), d.W...)}}
+			freed += d.Out * d.In
+		}
+	}
+	if got := m.ReleaseReplaced(); got != freed || m.NumParams() != n0-freed {
+		t.Fatalf("freed %d of %d, %d parameters left of %d", got, freed, m.NumParams(), n0)
+	}
+	after, _ := m.LogProbs(seqs, 1)
+	for i := range before[0] {
+		if before[0][i] != after[0][i] {
+			t.Fatalf("token %d: log-prob %g before, %g after", i, before[0][i], after[0][i])
+		}
+	}
+	if _, ok := m.Param("model.layers.1.mlp.up_proj.weight"); ok {
+		t.Fatal("released tensor still listed")
+	}
+	// Full gradients still work for what is left (the replaced weights get none).
+	tape, g := m.NewTape(), m.NewGrads()
+	if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(tape, [][]float32{{0, 1, 1, 1, 1, 1, 1, 1, 1}}, g); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := m.Param("model.norm.weight"); allZero(g.Of(p)) {
+		t.Fatal("no gradient after release")
+	}
+}
