@@ -79,6 +79,7 @@ type Engine struct {
 
 	ctrl      chan control
 	trainTape *model.Tape
+	setupLog  []string
 	badSteps  int
 	lastCkpt  string
 	lastStep  events.Metrics
@@ -107,9 +108,14 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
+// logf reports progress. Lines of the set-up (before Run) are also kept and emitted as log
+// events once the run starts, so a front end that shows events sees them.
 func (e *Engine) logf(format string, a ...any) {
 	if e.opts.Log != nil {
 		e.opts.Log(format, a...)
+	}
+	if e.start.IsZero() {
+		e.setupLog = append(e.setupLog, fmt.Sprintf(format, a...))
 	}
 }
 
@@ -208,6 +214,9 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	e.start = e.now()
 	e.sampler.Start(e.start)
 	e.emitRunStart()
+	for _, line := range e.setupLog {
+		e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: line})
+	}
 	e.flush()
 	paused := false
 	for e.step < e.cfg.MaxSteps {

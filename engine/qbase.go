@@ -3,44 +3,55 @@ package engine
 import (
 	"fmt"
 
+	"rlhfstation/engine/config"
+
 	"rlhfstation/engine/backend/cpu/gemm"
 	"rlhfstation/engine/model"
 	"rlhfstation/quant"
 )
 
-// quantizeBase replaces every linear of the blocks (never the LM head or embeddings, as
-// bitsandbytes does) by its 4-bit weight, so generation, scoring and training run on the
-// quantized base that the adapters learn on top of.
+// quantizeBase replaces the base's linears by 4-bit weights as the run's [quant] table says.
 func (e *Engine) quantizeBase() error {
-	if e.cfg.Quant.Type == "none" {
-		return nil
+	dense, packed, err := QuantizeLinears(e.model, e.cfg.Quant)
+	if err != nil || dense == 0 {
+		return err
 	}
-	t, err := quant.ParseType(e.cfg.Quant.Type)
+	e.paramInfo.ResidentBytes += packed - dense
+	e.logf("quantized the base's linears to %s (blocksize %d, double quant %v): %s → %s",
+		e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, bytesStr(dense), bytesStr(packed))
+	return nil
+}
+
+// QuantizeLinears replaces every linear of the blocks (never the LM head or embeddings, as
+// bitsandbytes does) by its 4-bit weight, so generation, scoring and training run on the
+// quantized base that the adapters learn on top of. It returns the bytes of the dense weights
+// replaced and of their 4-bit form; type "none" does nothing.
+func QuantizeLinears(m *model.Model, q config.Quant) (dense, packed int64, err error) {
+	if q.Type == "none" {
+		return 0, 0, nil
+	}
+	t, err := quant.ParseType(q.Type)
 	if err != nil {
-		return fmt.Errorf("[quant] type: %w", err)
+		return 0, 0, fmt.Errorf("[quant] type: %w", err)
 	}
-	opt := quant.Options{Type: t, BlockSize: e.cfg.Quant.BlockSize, DoubleQuant: e.cfg.Quant.DoubleQuant}
+	opt := quant.Options{Type: t, BlockSize: q.BlockSize, DoubleQuant: q.DoubleQuant}
 	if err := opt.Check(); err != nil {
-		return fmt.Errorf("[quant]: %w", err)
+		return 0, 0, fmt.Errorf("[quant]: %w", err)
 	}
-	var dense, packed int64
-	for _, l := range e.model.Linears() {
+	for _, l := range m.Linears() {
 		d, ok := l.W.(*model.Dense)
 		if !ok {
 			continue // already quantized in the folder
 		}
 		w, err := quant.Quantize(d.W, d.Out, d.In, "float32", opt)
 		if err != nil {
-			return fmt.Errorf("quantizing %s: %w", l.Name, err)
+			return 0, 0, fmt.Errorf("quantizing %s: %w", l.Name, err)
 		}
 		l.W = newQWeight(w)
 		dense += int64(len(d.W)) * 4
 		packed += int64(float64(len(d.W)) * w.BitsPerParam() / 8)
 	}
-	e.paramInfo.ResidentBytes += packed - dense
-	e.logf("quantized the base's linears to %s (blocksize %d, double quant %v): %s → %s",
-		t, opt.BlockSize, opt.DoubleQuant, bytesStr(dense), bytesStr(packed))
-	return nil
+	return dense, packed, nil
 }
 
 // qWeight is a 4-bit weight as a model.Weight. Both products run the GEMM with op(B) supplied
