@@ -28,21 +28,34 @@ func Load(dir string) (*Model, error) {
 			cfg.TieEmbed = true
 		}
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+	}
+	// Every tensor is found and its shape checked before anything is allocated, so a
+	// config that lies about the sizes fails here instead of allocating what it claims.
+	names := map[string]string{}
+	for _, sp := range layout(cfg) {
+		name, err := findTensor(set, sp, dir)
+		if err != nil {
+			return nil, err
+		}
+		names[sp.name] = name
+	}
 	m, err := build(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
 	}
 	for _, p := range m.Params {
-		if err := loadParam(set, p, dir); err != nil {
+		if err := loadParam(set, p, names[p.Name]); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
 }
 
-// loadParam fills p from the set, checking the stored shape.
-func loadParam(set *safetensors.Set, p *Param, dir string) error {
-	name := p.Name
+// findTensor returns the name under which the set holds sp, checking its shape.
+func findTensor(set *safetensors.Set, sp paramSpec, dir string) (string, error) {
+	name := sp.name
 	info, ok := set.Info(name)
 	if !ok && strings.HasPrefix(name, "transformer.") {
 		// GPT-2 checkpoints saved from GPT2Model lack the prefix.
@@ -51,19 +64,24 @@ func loadParam(set *safetensors.Set, p *Param, dir string) error {
 		}
 	}
 	if !ok {
-		return fmt.Errorf("%s: tensor %s is missing", weightFiles(set, dir), p.Name)
+		return "", fmt.Errorf("%s: tensor %s is missing", weightFiles(set, dir), sp.name)
 	}
 	where := weightFiles(set, dir)
 	if f, found := set.File(name); found {
 		where = f.Path
 	}
-	want := p.Shape
-	if p.conv1D {
-		want = []int{p.Shape[1], p.Shape[0]}
+	want := sp.shape
+	if sp.conv1D {
+		want = []int{sp.shape[1], sp.shape[0]}
 	}
 	if !slices.Equal(info.Shape, want) {
-		return fmt.Errorf("%s: tensor %s has shape %v, expected %v", where, name, info.Shape, want)
+		return "", fmt.Errorf("%s: tensor %s has shape %v, expected %v", where, name, info.Shape, want)
 	}
+	return name, nil
+}
+
+// loadParam fills p from the set's tensor of that name (shape already checked).
+func loadParam(set *safetensors.Set, p *Param, name string) error {
 	if !p.conv1D {
 		return set.Float32Into(name, p.Data)
 	}

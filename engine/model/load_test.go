@@ -227,3 +227,13 @@ func TestSaveLoadVariants(t *testing.T) {
 		}
 	})
 }
+
+// TestLyingConfig: a config claiming sizes its weights do not have fails on the first
+// tensor's shape, before the parameters are allocated.
+func TestLyingConfig(t *testing.T) {
+	dir := saveAs(t, randomModel(t, tinyConfigs()["llama-gqa"], 1), safetensors.F32)
+	editConfig(t, dir, func(m map[string]any) { m["vocab_size"] = 1 << 40 })
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "model.embed_tokens.weight") {
+		t.Fatalf("got %v", err)
+	}
+}
