@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"rlhfstation/engine/checkpoint"
@@ -16,52 +15,11 @@ import (
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/data/synth"
 	"rlhfstation/engine/events"
-	"rlhfstation/engine/model"
-	"rlhfstation/engine/tokenizer"
+	"rlhfstation/internal/testmodel"
 )
 
-var (
-	tinyOnce sync.Once
-	tinyDir  string
-	tinyErr  error
-)
-
-// tinyModelDir makes (once per test binary) a random llama with a BPE tokenizer trained on
-// the synthetic corpus: small enough for many GRPO steps in a test.
-func tinyModelDir(t *testing.T) string {
-	t.Helper()
-	tinyOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "rlhfstation-engine-test-")
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		var texts []string
-		for _, d := range synth.Generate(1, 200_000) {
-			texts = append(texts, d.Text)
-		}
-		tok, err := tokenizer.Train(texts, 400, []string{"<|endoftext|>"})
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		if tinyErr = tok.Save(filepath.Join(dir, "tokenizer.json")); tinyErr != nil {
-			return
-		}
-		m, err := model.NewRandom(model.Config{ModelType: "llama", Vocab: tok.VocabSize(), Dim: 32, Layers: 2, Heads: 4,
-			KVHeads: 2, Hidden: 64, MaxPos: 256, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, BOS: -1, EOS: []int{0}}, 3)
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		tinyErr = m.Save(dir)
-		tinyDir = dir
-	})
-	if tinyErr != nil {
-		t.Fatal(tinyErr)
-	}
-	return tinyDir
-}
+// tinyModelDir is a random llama with a trained tokenizer, small enough for many GRPO steps.
+func tinyModelDir(t *testing.T) string { return testmodel.Dir(t) }
 
 func tinyConfig(t *testing.T, preset string, steps int) *config.Config {
 	c := config.Default()
