@@ -13,7 +13,7 @@
 // Training (sequences are packed, no padding; dlogp is dLoss/dLogProbs, per token):
 //
 //	tape := m.NewTape()                              // reuse across steps
-//	err := m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: t, Entropy: true})
+//	err := m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: t, Entropy: true, FirstScored: promptLens})
 //	// tape.LogProbs, tape.Entropy → the loss's per-token coefficients dlogp
 //	err = m.Backward(tape, dlogp, grads)              // grads nil: frozen base, adapters only
 //

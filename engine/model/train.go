@@ -26,6 +26,9 @@ type Tape struct {
 	fmean   []float32
 	frstd   []float32
 	tmp     []float32 // projection outputs before residual adds [rows,Dim]
+	sel     []int32   // rows the LM head ran on
+	tsel    []int32   // their targets
+	hsel    []float32 // their final hidden states [len(sel),Dim]
 	buf     []float32 // the one activation allocation
 	g       grads     // backward scratch
 }
@@ -39,12 +42,17 @@ type grads struct {
 	q, k, v, qkv  []float32
 	fc1, fc2, act []float32
 	logits        []float32
+	hsel          []float32 // gradient of a chunk of the head's gathered rows
 }
 
 // TrainOptions controls ForwardTrain.
 type TrainOptions struct {
 	Temperature float32 // log-probs under softmax(logits/Temperature); 0 means 1
 	Entropy     bool    // also fill Tape.Entropy
+	// FirstScored[s], when given, is the first token of sequence s whose log-prob is
+	// wanted (a prompt's length, say): the LM head skips the positions before it, whose
+	// LogProbs stay 0 and whose dlogp must be 0.
+	FirstScored []int
 }
 
 // NewTape makes an empty tape for m.
@@ -79,18 +87,58 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	}
 	x := m.blocks(p, func(l int) *acts { return &t.layers[l] }, next, t.tmp)
 	m.norm(m.Final, t.hidden, t.fmean, t.frstd, x, rows)
+	if o.FirstScored != nil && len(o.FirstScored) != len(seqs) {
+		return fmt.Errorf("train forward: %d FirstScored entries for %d sequences", len(o.FirstScored), len(seqs))
+	}
+	t.selectRows(o.FirstScored)
+	n := len(t.sel)
+	logpSel := make([]float32, n)
+	var entSel []float32
+	if o.Entropy {
+		entSel = make([]float32, n)
+	}
+	m.headLogProbs(logpSel, entSel, t.hsel, t.tsel, n, t.invT)
 	logp := make([]float32, rows)
 	var ent []float32
 	if o.Entropy {
 		ent = make([]float32, rows)
 	}
-	m.headLogProbs(logp, ent, t.hidden, t.targets, rows, t.invT)
+	for k, r := range t.sel {
+		logp[r] = logpSel[k]
+		if o.Entropy {
+			ent[r] = entSel[k]
+		}
+	}
 	t.LogProbs = perToken(p, seqs, logp)
 	t.Entropy = nil
 	if o.Entropy {
 		t.Entropy = perToken(p, seqs, ent)
 	}
 	return nil
+}
+
+// selectRows picks the rows the LM head runs on (those with a target, from
+// FirstScored on) and gathers their final hidden states and targets.
+func (t *Tape) selectRows(first []int) {
+	D := t.m.Config.Dim
+	t.sel, t.tsel = t.sel[:0], t.tsel[:0]
+	for _, r := range t.p.runs {
+		from := 0
+		if first != nil {
+			from = max(first[r.seq]-1, 0) // row j predicts token j+1
+		}
+		for j := from; j < r.n-1; j++ {
+			t.sel = append(t.sel, int32(r.row+j))
+			t.tsel = append(t.tsel, t.targets[r.row+j])
+		}
+	}
+	if cap(t.hsel) < len(t.sel)*D {
+		t.hsel = make([]float32, len(t.sel)*D)
+	}
+	t.hsel = t.hsel[:len(t.sel)*D]
+	for k, r := range t.sel {
+		copy(t.hsel[k*D:(k+1)*D], t.hidden[int(r)*D:(int(r)+1)*D])
+	}
 }
 
 // perToken turns row values (row j predicts token j+1) into per-token slices.
@@ -143,6 +191,7 @@ func (t *Tape) carveGrads() {
 		}
 		g.fc1, g.act = ar.take(rows*F), ar.take(rows*F)
 		g.logits = ar.take(min(rows, t.m.headRows()) * c.Vocab)
+		g.hsel = ar.take(min(rows, t.m.headRows()) * D)
 	}
 	var count arena
 	lay(&count)
@@ -173,6 +222,13 @@ func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 		}
 		copy(rowGrad[r.row:r.row+r.n-1], dlogp[r.seq][1:])
 	}
+	selGrad := make([]float32, len(t.sel))
+	for k, r := range t.sel {
+		selGrad[k], rowGrad[r] = rowGrad[r], 0
+	}
+	if !allZero(rowGrad) {
+		return fmt.Errorf("backward: dlogp is not zero on a token before FirstScored")
+	}
 	if p.rows == 0 {
 		return nil
 	}
@@ -189,17 +245,22 @@ func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 		dHead = g.Of(m.Head)
 	}
 	chunk := m.headRows()
-	for r0 := 0; r0 < rows; r0 += chunk {
-		n := min(chunk, rows-r0)
-		if allZero(rowGrad[r0 : r0+n]) {
+	for k0 := 0; k0 < len(t.sel); k0 += chunk {
+		n := min(chunk, len(t.sel)-k0)
+		if allZero(selGrad[k0 : k0+n]) {
 			continue
 		}
-		h := t.hidden[r0*D : (r0+n)*D]
-		logits, dl := m.logitsBuf(n*V), gr.logits[:n*V]
+		h := t.hsel[k0*D : (k0+n)*D]
+		logits, dl, dh := m.logitsBuf(n*V), gr.logits[:n*V], gr.hsel[:n*D]
 		m.logits(logits, h, n)
 		clear(dl)
-		cpu.LogProbBackward(dl, rowGrad[r0:r0+n], logits, t.targets[r0:r0+n], n, V, t.invT)
-		cpu.MatmulBackward(gr.hidden[r0*D:(r0+n)*D], dHead, nil, dl, h, m.Head.Data, n, D, V)
+		clear(dh)
+		cpu.LogProbBackward(dl, selGrad[k0:k0+n], logits, t.tsel[k0:k0+n], n, V, t.invT)
+		cpu.MatmulBackward(dh, dHead, nil, dl, h, m.Head.Data, n, D, V)
+		for k := 0; k < n; k++ {
+			r := int(t.sel[k0+k])
+			copy(gr.hidden[r*D:(r+1)*D], dh[k*D:(k+1)*D]) // rows are distinct
+		}
 	}
 	clear(gr.res)
 	m.normBackward(m.Final, gr.res, gr.hidden, t.final, t.fmean, t.frstd, rows, g)

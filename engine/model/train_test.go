@@ -311,3 +311,51 @@ func TestReleaseReplaced(t *testing.T) {
 		t.Fatal("no gradient after release")
 	}
 }
+
+// TestFirstScored: skipping the head on prompt positions changes nothing for the scored
+// tokens, their gradients included.
+func TestFirstScored(t *testing.T) {
+	m := randomModel(t, tinyConfigs()["qwen2-bias"], 51)
+	rng := rand.New(rand.NewPCG(51, 1))
+	seqs := [][]int{randomIDs(rng, 12, m.Config.Vocab), randomIDs(rng, 6, m.Config.Vocab), randomIDs(rng, 4, m.Config.Vocab)}
+	first := []int{5, 1, 4}
+	dlogp := make([][]float32, len(seqs))
+	for s, seq := range seqs {
+		dlogp[s] = make([]float32, len(seq))
+		for j := first[s]; j < len(seq); j++ {
+			dlogp[s][j] = float32(rng.NormFloat64())
+		}
+	}
+	run := func(o TrainOptions) (*Tape, *Grads) {
+		tape, g := m.NewTape(), m.NewGrads()
+		if err := m.ForwardTrain(tape, seqs, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Backward(tape, dlogp, g); err != nil {
+			t.Fatal(err)
+		}
+		return tape, g
+	}
+	full, gFull := run(TrainOptions{Entropy: true})
+	part, gPart := run(TrainOptions{Entropy: true, FirstScored: first})
+	for s, seq := range seqs {
+		for j := range seq {
+			want, wantH := full.LogProbs[s][j], full.Entropy[s][j]
+			if j < first[s] {
+				want, wantH = 0, 0
+			}
+			if part.LogProbs[s][j] != want || part.Entropy[s][j] != wantH {
+				t.Fatalf("seq %d token %d: %g/%g, want %g/%g", s, j, part.LogProbs[s][j], part.Entropy[s][j], want, wantH)
+			}
+		}
+	}
+	for i := range gFull.Data {
+		if d := math.Abs(float64(gFull.Data[i] - gPart.Data[i])); d > 1e-6 {
+			t.Fatalf("gradient %d: %g with every row, %g with FirstScored", i, gFull.Data[i], gPart.Data[i])
+		}
+	}
+	dlogp[0][1] = 1
+	if err := m.Backward(part, dlogp, gPart); err == nil {
+		t.Fatal("dlogp before FirstScored accepted")
+	}
+}
