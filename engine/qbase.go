@@ -51,6 +51,8 @@ func QuantizeLinears(m *model.Model, q config.Quant) (dense, packed int64, err e
 		dense += int64(len(d.W)) * 4
 		packed += int64(float64(len(d.W)) * w.BitsPerParam() / 8)
 	}
+	// The float32 copies are no longer used by any product: give their memory back.
+	m.ReleaseReplaced()
 	return dense, packed, nil
 }
 
