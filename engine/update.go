@@ -87,11 +87,13 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	tape := e.tape()
 	for _, b := range batches {
 		seqs := make([][]int, len(b.rollouts))
+		first := make([]int, len(b.rollouts))
 		for i, r := range b.rollouts {
 			seqs[i] = append(append(make([]int, 0, len(r.prompt)+len(r.tokens)), r.prompt...), r.tokens...)
+			first[i] = len(r.prompt) // the LM head runs on completion positions only
 		}
 		e.model.AdaptersOff = false
-		if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true}); err != nil {
+		if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true, FirstScored: first}); err != nil {
 			return err
 		}
 		gs := make([]grpo.Sequence, len(b.rollouts))
