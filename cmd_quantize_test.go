@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"rlhfstation/engine/events"
+	"rlhfstation/engine/model"
+	"rlhfstation/internal/testmodel"
 	"rlhfstation/quant"
 	"rlhfstation/safetensors"
 )
@@ -294,5 +297,101 @@ func TestQuantizeSharded(t *testing.T) {
 	got, _, err := set.Float32("model.embed_tokens.weight")
 	if err != nil || len(got) != len(vals["model.embed_tokens.weight"]) {
 		t.Errorf("embeddings from shards: %v", err)
+	}
+}
+
+// A folder written by quantize loads without the original and runs like any other: its
+// logits are those of its float32 dequantization to 1e-5, score's log-probabilities too,
+// generate and a --batch run work on it, and the run's resident bytes are the 4-bit ones.
+func TestQuantizedFolderRuns(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	src := testmodel.Dir(t)
+	qdir := filepath.Join(t.TempDir(), "q")
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", src, "--out", qdir); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	orig, err := model.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(qdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Linears() {
+		if _, ok := l.W.(*model.Quantized); !ok {
+			t.Fatalf("%s loaded dense from the quantized folder", l.Name)
+		}
+	}
+	if m.NumParams() != orig.NumParams() || m.ResidentBytes() >= orig.ResidentBytes() {
+		t.Errorf("parameters %d (original %d), resident %d bytes (original %d)", m.NumParams(), orig.NumParams(), m.ResidentBytes(), orig.ResidentBytes())
+	}
+	d, err := m.Dequantize()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	text := "The pump moves water from the tank to the valve."
+	code, stdout, stderr := runCaptured(t, "score", "--model", qdir, "--json", text)
+	if code != 0 {
+		t.Fatalf("score: exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Texts []struct {
+			Context  []int      `json:"context"`
+			IDs      []int      `json:"ids"`
+			LogProbs []*float64 `json:"logprobs"`
+		} `json:"texts"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Texts) != 1 {
+		t.Fatalf("score --json: %v\n%s", err, stdout)
+	}
+	ts := doc.Texts[0]
+	seq := append(append([]int(nil), ts.Context...), ts.IDs...)
+	if len(seq) < 5 {
+		t.Fatalf("only %d tokens", len(seq))
+	}
+	want, err := d.LogProbs([][]int{seq}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origLP, _ := orig.LogProbs([][]int{seq}, 1)
+	var drift float64
+	for i, lp := range ts.LogProbs {
+		j := len(ts.Context) + i
+		if lp == nil {
+			if j != 0 {
+				t.Fatalf("log-prob %d is null", i)
+			}
+			continue
+		}
+		w := float64(want[0][j])
+		if math.Abs(*lp-w) > 1e-5*math.Max(1, math.Abs(w)) {
+			t.Errorf("token %d: score on the 4-bit folder %g, dequantized float32 %g", i, *lp, w)
+		}
+		drift = math.Max(drift, math.Abs(*lp-float64(origLP[0][j])))
+	}
+	// Quantization changes the model a little, never to another one.
+	if drift == 0 || drift > 0.5 {
+		t.Errorf("largest log-prob change from quantization %g", drift)
+	}
+	t.Logf("largest log-prob change from quantization: %.4f", drift)
+
+	if code, stdout, stderr := runCaptured(t, "generate", "--model", qdir, "--max-new-tokens", "6", "--seed", "3", "The pump"); code != 0 || stdout == "" {
+		t.Errorf("generate: exit %d: %s%s", code, stdout, stderr)
+	}
+
+	out := t.TempDir()
+	code, stdout, stderr = captureRun(t, "--batch", "--model", qdir, "--out", out, "--steps", "1", "--batch-size", "1",
+		"--num-generations", "2", "--max-completion-length", "4", "--run-name", "q", "--preset", "story")
+	if code != 0 {
+		t.Fatalf("--batch: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	evs, err := events.ReadFile(filepath.Join(out, "q", "events.jsonl"))
+	if err != nil || len(evs) == 0 || evs[0].Type != events.RunStart || evs[0].Params == nil {
+		t.Fatalf("events: %v", err)
+	}
+	if p := evs[0].Params; p.ResidentBytes != m.ResidentBytes() || p.Total != int64(m.NumParams()) {
+		t.Errorf("run_start params %+v, want %d parameters in %d bytes", *p, m.NumParams(), m.ResidentBytes())
 	}
 }

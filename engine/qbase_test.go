@@ -1,58 +1,44 @@
 package engine
 
 import (
-	"math"
-	"math/rand/v2"
+	"strings"
 	"testing"
 
-	"rlhfstation/engine/backend/cpu/gemm"
-	"rlhfstation/quant"
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/model"
 )
 
-// The 4-bit linear and the same weight dequantized to float32 are one op by two paths: they
-// agree to 1e-5.
-func TestQWeightEqualsDequantizedDense(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, sh := range [][3]int{{5, 33, 70}, {17, 128, 64}, {3, 200, 130}} {
-		rows, out, in := sh[0], sh[1], sh[2]
-		w := make([]float32, out*in)
-		for i := range w {
-			w[i] = float32(r.NormFloat64() * 0.05)
-		}
-		qw, err := quant.Quantize(w, out, in, "float32", quant.Default())
-		if err != nil {
-			t.Fatal(err)
-		}
-		dense := make([]float32, out*in)
-		qw.Dequantize(dense)
-		x, dy := make([]float32, rows*in), make([]float32, rows*out)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		for i := range dy {
-			dy[i] = float32(r.NormFloat64())
-		}
-		q := newQWeight(qw)
-		y, want := make([]float32, rows*out), make([]float32, rows*out)
-		q.MulT(y, x, rows)
-		gemm.SgemmRef(false, true, rows, out, in, 1, x, in, dense, in, 0, want, out)
-		near(t, "MulT", y, want)
-		dx, wantDX := make([]float32, rows*in), make([]float32, rows*in)
-		for i := range dx {
-			dx[i] = 0.5
-			wantDX[i] = 0.5
-		}
-		q.MulAcc(dx, dy, rows)
-		gemm.SgemmRef(false, false, rows, in, out, 1, dy, out, dense, in, 1, wantDX, in)
-		near(t, "MulAcc", dx, wantDX)
+// QuantizeLinears follows the [quant] table: "none" leaves the base alone, nf4 replaces every
+// linear of the blocks (the head and embeddings stay float32), bad settings are errors.
+func TestQuantizeLinears(t *testing.T) {
+	c := model.Config{ModelType: "llama", Vocab: 64, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 48,
+		MaxPos: 32, NormEps: 1e-5, RopeTheta: 10000, BOS: -1}
+	m, err := model.NewRandom(c, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func near(t *testing.T, what string, got, want []float32) {
-	t.Helper()
-	for i := range got {
-		if math.Abs(float64(got[i]-want[i])) > 1e-5*math.Max(1, math.Abs(float64(want[i]))) {
-			t.Fatalf("%s[%d] = %g, dequantized dense %g", what, i, got[i], want[i])
+	fp32 := m.ResidentBytes()
+	if d, p, err := QuantizeLinears(m, config.Quant{Type: "none"}); d != 0 || p != 0 || err != nil || m.ResidentBytes() != fp32 {
+		t.Fatalf("none: %d %d %v", d, p, err)
+	}
+	for _, bad := range []config.Quant{{Type: "int4", BlockSize: 64}, {Type: "nf4", BlockSize: 48}} {
+		if _, _, err := QuantizeLinears(m, bad); err == nil || !strings.Contains(err.Error(), "[quant]") {
+			t.Errorf("%+v: %v", bad, err)
 		}
+	}
+	dense, packed, err := QuantizeLinears(m, config.Quant{Type: "nf4", BlockSize: 64, DoubleQuant: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Linears() {
+		if _, ok := l.W.(*model.Quantized); !ok {
+			t.Errorf("%s not quantized", l.Name)
+		}
+	}
+	if _, ok := m.Param("lm_head.weight"); !ok || dense != 4*int64(2*(32*32*2+32*16*2+3*32*48)) || packed*7 > dense {
+		t.Errorf("head kept %v, %d → %d bytes", ok, dense, packed)
+	}
+	if m.ResidentBytes() >= fp32-dense+2*packed {
+		t.Errorf("resident %d of %d after quantizing", m.ResidentBytes(), fp32)
 	}
 }

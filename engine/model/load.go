@@ -2,10 +2,12 @@ package model
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"rlhfstation/quant"
 	"rlhfstation/safetensors"
 )
 
@@ -13,10 +15,25 @@ import (
 // present) and model.safetensors or a sharded model.safetensors.index.json, in F32, F16 or
 // BF16, converted to float32. GPT-2 tensors may carry the transformer. prefix or not; a
 // missing lm_head.weight means the head is tied to the token embedding.
+//
+// A folder in bitsandbytes' 4-bit layout (a quantization_config in config.json, as
+// `rlhfstation quantize` or transformers write it) loads without the original: each linear
+// stored 4-bit (its packed codes under <module>.weight, the quant state's tensors beside it)
+// becomes a Quantized weight and is never expanded to float32; linears stored plainly
+// (bitsandbytes' skipped modules) load as usual.
 func Load(dir string) (*Model, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	_, declared, err := quant.IsQuantized(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	set, err := safetensors.OpenSet(dir)
 	if err != nil {
@@ -29,21 +46,35 @@ func Load(dir string) (*Model, error) {
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	// Every tensor is found and its shape checked before anything is allocated, so a
 	// config that lies about the sizes fails here instead of allocating what it claims.
 	names := map[string]string{}
+	quantized := map[string]*quant.Weight{}
 	for _, sp := range layout(cfg) {
+		if sp.linear {
+			w, err := loadQuantized(set, sp, dir)
+			if err != nil {
+				return nil, err
+			}
+			if w != nil {
+				quantized[sp.name] = w
+				continue
+			}
+		}
 		name, err := findTensor(set, sp, dir)
 		if err != nil {
+			if declared && sp.linear {
+				return nil, fmt.Errorf("%w (config.json declares 4-bit weights, but this one has no quant state)", err)
+			}
 			return nil, err
 		}
 		names[sp.name] = name
 	}
-	m, err := build(cfg)
+	m, err := build(cfg, quantized)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	for _, p := range m.Params {
 		if err := loadParam(set, p, names[p.Name]); err != nil {
@@ -51,6 +82,30 @@ func Load(dir string) (*Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// loadQuantized reads the linear weight sp when the set holds it in bitsandbytes' 4-bit
+// layout (nil, nil when it is a plain tensor), checking its shape: [out,in] for every family,
+// as bitsandbytes quantizes GPT-2's Conv1D weights transposed.
+func loadQuantized(set *safetensors.Set, sp paramSpec, dir string) (*quant.Weight, error) {
+	name := sp.name
+	if _, ok := set.Info(name); !ok && strings.HasPrefix(name, "transformer.") {
+		if _, ok := set.Info(strings.TrimPrefix(name, "transformer.")); ok {
+			name = strings.TrimPrefix(name, "transformer.")
+		}
+	}
+	w, ok, err := quant.LoadWeight(set, strings.TrimSuffix(name, ".weight"))
+	if err != nil || !ok {
+		return nil, err
+	}
+	if w.Rows != sp.shape[0] || w.Cols != sp.shape[1] {
+		where := weightFiles(set, dir)
+		if f, found := set.File(name); found {
+			where = f.Path
+		}
+		return nil, fmt.Errorf("%s: tensor %s is quantized with shape [%d %d], expected %v", where, name, w.Rows, w.Cols, sp.shape)
+	}
+	return w, nil
 }
 
 // findTensor returns the name under which the set holds sp, checking its shape.

@@ -18,18 +18,24 @@
 //	err = m.Backward(tape, dlogp, grads)              // grads nil: frozen base, adapters only
 //
 // Full-parameter gradients live in a Grads buffer laid out like Model.Data() (AdamW can
-// run over both flat slices). LoRA attaches to Linear.Adapter (see Model.Linears); a
-// quantized weight replaces Linear.W (then ReleaseReplaced frees the dense copies);
+// run over both flat slices). LoRA attaches to Linear.Adapter (see Model.Linears);
 // Model.AdaptersOff gives the frozen base as reference model and scorer.
+//
+// 4-bit base (QLoRA): m.Quantize(quant.Default()) replaces every linear of the blocks by a
+// Quantized weight (NF4/FP4, bitsandbytes' layout) and frees the float32 copies; Load reads
+// a folder in bitsandbytes' 4-bit layout (as `rlhfstation quantize` writes it) straight into
+// Quantized weights, and Save writes one back. m.ResidentBytes() is what the weights hold.
 //
 // A Model is not safe for concurrent use: its forward passes share scratch buffers.
 package model
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/quant"
 )
 
 // Param is one named parameter tensor, a view into the model's single parameter buffer.
@@ -93,8 +99,17 @@ func (g *Grads) Zero() { clear(g.Data) }
 // that update all parameters at once alongside a Grads buffer.
 func (m *Model) Data() []float32 { return m.data }
 
-// NumParams counts the parameters (a tied head counted once).
-func (m *Model) NumParams() int { return len(m.data) }
+// NumParams counts the parameters (a tied head counted once), the 4-bit weights of quantized
+// linears included.
+func (m *Model) NumParams() int {
+	n := len(m.data)
+	for _, l := range m.Linears() {
+		if q, ok := l.W.(*Quantized); ok {
+			n += q.W.Len()
+		}
+	}
+	return n
+}
 
 // Param returns the parameter of that Hugging Face name.
 func (m *Model) Param(name string) (*Param, bool) {
@@ -126,6 +141,7 @@ type paramSpec struct {
 	name   string
 	shape  []int
 	conv1D bool
+	linear bool // the weight of a block's linear: may be stored 4-bit
 }
 
 // layout lists the tensors of a model of config c under their Hugging Face names.
@@ -133,7 +149,7 @@ func layout(c *Config) []paramSpec {
 	var s []paramSpec
 	add := func(name string, shape ...int) { s = append(s, paramSpec{name: name, shape: shape}) }
 	lin := func(name string, out, in int, bias, conv bool) {
-		s = append(s, paramSpec{name: name + ".weight", shape: []int{out, in}, conv1D: conv})
+		s = append(s, paramSpec{name: name + ".weight", shape: []int{out, in}, conv1D: conv, linear: true})
 		if bias {
 			add(name+".bias", out)
 		}
@@ -177,12 +193,14 @@ func layout(c *Config) []paramSpec {
 	return s
 }
 
-// build allocates the parameter buffer for c and wires the modules to their views.
-func build(c *Config) (*Model, error) {
+// build allocates the parameter buffer for c and wires the modules to their views. The
+// linears whose weight name is a key of quantized get that 4-bit weight instead: their dense
+// weight is never allocated and is not among m.Params.
+func build(c *Config, quantized map[string]*quant.Weight) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	specs := layout(c)
+	specs := slices.DeleteFunc(layout(c), func(sp paramSpec) bool { return quantized[sp.name] != nil })
 	total := 0
 	for _, sp := range specs {
 		total += numel(sp.shape)
@@ -198,8 +216,14 @@ func build(c *Config) (*Model, error) {
 		byName[p.Name] = p
 	}
 	linear := func(name string, in, out int) *Linear {
-		w := byName[name+".weight"]
-		return &Linear{Name: name, In: in, Out: out, W: &Dense{Out: out, In: in, W: w.Data}, weight: w, bias: byName[name+".bias"]}
+		l := &Linear{Name: name, In: in, Out: out, bias: byName[name+".bias"]}
+		if q := quantized[name+".weight"]; q != nil {
+			l.W = &Quantized{W: q}
+		} else {
+			l.weight = byName[name+".weight"]
+			l.W = &Dense{Out: out, In: in, W: l.weight.Data}
+		}
+		return l
 	}
 	norm := func(name string) Norm { return Norm{W: byName[name+".weight"], B: byName[name+".bias"]} }
 	D, F := c.Dim, c.Hidden
@@ -276,7 +300,9 @@ func (m *Model) ReleaseReplaced() int {
 		return 0
 	}
 	total := 0
-	kept := m.Params[:0]
+	// A new slice: the old one's tail would keep the dropped Params, and through their
+	// Data the whole old buffer, reachable.
+	kept := make([]*Param, 0, len(m.Params)-len(drop))
 	for _, p := range m.Params {
 		if !drop[p] {
 			kept = append(kept, p)

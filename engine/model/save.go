@@ -1,60 +1,24 @@
 package model
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 
-	"rlhfstation/internal/atomicfile"
 	"rlhfstation/safetensors"
 )
 
 // Save writes config.json and model.safetensors (float32, Hugging Face names and layouts,
 // GPT-2's Conv1D weights as [in,out]) into dir, creating it; each file is written
-// atomically. Weights replaced by non-dense ones (quantized) cannot be saved this way.
-func (m *Model) Save(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, l := range m.Linears() {
-		if !l.isDense() {
-			return fmt.Errorf("save %s: %s has a non-dense weight", dir, l.Name)
-		}
-	}
-	tensors := make([]safetensors.Tensor, 0, len(m.Params))
-	for _, p := range m.Params {
-		data, shape := p.Data, p.Shape
-		if p.conv1D {
-			out, in := p.Shape[0], p.Shape[1]
-			data = make([]float32, len(p.Data))
-			for o := 0; o < out; o++ {
-				for i := 0; i < in; i++ {
-					data[i*out+o] = p.Data[o*in+i]
-				}
-			}
-			shape = []int{in, out}
-		}
-		tensors = append(tensors, safetensors.F32Tensor(p.Name, shape, data))
-	}
-	if err := safetensors.Write(filepath.Join(dir, safetensors.SingleFile), tensors, map[string]string{"format": "pt"}); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(m.Config.hfJSON(), "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(dir, "config.json"), append(js, '\n'), 0o644)
-}
+// atomically. 4-bit linears are written in bitsandbytes' layout with a quantization_config
+// in config.json, so that Load, and transformers with bitsandbytes, read the folder back.
+func (m *Model) Save(dir string) error { return m.SaveAs(dir, safetensors.F32) }
 
 // NewRandom makes a model of config c with weights drawn from a seeded generator the way
 // Hugging Face initialises them: linears and embeddings N(0, 0.02²) (GPT-2's residual
 // projections scaled by 1/√(2·Layers)), biases zero, norm weights one.
 func NewRandom(c Config, seed uint64) (*Model, error) {
-	m, err := build(&c)
+	m, err := build(&c, nil)
 	if err != nil {
 		return nil, err
 	}

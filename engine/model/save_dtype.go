@@ -7,34 +7,29 @@ import (
 	"path/filepath"
 
 	"rlhfstation/internal/atomicfile"
+	"rlhfstation/quant"
 	"rlhfstation/safetensors"
 )
 
-// SaveAs writes the model as Save does, with the weights in dtype (F32, F16 or BF16,
+// SaveAs writes the model as Save does, with the float weights in dtype (F32, F16 or BF16,
 // rounded to nearest even) and config.json's torch_dtype to match: F16 halves the folder,
-// which is how the built-in model stays small.
+// which is how the built-in model stays small. 4-bit linears are written as they are held.
 func (m *Model) SaveAs(dir string, dtype safetensors.DType) error {
-	var tensor func(name string, shape []int, v []float32) safetensors.Tensor
-	torchDType := map[safetensors.DType]string{safetensors.F32: "float32", safetensors.F16: "float16", safetensors.BF16: "bfloat16"}[dtype]
-	switch dtype {
-	case safetensors.F32:
-		return m.Save(dir)
-	case safetensors.F16:
-		tensor = safetensors.F16Tensor
-	case safetensors.BF16:
-		tensor = safetensors.BF16Tensor
-	default:
+	tensor, ok := map[safetensors.DType]func(string, []int, []float32) safetensors.Tensor{
+		safetensors.F32: safetensors.F32Tensor, safetensors.F16: safetensors.F16Tensor, safetensors.BF16: safetensors.BF16Tensor,
+	}[dtype]
+	if !ok {
 		return fmt.Errorf("save %s: dtype %s is not one of F32, F16, BF16", dir, dtype)
+	}
+	torchDType := map[safetensors.DType]string{safetensors.F32: "float32", safetensors.F16: "float16", safetensors.BF16: "bfloat16"}[dtype]
+	qcfg, qtensors, err := m.quantizedTensors(torchDType)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, l := range m.Linears() {
-		if d, ok := l.W.(*Dense); !ok || l.weight == nil || &d.W[0] != &l.weight.Data[0] {
-			return fmt.Errorf("save %s: %s has a non-dense weight", dir, l.Name)
-		}
-	}
-	tensors := make([]safetensors.Tensor, 0, len(m.Params))
+	tensors := make([]safetensors.Tensor, 0, len(m.Params)+len(qtensors))
 	for _, p := range m.Params {
 		data, shape := p.Data, p.Shape
 		if p.conv1D {
@@ -49,14 +44,54 @@ func (m *Model) SaveAs(dir string, dtype safetensors.DType) error {
 		}
 		tensors = append(tensors, tensor(p.Name, shape, data))
 	}
+	tensors = append(tensors, qtensors...)
 	if err := safetensors.Write(filepath.Join(dir, safetensors.SingleFile), tensors, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
 	cfg := m.Config.hfJSON()
 	cfg["torch_dtype"] = torchDType
+	if qcfg != nil {
+		cfg["quantization_config"] = qcfg.JSON()
+	}
 	js, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(filepath.Join(dir, "config.json"), append(js, '\n'), 0o644)
+}
+
+// quantizedTensors lays out the 4-bit linears in bitsandbytes' layout with the
+// quantization_config that declares them (nil when there are none). bitsandbytes has one
+// quant type and double-quant setting per model: weights that differ are refused. Linears
+// left dense among quantized ones are listed as skipped modules, with the LM head.
+func (m *Model) quantizedTensors(computeDType string) (*quant.Config, []safetensors.Tensor, error) {
+	var ts []safetensors.Tensor
+	var first *quant.Weight
+	var dense []string
+	for _, l := range m.Linears() {
+		switch w := l.W.(type) {
+		case *Quantized:
+			if first == nil {
+				first = w.W
+			} else if w.W.Type != first.Type || w.W.Nested() != first.Nested() {
+				return nil, nil, fmt.Errorf("%s is %s (double quant %v) but other linears are %s (double quant %v): bitsandbytes' config holds one setting",
+					l.Name, w.W.Type, w.W.Nested(), first.Type, first.Nested())
+			}
+			ts = append(ts, w.W.Tensors(l.Name)...)
+		default:
+			if !l.isDense() {
+				return nil, nil, fmt.Errorf("%s has a weight that cannot be saved (%T)", l.Name, l.W)
+			}
+			dense = append(dense, l.Name)
+		}
+	}
+	if first == nil {
+		return nil, nil, nil
+	}
+	c := quant.NewConfig(quant.Options{Type: first.Type, BlockSize: first.BlockSize, DoubleQuant: first.Nested()}, computeDType)
+	if len(dense) > 0 {
+		// transformers takes an explicit list as complete: the head must be named too.
+		c.SkipModules = append(dense, "lm_head")
+	}
+	return &c, ts, nil
 }

@@ -1,0 +1,137 @@
+package model
+
+import (
+	"fmt"
+
+	"rlhfstation/engine/backend/cpu/gemm"
+	"rlhfstation/quant"
+)
+
+// Quantized is a 4-bit weight (NF4 or FP4, bitsandbytes' layout, [out,in] for every family,
+// GPT-2's included) as a linear's Weight. Both products run the blocked GEMM with op(B)
+// supplied by the 4-bit weight, which expands row segments straight into the GEMM's packed
+// panels: the float32 matrix is never materialised.
+type Quantized struct{ W *quant.Weight }
+
+// MulT sets y[rows,out] = x[rows,in]·Wᵀ.
+func (q *Quantized) MulT(y, x []float32, rows int) {
+	w := q.W
+	gemm.SgemmSource(false, rows, w.Rows, w.Cols, 1, x, w.Cols, quant.Transposed{W: w}, 0, y, w.Rows)
+}
+
+// MulAcc adds dy[rows,out]·W to dx[rows,in].
+func (q *Quantized) MulAcc(dx, dy []float32, rows int) {
+	w := q.W
+	gemm.SgemmSource(false, rows, w.Cols, w.Rows, 1, dy, w.Rows, w, 1, dx, w.Cols)
+}
+
+// Quantize replaces the dense weight of every linear of the blocks by its 4-bit form (never
+// the LM head or the embeddings, as bitsandbytes does) and frees the float32 copies (see
+// ReleaseReplaced). Linears already quantized, as loaded from a quantized folder, are kept.
+// It returns the bytes of the dense weights replaced and of their 4-bit form (packed codes
+// and scales, code books not counted). On error the model is unchanged.
+func (m *Model) Quantize(opt quant.Options) (dense, packed int64, err error) {
+	if err := opt.Check(); err != nil {
+		return 0, 0, err
+	}
+	type job struct {
+		l *Linear
+		w *quant.Weight
+	}
+	var jobs []job
+	for _, l := range m.Linears() {
+		d, ok := l.W.(*Dense)
+		if !ok {
+			continue
+		}
+		w, err := quant.Quantize(d.W, d.Out, d.In, "float32", opt)
+		if err != nil {
+			return 0, 0, fmt.Errorf("quantizing %s: %w", l.Name, err)
+		}
+		jobs = append(jobs, job{l, w})
+		dense += 4 * int64(len(d.W))
+		packed += weightBytes(w)
+	}
+	for _, j := range jobs {
+		j.l.W = &Quantized{W: j.w}
+	}
+	m.ReleaseReplaced()
+	return dense, packed, nil
+}
+
+// QuantStats sums the 4-bit linears: their parameters and the bytes their packed codes and
+// scales hold (absmax, or its 8-bit codes, nested absmax and offset), code books not counted.
+func (m *Model) QuantStats() (params, bytes int64) {
+	for _, l := range m.Linears() {
+		if q, ok := l.W.(*Quantized); ok {
+			params += int64(q.W.Len())
+			bytes += weightBytes(q.W)
+		}
+	}
+	return params, bytes
+}
+
+// ResidentBytes is the memory the weights hold: 4 bytes per float32 parameter plus the 4-bit
+// linears (QuantStats' bytes) and their code books, each distinct table counted once (the 16
+// values of each 4-bit type, the 256 of double quantization's code, which weights share).
+// With NF4, blocks of 64 and double quantization a quantized parameter costs
+// 4 + 8/64 + 32/(64·256) ≈ 4.127 bits.
+func (m *Model) ResidentBytes() int64 {
+	n := 4 * int64(len(m.data))
+	types := map[quant.Type]bool{}
+	nested := map[*[256]float32]bool{}
+	for _, l := range m.Linears() {
+		q, ok := l.W.(*Quantized)
+		if !ok {
+			continue
+		}
+		n += weightBytes(q.W)
+		if !types[q.W.Type] {
+			types[q.W.Type] = true
+			n += 16 * 4
+		}
+		if q.W.NestedCode != nil && !nested[q.W.NestedCode] {
+			nested[q.W.NestedCode] = true
+			n += 256 * 4
+		}
+	}
+	return n
+}
+
+// weightBytes is a 4-bit weight's own memory: codes and scales, no code book.
+func weightBytes(w *quant.Weight) int64 {
+	n := len(w.Packed) + 4*len(w.Absmax)
+	if w.Nested() {
+		n += len(w.QAbsmax) + 4*len(w.NestedAbsmax) + 4 // the offset
+	}
+	return int64(n)
+}
+
+// Dequantize returns a float32 copy of m whose linears hold the expansion of its 4-bit weights
+// (and copies of its dense ones): the same function computed by plain float32 products.
+// Adapters are not copied.
+func (m *Model) Dequantize() (*Model, error) {
+	d, err := build(&m.Config, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range m.Params {
+		dp, ok := d.Param(p.Name)
+		if !ok {
+			return nil, fmt.Errorf("dequantize: %s has no place in a float32 %s model", p.Name, m.Config.ModelType)
+		}
+		copy(dp.Data, p.Data)
+	}
+	dl := d.Linears()
+	for i, l := range m.Linears() {
+		switch w := l.W.(type) {
+		case *Quantized:
+			w.W.Dequantize(dl[i].weight.Data)
+		case *Dense:
+			copy(dl[i].weight.Data, w.W)
+		default:
+			return nil, fmt.Errorf("dequantize: %s has a weight of type %T", l.Name, l.W)
+		}
+	}
+	return d, nil
+}
