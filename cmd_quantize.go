@@ -29,7 +29,9 @@ to 4 bits as bitsandbytes does (llama family: q/k/v/o_proj, gate/up/down_proj; G
 c_proj, c_fc, transposed to [out, in] first as transformers does for Conv1D), and everything
 else (embeddings, LM head, norms, biases) as it was. config.json gains a quantization_config,
 so transformers loads the folder with bitsandbytes; tokenizer and other small files are
-copied. The folder appears only when complete (written beside it, then renamed).`
+copied. The folder appears only when complete (written beside it, then renamed). It loads in
+every command (score, generate, --batch…) without the original, its linears staying 4-bit in
+memory.`
 
 // maxShardBytes is the size above which the output weights are split into shards with an index
 // (a variable for tests).

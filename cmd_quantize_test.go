@@ -395,3 +395,65 @@ func TestQuantizedFolderRuns(t *testing.T) {
 		t.Errorf("run_start params %+v, want %d parameters in %d bytes", *p, m.NumParams(), m.ResidentBytes())
 	}
 }
+
+// GPT-2's Conv1D weights, stored [in, out], are quantized as the [out, in] linear and load back
+// as such: each weight is the original's up to FP4 noise, and the 4-bit folder's logits are its
+// dequantization's to 1e-5.
+func TestQuantizedGPT2FolderLoads(t *testing.T) {
+	orig, err := model.NewRandom(model.Config{ModelType: "gpt2", Vocab: 96, Dim: 64, Layers: 2, Heads: 4,
+		Hidden: 128, MaxPos: 32, NormEps: 1e-5, TieEmbed: true, BOS: -1}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, qdir := t.TempDir(), filepath.Join(t.TempDir(), "q")
+	if err := orig.Save(src); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", src, "--out", qdir, "--quant", "fp4", "--double-quant=false"); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	m, err := model.Load(qdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.Dequantize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := []int{3, 17, 42, 8, 95, 0, 61, 12, 30}
+	logits := func(m *model.Model) []float32 {
+		lg, err := m.Forward(m.NewCache(1, len(seq)), [][]int{seq}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), lg...)
+	}
+	got, want, base := logits(m), logits(d), logits(orig)
+	var drift, scale float64
+	for i := range got {
+		if math.Abs(float64(got[i]-want[i])) > 1e-5*math.Max(1, math.Abs(float64(want[i]))) {
+			t.Fatalf("logit %d: 4-bit %g, dequantized %g", i, got[i], want[i])
+		}
+		drift = math.Max(drift, math.Abs(float64(got[i]-base[i])))
+		scale = math.Max(scale, math.Abs(float64(base[i])))
+	}
+	t.Logf("largest logit change from FP4: %.4g (largest logit %.4g)", drift, scale)
+	if drift > 0.2*scale {
+		t.Errorf("logits moved by %g from the original's (largest %g)", drift, scale)
+	}
+	// Each dequantized weight is the original up to FP4 noise (a transposed one would be
+	// unrelated: relative error about √2).
+	for _, l := range orig.Linears() {
+		name := l.Name + ".weight"
+		a, _ := orig.Param(name)
+		b, _ := d.Param(name)
+		var num, den float64
+		for i := range a.Data {
+			num += math.Pow(float64(a.Data[i]-b.Data[i]), 2)
+			den += math.Pow(float64(a.Data[i]), 2)
+		}
+		if rel := math.Sqrt(num / den); rel > 0.2 {
+			t.Errorf("%s: relative error %.3f against the original", name, rel)
+		}
+	}
+}
