@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"rlhfstation/quant"
 )
@@ -59,29 +60,37 @@ func BenchmarkResidentBuiltin(b *testing.B) {
 }
 
 // BenchmarkQuantizedForward: the built-in model's full forward (log-probabilities of 8
-// sequences × 128 tokens) with float32 linears against the fused 4-bit GEMM (NF4).
-// run: go test ./engine/model -run X -bench QuantizedForward -benchtime 5x
+// sequences × 128 tokens) with float32 linears and with the fused 4-bit GEMM (NF4),
+// interleaved so that a busy machine slows both alike; x_fp32 is the ratio of their speeds.
+// run: go test ./engine/model -run X -bench QuantizedForward -benchtime 10x
 func BenchmarkQuantizedForward(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	seqs := make([][]int, 8)
 	for i := range seqs {
 		seqs[i] = randomIDs(rng, 128, builtinShape().Vocab)
 	}
-	for _, name := range []string{"fp32", "nf4"} {
-		b.Run(name, func(b *testing.B) {
-			m, _ := builtinOrShaped(b)
-			if name == "nf4" {
-				if _, _, err := m.Quantize(quant.Default()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			m.LogProbs(seqs, 1) // warm the buffers
-			for b.Loop() {
-				if _, err := m.LogProbs(seqs, 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N*8*128)/b.Elapsed().Seconds(), "tokens/s")
-		})
+	fp32, _ := builtinOrShaped(b)
+	nf4, _ := builtinOrShaped(b)
+	if _, _, err := nf4.Quantize(quant.Default()); err != nil {
+		b.Fatal(err)
 	}
+	var t32, t4 time.Duration
+	run := func(m *Model, t *time.Duration) {
+		t0 := time.Now()
+		if _, err := m.LogProbs(seqs, 1); err != nil {
+			b.Fatal(err)
+		}
+		*t += time.Since(t0)
+	}
+	run(fp32, &t32) // warm the buffers
+	run(nf4, &t4)
+	t32, t4 = 0, 0
+	for b.Loop() {
+		run(fp32, &t32)
+		run(nf4, &t4)
+	}
+	tokens := float64(b.N * 8 * 128)
+	b.ReportMetric(tokens/t32.Seconds(), "fp32_tokens/s")
+	b.ReportMetric(tokens/t4.Seconds(), "nf4_tokens/s")
+	b.ReportMetric(t32.Seconds()/t4.Seconds(), "x_fp32")
 }
