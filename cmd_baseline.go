@@ -106,7 +106,7 @@ func computeBaselines(o baselineOptions) (rewards.Baselines, error) {
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
-	b, err := engine.ComputeBaselines(m, tok, examples, engine.BaselineOptions{Format: format,
+	b, err := engine.ComputeBaselines(m, tok, examples, engine.BaselineOptions{Format: format, Separator: "\n",
 		ChunkTokens: o.ChunkTokens, MaxSamples: o.MaxSamples, Progress: o.Progress})
 	if err != nil {
 		return rewards.Baselines{}, fmt.Errorf("%s: %w", o.Data, err)

@@ -123,7 +123,7 @@ func TestBaselineSamples(t *testing.T) {
 	_, m, tok := llamaTestDir(t)
 	// GSM8K: the answer is scored after BOS + question + newline.
 	gsm := []data.Example{{Prompt: "How many clips?", Answer: "72", Text: "She sold 72 clips.\n#### 72"}}
-	s := engine.BaselineSamples(tok, 0, m.Config.MaxPos, gsm, data.GSM8K, 256, 0)
+	s := engine.BaselineSamples(tok, 0, m.Config.MaxPos, gsm, data.GSM8K, "\n", 256, 0)
 	wantCtx := append([]int{0}, tok.Encode("How many clips?\n", false).IDs...)
 	if len(s) != 1 || !equalInts(s[0].Context, wantCtx) || s[0].Text != gsm[0].Text || !equalInts(s[0].IDs, tok.Encode(gsm[0].Text, false).IDs) {
 		t.Fatalf("gsm8k sample %+v", s)
@@ -133,7 +133,7 @@ func TestBaselineSamples(t *testing.T) {
 	// most 6 of them, BOS first once the document's start is cut off).
 	doc := "the cat sat on the mat. the dog ran to the park! where is the cat?"
 	ids := tok.Encode(doc, false).IDs
-	s = engine.BaselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, 6, 0)
+	s = engine.BaselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, "\n", 6, 0)
 	all := append([]int{0}, ids...)
 	pos, joined := 0, ""
 	for k, c := range s {
@@ -161,11 +161,11 @@ func TestBaselineSamples(t *testing.T) {
 	if pos != len(ids) || joined != doc {
 		t.Errorf("chunks cover %d of %d tokens: %q", pos, len(ids), joined)
 	}
-	if got := engine.BaselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, 6, 2); len(got) != 2 {
+	if got := engine.BaselineSamples(tok, 0, m.Config.MaxPos, []data.Example{{Text: doc}}, data.Documents, "\n", 6, 2); len(got) != 2 {
 		t.Errorf("max samples 2: %d", len(got))
 	}
 	// Without a BOS the first token only conditions the rest.
-	s = engine.BaselineSamples(tok, -1, m.Config.MaxPos, []data.Example{{Text: "the cat"}}, data.Documents, 256, 0)
+	s = engine.BaselineSamples(tok, -1, m.Config.MaxPos, []data.Example{{Text: "the cat"}}, data.Documents, "\n", 256, 0)
 	if len(s) != 1 || len(s[0].Context) != 1 || s[0].Context[0] != ids[0] {
 		t.Errorf("no BOS: %+v", s)
 	}

@@ -136,7 +136,9 @@ func builtinPrompts(cfg *config.Config) ([]data.Example, error) {
 	}
 	out := make([]data.Example, len(ps))
 	for i, p := range ps {
-		out[i] = data.Example{Prompt: p.Prompt, Answer: p.Answer}
+		// The reference continuation is what the baselines are computed on (DESIGN §6.1's
+		// "reference answers where the data has them").
+		out[i] = data.Example{Prompt: p.Prompt, Answer: p.Answer, Text: p.Reference}
 	}
 	return out, nil
 }

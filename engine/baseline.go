@@ -15,6 +15,7 @@ const baselineBatch = 8
 // BaselineOptions control ComputeBaselines.
 type BaselineOptions struct {
 	Format      data.Format           // how the examples were read (answers after prompts, documents…)
+	Separator   string                // between a prompt and its answer: "\n" for GSM8K/JSONL files, "" for a run, whose completions follow their prompt directly
 	ChunkTokens int                   // largest sample, in tokens (DESIGN §6.1: 256)
 	MaxSamples  int                   // 0: all
 	Progress    func(done, total int) // may be nil
@@ -28,7 +29,7 @@ func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.
 	if chunk <= 0 {
 		chunk = 256
 	}
-	samples := BaselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, o.Format, chunk, o.MaxSamples)
+	samples := BaselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, o.Format, o.Separator, chunk, o.MaxSamples)
 	if len(samples) == 0 {
 		return rewards.Baselines{}, fmt.Errorf("no reference text to score")
 	}
@@ -55,7 +56,7 @@ type BaselineSample struct {
 // model's BOS and the document before them. A document is cut into chunks of at most chunk
 // tokens. When the model has no BOS and nothing precedes a text, its first token only
 // conditions the rest: it has no context to be scored in.
-func BaselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.Example, format data.Format, chunk, maxSamples int) []BaselineSample {
+func BaselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.Example, format data.Format, sep string, chunk, maxSamples int) []BaselineSample {
 	if maxPos > 1 {
 		chunk = min(chunk, maxPos-1) // leave room for at least one token of context
 	}
@@ -67,7 +68,7 @@ func BaselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.
 		}
 		text := ex.Text
 		if ex.Prompt != "" && ex.Text != "" && (format == data.GSM8K || format == data.PromptJSONL) {
-			context = append(context, tok.Encode(ex.Prompt+"\n", false).IDs...)
+			context = append(context, tok.Encode(ex.Prompt+sep, false).IDs...)
 		} else if text == "" {
 			text = ex.Prompt // a prompt file without answers: the prompts are the reference
 		}

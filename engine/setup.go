@@ -199,7 +199,7 @@ func (e *Engine) loadBaselines() error {
 		return nil
 	}
 	e.logf("computing perplexity baselines from %d reference texts", len(e.prompts))
-	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{ChunkTokens: 256, MaxSamples: 512,
+	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: 256, MaxSamples: 512,
 		Progress: func(done, total int) {
 			if done == total || done%64 == 0 {
 				e.logf("baselines: %d/%d samples", done, total)
@@ -223,7 +223,7 @@ func (e *Engine) loadBaselines() error {
 func referenceTexts(ex []data.Example) []data.Example {
 	var out []data.Example
 	for _, x := range ex {
-		if x.Answer != "" && x.Text != "" {
+		if x.Text != "" {
 			out = append(out, data.Example{Prompt: x.Prompt, Text: x.Text})
 		} else if x.Answer != "" {
 			out = append(out, data.Example{Prompt: x.Prompt, Text: x.Answer})
