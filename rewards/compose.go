@@ -161,12 +161,14 @@ func (p PPL) ScoreText(text string, spans []Span, nll []float64) (PPLScore, erro
 // Name is "ppl".
 func (PPL) Name() string { return "ppl" }
 
-// Score gives each sample its reward, and the batch metrics ppl/word, ppl/phrase,
-// ppl/sentence, ppl/aggregate, ppl/improvement (means over non-empty completions) and
-// rewards/ppl/empty (how many completions had no word).
+// Score gives each sample its reward, and the batch metrics: ppl/word, ppl/phrase,
+// ppl/sentence and ppl/aggregate are geometric means over the non-empty completions (as the
+// baselines aggregate their samples, and so that one wild completion does not swamp the
+// batch), ppl/improvement is the improvement of those batch levels over the baselines, and
+// rewards/ppl/empty counts the completions without a word.
 func (p PPL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	values := make([]float64, len(samples))
-	sums := map[string][]float64{}
+	var logs [3][]float64
 	empty := 0
 	for i, s := range samples {
 		sc, err := p.ScoreText(s.Completion, s.Spans, s.NLL)
@@ -178,16 +180,19 @@ func (p PPL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 			empty++
 			continue
 		}
-		sums["ppl/word"] = append(sums["ppl/word"], sc.Levels.Word)
-		sums["ppl/phrase"] = append(sums["ppl/phrase"], sc.Levels.Phrase)
-		sums["ppl/sentence"] = append(sums["ppl/sentence"], sc.Levels.Sentence)
-		sums["ppl/aggregate"] = append(sums["ppl/aggregate"], sc.Aggregate)
-		sums["ppl/improvement"] = append(sums["ppl/improvement"], sc.Improvement)
+		for k, v := range []float64{sc.Levels.Word, sc.Levels.Phrase, sc.Levels.Sentence} {
+			logs[k] = append(logs[k], math.Log(v))
+		}
 	}
 	metrics := map[string]float64{"rewards/ppl/empty": float64(empty)}
-	for _, k := range []string{"ppl/word", "ppl/phrase", "ppl/sentence", "ppl/aggregate", "ppl/improvement"} {
-		metrics[k], _ = NaNMeanStd(sums[k])
+	var batch Levels
+	for k, dst := range []*float64{&batch.Word, &batch.Phrase, &batch.Sentence} {
+		m, _ := NaNMeanStd(logs[k])
+		*dst = math.Exp(m)
 	}
+	metrics["ppl/word"], metrics["ppl/phrase"], metrics["ppl/sentence"] = batch.Word, batch.Phrase, batch.Sentence
+	metrics["ppl/aggregate"] = Aggregate(batch, p.Weights)
+	metrics["ppl/improvement"] = Improvement(batch, p.Baselines, p.Weights)
 	return values, metrics, nil
 }
 

@@ -172,6 +172,16 @@ func TestOneWordAndEmpty(t *testing.T) {
 	near(t, "ppl/word", metrics["ppl/word"], 9)
 	near(t, "ppl/improvement", metrics["ppl/improvement"], 0.1)
 	near(t, "reward", vals[1], 1)
+
+	// Batch levels are geometric means: words of perplexity 4 and 16 average to 8.
+	_, metrics, err = p.Score([]Sample{
+		{Completion: "a", Spans: []Span{{0, 1}}, NLL: []float64{math.Log(4)}},
+		{Completion: "b", Spans: []Span{{0, 1}}, NLL: []float64{math.Log(16)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "ppl/word (geometric)", metrics["ppl/word"], 8)
+	near(t, "ppl/improvement of the batch levels", metrics["ppl/improvement"], 0.2)
 }
 
 func TestAggregateAndImprovement(t *testing.T) {
