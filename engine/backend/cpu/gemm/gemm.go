@@ -2,10 +2,13 @@
 // backward pass.
 //
 // Sgemm follows the usual blocked design: op(B) is packed kc×nc at a time into micro-panels,
-// op(A) mc×kc at a time, and an assembly micro-kernel (AVX-512 or AVX2+FMA, chosen from the
-// CPU's features; plain Go elsewhere or with the purego build tag) computes one register tile
-// of C per call. Work is split over Threads() goroutines by tiles of C. SgemmRef is the plain
-// reference every path is tested against.
+// op(A) mc×kc at a time, and an assembly micro-kernel computes one register tile of C per call:
+// 14×32 with AVX-512 (28×16 when n ≤ 16), 6×16 with AVX2+FMA, chosen from the CPU's features,
+// and a 4×4 plain-Go kernel elsewhere or with the purego build tag. The transpositions are done
+// by the packing, so NN, NT, TN and TT all run the same kernels. x·Wᵀ with few rows on either
+// side (decoding, LoRA's rank) skips packing: a dot-product kernel reads both rows in place.
+// Work is split over Threads() goroutines by tiles of C, each packing its own operands.
+// SgemmRef is the plain reference every path is tested against.
 package gemm
 
 import (
@@ -123,18 +126,12 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 	}
 	// Tiles are dealt in whole micro-tiles so that only the matrix edge has partial ones.
 	mu, nu := ceilDiv(m, kr.mr), ceilDiv(n, kr.nr)
-	var wg sync.WaitGroup
-	for t := tm*tn - 1; t >= 0; t-- {
+	parallelFor(tm*tn, tm*tn, func(t int) {
 		ti, tj := t/tn, t%tn
 		r0, r1 := min(m, ti*mu/tm*kr.mr), min(m, (ti+1)*mu/tm*kr.mr)
 		c0, c1 := min(n, tj*nu/tn*kr.nr), min(n, (tj+1)*nu/tn*kr.nr)
-		if t == 0 {
-			j.work(r0, r1, c0, c1)
-		} else {
-			wg.Go(func() { j.work(r0, r1, c0, c1) })
-		}
-	}
-	wg.Wait()
+		j.work(r0, r1, c0, c1)
+	})
 }
 
 // split picks the grid tm×tn of goroutines over C (tm·tn ≤ t) that minimises the busiest

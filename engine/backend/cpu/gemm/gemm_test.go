@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -92,24 +93,53 @@ func absBound(tc gemmCase, a []float32, lda int, b []float32, ldb int, c0 []floa
 	return s
 }
 
-// compare checks got against want over the m×n window of C and that the padding between rows
-// was left alone.
-func compare(t *testing.T, tc gemmCase, a []float32, lda int, b []float32, ldb int, c0, got, want []float32, ldc int) {
+// fixture is one case's operands, its SgemmRef result and each element's tolerance, made once
+// and shared by every kernel, packer and goroutine count.
+type fixture struct {
+	a, b, c0, want []float32
+	lda, ldb, ldc  int
+	tol            []float64
+}
+
+var fixtures = map[gemmCase]*fixture{}
+
+func fixtureFor(tc gemmCase) *fixture {
+	if f := fixtures[tc]; f != nil {
+		return f
+	}
+	rng := rand.New(rand.NewPCG(uint64(tc.m*1000003+tc.n*1009+tc.k), uint64(tc.pad)))
+	f := &fixture{}
+	f.a, f.lda, f.b, f.ldb, f.c0, f.ldc = tc.operands(rng)
+	f.want = append([]float32(nil), f.c0...)
+	SgemmRef(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, f.a, f.lda, f.b, f.ldb, tc.beta, f.want, f.ldc)
+	f.tol = make([]float64, len(f.c0))
+	for i := 0; i < tc.m; i++ {
+		for j := 0; j < tc.n; j++ {
+			f.tol[i*f.ldc+j] = tolerance(tc.k, absBound(tc, f.a, f.lda, f.b, f.ldb, f.c0, f.ldc, i, j))
+		}
+	}
+	fixtures[tc] = f
+	return f
+}
+
+// compare checks got against the reference over the m×n window of C and that the padding
+// between rows was left alone.
+func compare(t *testing.T, tc gemmCase, f *fixture, got []float32) {
 	t.Helper()
 	bad := 0
 	for i := 0; i < tc.m; i++ {
-		for j := 0; j < ldc; j++ {
-			g, w := got[i*ldc+j], want[i*ldc+j]
+		for j := 0; j < f.ldc; j++ {
+			x := i*f.ldc + j
+			g, w := got[x], f.want[x]
 			if j >= tc.n {
-				if math.Float32bits(g) != math.Float32bits(c0[i*ldc+j]) {
-					t.Errorf("C[%d,%d] in the row padding changed: %g → %g", i, j, c0[i*ldc+j], g)
+				if math.Float32bits(g) != math.Float32bits(f.c0[x]) {
+					t.Errorf("C[%d,%d] in the row padding changed: %g → %g", i, j, f.c0[x], g)
 					bad++
 				}
 				continue
 			}
-			tol := tolerance(tc.k, absBound(tc, a, lda, b, ldb, c0, ldc, i, j))
-			if d := math.Abs(float64(g) - float64(w)); !(d <= tol) {
-				t.Errorf("C[%d,%d] = %g, reference %g (diff %.3g > tolerance %.3g)", i, j, g, w, d, tol)
+			if d := math.Abs(float64(g) - float64(w)); !(d <= f.tol[x]) {
+				t.Errorf("C[%d,%d] = %g, reference %g (diff %.3g > tolerance %.3g)", i, j, g, w, d, f.tol[x])
 				bad++
 			}
 			if bad > 10 {
@@ -143,13 +173,10 @@ func testCases() []gemmCase {
 
 // runCase compares the kernel's path with SgemmRef on one case.
 func runCase(t *testing.T, kr *kernel, tc gemmCase) {
-	rng := rand.New(rand.NewPCG(uint64(tc.m*1000003+tc.n*1009+tc.k), uint64(tc.pad)))
-	a, lda, b, ldb, c0, ldc := tc.operands(rng)
-	want := append([]float32(nil), c0...)
-	SgemmRef(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, want, ldc)
-	got := append([]float32(nil), c0...)
-	sgemm(kr, tc.transA, tc.m, tc.n, tc.k, tc.alpha, a, lda, operandB{b: b, ld: ldb, trans: tc.transB}, tc.beta, got, ldc)
-	compare(t, tc, a, lda, b, ldb, c0, got, want, ldc)
+	f := fixtureFor(tc)
+	got := append([]float32(nil), f.c0...)
+	sgemm(kr, tc.transA, tc.m, tc.n, tc.k, tc.alpha, f.a, f.lda, operandB{b: f.b, ld: f.ldb, trans: tc.transB}, tc.beta, got, f.ldc)
+	compare(t, tc, f, got)
 }
 
 // TestKernels runs every kernel this CPU has, with each packing routine, on one, two and three
@@ -332,5 +359,20 @@ func TestConcurrentCalls(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// TestParallelFor checks that every item runs exactly once whatever the goroutine count.
+func TestParallelFor(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 7, 100} {
+		for _, g := range []int{1, 2, 3, 16} {
+			counts := make([]atomic.Int32, n)
+			parallelFor(n, g, func(i int) { counts[i].Add(1) })
+			for i := range counts {
+				if c := counts[i].Load(); c != 1 {
+					t.Errorf("n=%d goroutines=%d: item %d ran %d times", n, g, i, c)
+				}
+			}
+		}
 	}
 }

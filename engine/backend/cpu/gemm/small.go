@@ -1,7 +1,5 @@
 package gemm
 
-import "sync"
-
 // smallNT computes C = alpha·A·Bᵀ + beta·C when A or B has few rows (m ≤ kr.dotM or n ≤ kr.dotN)
 // with the dot kernel, 4 rows of A by 4 rows of B at a time. The few rows stay in cache while
 // the many are streamed once, split over the goroutines. Partial tiles at the edges run on
@@ -15,24 +13,22 @@ func smallNT(kr *kernel, m, n, k int, alpha float32, a []float32, lda int, b []f
 	}
 	t := 1
 	if m*n*k >= minParallelWork {
-		t = min(Threads(), units)
+		t = Threads()
 	}
-	total := 4 * units
-	var wg sync.WaitGroup
-	for g := t - 1; g >= 0; g-- {
-		lo, hi := g*units/t*4, min((g+1)*units/t*4, total)
+	// A few chunks per goroutine: without packing to repeat, finer chunks cost nothing and
+	// let an early goroutine take over a late one's share.
+	chunks := min(units, 4*t)
+	if t == 1 {
+		chunks = 1
+	}
+	parallelFor(chunks, t, func(g int) {
+		lo, hi := g*units/chunks*4, (g+1)*units/chunks*4
 		i0, i1, j0, j1 := 0, m, min(lo, n), min(hi, n)
 		if byRows {
 			i0, i1, j0, j1 = min(lo, m), min(hi, m), 0, n
 		}
-		run := func() { smallNTBlock(kr, i0, i1, j0, j1, k, byRows, alpha, a, lda, b, ldb, beta, c, ldc) }
-		if g == 0 {
-			run()
-		} else {
-			wg.Go(run)
-		}
-	}
-	wg.Wait()
+		smallNTBlock(kr, i0, i1, j0, j1, k, byRows, alpha, a, lda, b, ldb, beta, c, ldc)
+	})
 }
 
 // smallNTBlock computes rows i0..i1-1, columns j0..j1-1 of C for smallNT, the outer loop over
