@@ -8,9 +8,14 @@ var geluC = float32(math.Sqrt(2 / math.Pi))
 // GELUForward sets out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) over n elements.
 func GELUForward(out, inp []float32, n int) {
 	For(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x := inp[i]
-			out[i] = 0.5 * x * (1 + tanhf(geluC*(x+0.044715*x*x*x)))
+		var buf [expChunk]float32
+		for c := lo; c < hi; c += expChunk {
+			x := inp[c:min(c+expChunk, hi)]
+			t := tanhChunk(buf[:len(x)], x)
+			o := out[c : c+len(x)]
+			for i, v := range x {
+				o[i] = 0.5 * v * (1 + t[i])
+			}
 		}
 	})
 }
@@ -18,10 +23,14 @@ func GELUForward(out, inp []float32, n int) {
 // GELUBackward accumulates dinp += dout·GELU'(inp).
 func GELUBackward(dinp, dout, inp []float32, n int) {
 	For(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x := inp[i]
-			t := tanhf(geluC * (x + 0.044715*x*x*x))
-			dinp[i] += dout[i] * (0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*x*x))
+		var buf [expChunk]float32
+		for c := lo; c < hi; c += expChunk {
+			x := inp[c:min(c+expChunk, hi)]
+			t := tanhChunk(buf[:len(x)], x)
+			di, do := dinp[c:c+len(x)], dout[c:c+len(x)]
+			for i, v := range x {
+				di[i] += do[i] * (0.5*(1+t[i]) + 0.5*v*(1-t[i]*t[i])*geluC*(1+3*0.044715*v*v))
+			}
 		}
 	})
 }
@@ -29,9 +38,15 @@ func GELUBackward(dinp, dout, inp []float32, n int) {
 // SwiGLUForward sets out = SiLU(gate)·up over n elements, SiLU(g) = g·σ(g).
 func SwiGLUForward(out, gate, up []float32, n int) {
 	For(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := gate[i]
-			out[i] = g / (1 + expf(-g)) * up[i]
+		var buf [expChunk]float32
+		for c := lo; c < hi; c += expChunk {
+			g := gate[c:min(c+expChunk, hi)]
+			e := buf[:len(g)]
+			expAffine(e, g, -1, 0, 0) // e^−g
+			o, u := out[c:c+len(g)], up[c:c+len(g)]
+			for i, v := range g {
+				o[i] = v / (1 + e[i]) * u[i]
+			}
 		}
 	})
 }
@@ -40,11 +55,17 @@ func SwiGLUForward(out, gate, up []float32, n int) {
 // with SiLU'(g) = σ(g)·(1 + g·(1−σ(g))).
 func SwiGLUBackward(dgate, dup, dout, gate, up []float32, n int) {
 	For(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := gate[i]
-			s := 1 / (1 + expf(-g))
-			dgate[i] += dout[i] * up[i] * s * (1 + g*(1-s))
-			dup[i] += dout[i] * g * s
+		var buf [expChunk]float32
+		for c := lo; c < hi; c += expChunk {
+			g := gate[c:min(c+expChunk, hi)]
+			e := buf[:len(g)]
+			expAffine(e, g, -1, 0, 0) // e^−g
+			dg, du, do, u := dgate[c:c+len(g)], dup[c:c+len(g)], dout[c:c+len(g)], up[c:c+len(g)]
+			for i, v := range g {
+				s := 1 / (1 + e[i])
+				dg[i] += do[i] * u[i] * s * (1 + v*(1-s))
+				du[i] += do[i] * v * s
+			}
 		}
 	})
 }
@@ -52,3 +73,16 @@ func SwiGLUBackward(dgate, dup, dout, gate, up []float32, n int) {
 // tanhf is tanh through expf: 1 − 2/(e^{2x}+1), exact enough where GELU uses it (its
 // absolute error stays near float32's epsilon).
 func tanhf(x float32) float32 { return 1 - 2/(expf(2*x)+1) }
+
+// tanhChunk sets t[i] = tanhf(√(2/π)·(x + 0.044715·x³)), GELU's inner tanh, through the
+// vector exp, and returns t.
+func tanhChunk(t, x []float32) []float32 {
+	for i, v := range x {
+		t[i] = geluC * (v + 0.044715*v*v*v)
+	}
+	expAffine(t, t, 2, 0, 0)
+	for i, e := range t {
+		t[i] = 1 - 2/(e+1)
+	}
+	return t
+}

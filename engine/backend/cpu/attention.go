@@ -150,10 +150,9 @@ func softmaxInPlace(x []float32) {
 	for _, v := range x {
 		mx = max(mx, v)
 	}
+	expAffine(x, x, 1, -mx, 0)
 	var sum float64
-	for j, v := range x {
-		e := expf(v - mx)
-		x[j] = e
+	for _, e := range x {
 		sum += float64(e)
 	}
 	inv := float32(1 / sum)

@@ -20,9 +20,14 @@ func LogProbForward(logp, entropy, logits []float32, targets []int32, rows, voca
 			if entropy != nil {
 				// H = lse − Σ p·z with z = x·invTemp − max
 				var spz float64
-				for _, v := range row {
-					z := v*invTemp - mx
-					spz += float64(expf(z-float32(lse)) * z)
+				var buf [expChunk]float32
+				for c := 0; c < len(row); c += expChunk {
+					part := row[c:min(c+expChunk, len(row))]
+					p := buf[:len(part)]
+					expAffine(p, part, invTemp, -mx, -float32(lse))
+					for j, v := range part {
+						spz += float64(p[j] * (v*invTemp - mx))
+					}
 				}
 				entropy[r] = float32(lse - spz)
 			}
@@ -42,9 +47,15 @@ func LogProbBackward(dlogits, dlogp, logits []float32, targets []int32, rows, vo
 			row, d := logits[r*vocab:(r+1)*vocab], dlogits[r*vocab:(r+1)*vocab]
 			mx, lse := logSumExp(row, invTemp)
 			g := dlogp[r] * invTemp
-			lsef := float32(lse)
-			for j, v := range row {
-				d[j] -= g * expf(v*invTemp-mx-lsef)
+			var buf [expChunk]float32
+			for c := 0; c < len(row); c += expChunk {
+				part := row[c:min(c+expChunk, len(row))]
+				p := buf[:len(part)]
+				expAffine(p, part, invTemp, -mx, -float32(lse))
+				dc := d[c : c+len(p)]
+				for j, e := range p {
+					dc[j] -= g * e
+				}
 			}
 			d[t] += g
 		}
@@ -66,8 +77,14 @@ func logSumExp(x []float32, invTemp float32) (float32, float64) {
 		mx = max(mx, v*invTemp)
 	}
 	var s float64
-	for _, v := range x {
-		s += float64(expf(v*invTemp - mx))
+	var buf [expChunk]float32
+	for c := 0; c < len(x); c += expChunk {
+		part := x[c:min(c+expChunk, len(x))]
+		p := buf[:len(part)]
+		expAffine(p, part, invTemp, -mx, 0)
+		for _, e := range p {
+			s += float64(e)
+		}
 	}
 	return mx, math.Log(s)
 }
