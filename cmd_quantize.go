@@ -226,6 +226,9 @@ func quantizeModel(dir, out string, opt quant.Options, progress io.Writer) (quan
 		return sum, err
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
+		return sum, err
+	}
 	if err := writeQuantWeights(tmp, tensors); err != nil {
 		return sum, err
 	}

@@ -125,6 +125,9 @@ func TestQuantizeLlama(t *testing.T) {
 	if !strings.Contains(stdout, "14 quantized, 7 kept") || !strings.Contains(stdout, "bits per parameter") {
 		t.Errorf("summary:\n%s", stdout)
 	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("output folder mode %v (%v), want rwxr-xr-x", st.Mode(), err)
+	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Errorf("the parent holds %d entries, want src and q (no temporary folder left)", len(entries))
