@@ -188,7 +188,9 @@ func TestReplayInTmux(t *testing.T) {
 		tm.keys("c")
 		tm.waitFor("checkpoints · 3", "checkpoints/step-000060", "q_proj.lora_B norm grew")
 		tm.keys("Up", "Enter")
-		tm.waitFor("inspection is not available in this session")
+		// The replay inspects the real folder: the fixture's stub checkpoint has no weights,
+		// and the report says which file is missing.
+		tm.waitFor("adapter_model.safetensors")
 		// An escape followed at once by another key reads as alt+key: wait for each screen.
 		tm.keys("Escape")
 		tm.waitFor("KL divergence")
