@@ -225,7 +225,7 @@ func quantizeModel(dir, out string, opt quant.Options, progress io.Writer) (quan
 	if err != nil {
 		return sum, err
 	}
-	defer os.RemoveAll(tmp) // a no-op once renamed
+	defer os.RemoveAll(tmp)                      // a no-op once renamed
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
 		return sum, err
 	}

@@ -86,8 +86,8 @@ func loadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
 	if tok.VocabSize() > m.Config.Vocab {
 		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
 	}
-	fmt.Fprintf(os.Stderr, "loaded %s (%s, %.1fM parameters) in %.2fs\n", dir, m.Config.ModelType,
-		float64(m.NumParams())/1e6, time.Since(start).Seconds())
+	fmt.Fprintf(os.Stderr, "loaded %s (%s, %.1fM parameters, %.1f MiB resident) in %.2fs\n", dir, m.Config.ModelType,
+		float64(m.NumParams())/1e6, float64(m.ResidentBytes())/(1<<20), time.Since(start).Seconds())
 	return m, tok, nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/model"
+	"rlhfstation/quant"
 )
 
 // Estimate is the memory a run needs at its peak, by part, in bytes.
@@ -28,7 +30,7 @@ func (m Estimate) Total() int64 {
 // EstimateMemory predicts a run's peak memory from the model's shape and the run's sizes.
 // It is deliberately generous: activations count every per-row buffer the tape keeps (the
 // block's inputs, norms, projections, attention weights over the sequence, MLP).
-func EstimateMemory(mc *model.Config, c *config.Config) Estimate {
+func EstimateMemory(mc *model.Config, c *config.Config, quantizedFolder bool) Estimate {
 	params := int64(mc.Vocab)*int64(mc.Dim)*2 + int64(mc.Layers)*(int64(mc.Dim)*int64(mc.QDim()+2*mc.KVDim()+mc.QDim())+3*int64(mc.Dim)*int64(mc.Hidden))
 	linears := int64(mc.Layers) * (int64(mc.Dim)*int64(mc.QDim()+2*mc.KVDim()+mc.QDim()) + 3*int64(mc.Dim)*int64(mc.Hidden))
 	seq := int64(c.MaxCompletionLength)
@@ -41,8 +43,11 @@ func EstimateMemory(mc *model.Config, c *config.Config) Estimate {
 	seqs := int64(c.PerDeviceTrainBatchSize) * int64(c.NumGenerations)
 	rows := seqs * seq
 	e := Estimate{Weights: params * 4}
-	if c.Quant.Type != "none" {
-		e.Quantized = linears / 2 * 33 / 32
+	switch {
+	case quantizedFolder: // the linears arrive 4-bit (≈4.13 bits each) and stay so
+		e.Weights = (params-linears)*4 + linears*413/800
+	case c.Quant.Type != "none": // the 4-bit copy is made from the loaded float32 weights
+		e.Quantized = linears * 413 / 800
 	}
 	e.KVCache = seqs * seq * int64(mc.Layers) * 2 * int64(mc.KVDim()) * 4
 	perRow := int64(12*mc.Dim+2*mc.QDim()+2*mc.KVDim()+4*mc.Hidden) + int64(mc.Heads)*seq
@@ -52,8 +57,12 @@ func EstimateMemory(mc *model.Config, c *config.Config) Estimate {
 }
 
 // checkMemory refuses a run whose estimate exceeds the memory available, saying what to lower.
-func checkMemory(mc *model.Config, c *config.Config) error {
-	est := EstimateMemory(mc, c)
+func checkMemory(dir string, mc *model.Config, c *config.Config) error {
+	quantized := false
+	if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+		_, quantized, _ = quant.IsQuantized(b)
+	}
+	est := EstimateMemory(mc, c, quantized)
 	avail, ok := availableMemory()
 	if !ok || est.Total() < avail*9/10 {
 		return nil

@@ -46,7 +46,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMemory(mc, cfg); err != nil {
+	if err := checkMemory(opts.ModelDir, mc, cfg); err != nil {
 		return nil, err
 	}
 	e.prompts, err = e.loadPrompts()
