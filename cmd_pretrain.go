@@ -60,7 +60,7 @@ func runPretrain(args []string) error {
 	fs.IntVar(&d.Steps, "steps", d.Steps, "training steps `N`")
 	fs.IntVar(&d.Batch, "batch", d.Batch, "windows `B` per step (B·T tokens a step)")
 	fs.Float64Var(&d.LR, "lr", d.LR, "peak learning rate `X`")
-	fs.IntVar(&d.Warmup, "warmup", d.Warmup, "warm-up steps `N` (linear from 0), then cosine decay to 0")
+	fs.IntVar(&d.Warmup, "warmup", d.Warmup, "warm-up steps `N` (linear from 0; a tenth of --steps when not below them), then cosine decay to 0")
 	fs.Float64Var(&d.WeightDecay, "weight-decay", d.WeightDecay, "AdamW weight decay `X` on matrices (norm weights never decay)")
 	fs.Float64Var(&d.Clip, "clip", d.Clip, "clip the gradient's global norm to `X`; negative for no clipping")
 	fs.Uint64Var(&d.Seed, "seed", d.Seed, "random `seed`: corpus, initial weights, windows")

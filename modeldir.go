@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"rlhfstation/engine"
+	"rlhfstation/engine/builtin"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
 )
@@ -40,7 +41,7 @@ var builtinRunDefaults = map[string]any{
 
 // builtinModelDir is the built-in model's folder.
 func builtinModelDir() (string, error) {
-	return "", usagef("no model: give --model DIR (a Hugging Face model folder) or set RLHFSTATION_MODEL")
+	return builtin.Dir()
 }
 
 // modelFlags are the flags of every command that runs a model.

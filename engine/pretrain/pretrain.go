@@ -34,7 +34,7 @@ type Options struct {
 	Steps       int
 	Batch       int     // windows per step
 	LR          float64 // peak learning rate
-	Warmup      int     // warm-up steps (linear from 0)
+	Warmup      int     // warm-up steps (linear from 0); a tenth of Steps when it is not below Steps
 	WeightDecay float64 // on matrices (embedding included), never on norm weights
 	Clip        float64 // global gradient-norm clip; <0 disables
 	Seed        uint64
@@ -49,8 +49,8 @@ func Defaults() Options {
 	return Options{
 		Config: model.Config{ModelType: "llama", Vocab: 2048, Dim: 192, Layers: 4, Heads: 6, KVHeads: 2,
 			Hidden: 512, MaxPos: 256, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, BOS: -1},
-		Corpus: Synthetic, CorpusBytes: 24 << 20, ValBytes: 256 << 10, TokenizerBytes: 4 << 20,
-		Steps: 1500, Batch: 8, LR: 3e-3, Warmup: 100, WeightDecay: 0.1, Clip: 1, Seed: 1,
+		Corpus: Synthetic, CorpusBytes: 12 << 20, ValBytes: 256 << 10, TokenizerBytes: 4 << 20,
+		Steps: 1500, Batch: 8, LR: 5e-3, Warmup: 100, WeightDecay: 0.1, Clip: 1, Seed: 1,
 		EvalEvery: 250, EvalTokens: 32768,
 	}
 }
@@ -93,6 +93,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clip == 0 {
 		o.Clip = d.Clip
+	}
+	if o.Warmup >= o.Steps {
+		o.Warmup = o.Steps / 10
 	}
 	return o
 }
