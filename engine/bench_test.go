@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"rlhfstation/engine/grpo"
+	"rlhfstation/engine/lora"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/optim"
+	"rlhfstation/internal/testref"
+)
+
+// Sizes of the benchmarked GRPO step (bench/README.md): 2 prompts × 8 generations, prompts of
+// 32 tokens, 64 new tokens each with no stop token, so both sides do the same work.
+const (
+	benchPrompts = 2
+	benchGens    = 8
+	benchPromptN = 32
+	benchNew     = 64
+)
+
+// benchBuiltinShape stands in for the built-in model when engine/builtin/model is absent.
+var benchBuiltinShape = model.Config{ModelType: "llama", Vocab: 2048, Dim: 192, Layers: 4, Heads: 6, KVHeads: 2,
+	Hidden: 512, MaxPos: 256, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, BOS: -1}
+
+// bench25MShape is a llama of about 25M parameters (29M with its tied 8192×512 embedding).
+var bench25MShape = model.Config{ModelType: "llama", Vocab: 8192, Dim: 512, Layers: 8, Heads: 8, KVHeads: 4,
+	Hidden: 1536, MaxPos: 512, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, BOS: -1}
+
+// grpoBench is one GRPO step's state: an fp32 base (no NF4, as PyTorch's side has none), LoRA
+// r 16 / alpha 32 on every linear, AdamW, a reused training tape.
+type grpoBench struct {
+	m       *model.Model
+	params  []*optim.Param
+	opt     *optim.AdamW
+	tape    *model.Tape
+	prompts [][]int
+}
+
+func newGRPOBench(m *model.Model) *grpoBench {
+	lc := lora.Config{R: 16, Alpha: 32, TargetModules: []string{"all-linear"}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := &grpoBench{m: m, tape: m.NewTape()}
+	for _, l := range m.Linears() {
+		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
+		l.Adapter = &adapter{layer: ll}
+		an, bn := lora.TensorNames(l.Name)
+		s.params = append(s.params, &optim.Param{Name: an, Data: ll.A, Grad: ll.GradA},
+			&optim.Param{Name: bn, Data: ll.B, Grad: ll.GradB})
+	}
+	s.opt = optim.NewAdamW(s.params, 0.9, 0.999, 1e-8, 0)
+	for p := 0; p < benchPrompts; p++ {
+		ids := make([]int, benchPromptN)
+		for i := range ids {
+			ids[i] = rng.IntN(m.Config.Vocab)
+		}
+		for g := 0; g < benchGens; g++ {
+			s.prompts = append(s.prompts, ids)
+		}
+	}
+	return s
+}
+
+// phases are the seconds of one step's parts.
+type phases struct{ rollout, scoring, lossBackward, update float64 }
+
+func (p phases) total() float64 { return p.rollout + p.scoring + p.lossBackward + p.update }
+
+// step runs one GRPO step as trainStep does (DESIGN §5: dapo, beta 0.04, group advantages),
+// with a reward computed from the tokens (the share of even ids) in place of the preset's.
+func (s *grpoBench) step(seed uint64) (phases, error) {
+	var ph phases
+	m := s.m
+	t0 := time.Now()
+	m.AdaptersOff = false
+	gen, err := m.Generate(s.prompts, model.GenerateOptions{MaxNewTokens: benchNew, Temperature: 1, Seed: seed, NoEOS: true})
+	if err != nil {
+		return ph, err
+	}
+	t1 := time.Now()
+	seqs := make([][]int, len(s.prompts))
+	for i, p := range s.prompts {
+		seqs[i] = append(append(make([]int, 0, len(p)+len(gen.Tokens[i])), p...), gen.Tokens[i]...)
+	}
+	m.AdaptersOff = true
+	ref, err := m.LogProbs(seqs, 1)
+	m.AdaptersOff = false
+	if err != nil {
+		return ph, err
+	}
+	t2 := time.Now()
+	rewards := make([]float64, len(seqs))
+	total := 0
+	for i, toks := range gen.Tokens {
+		for _, id := range toks {
+			if id%2 == 0 {
+				rewards[i]++
+			}
+		}
+		rewards[i] /= float64(len(toks))
+		total += len(toks)
+	}
+	adv, _, err := grpo.Advantages(rewards, benchGens, grpo.ScaleGroup)
+	if err != nil {
+		return ph, err
+	}
+	optim.ZeroGrad(s.params)
+	if err := m.ForwardTrain(s.tape, seqs, model.TrainOptions{Temperature: 1, Entropy: true}); err != nil {
+		return ph, err
+	}
+	gs := make([]grpo.Sequence, len(seqs))
+	for i, p := range s.prompts {
+		n := len(gen.Tokens[i])
+		lp, rl := make([]float64, n), make([]float64, n)
+		for k := 0; k < n; k++ {
+			lp[k], rl[k] = float64(s.tape.LogProbs[i][len(p)+k]), float64(ref[i][len(p)+k])
+		}
+		gs[i] = grpo.Sequence{LogP: lp, RefLogP: rl, Advantage: adv[i]}
+	}
+	res, err := grpo.Loss(gs, grpo.Params{Beta: 0.04, Epsilon: 0.2, EpsilonHigh: 0.2, LossType: grpo.LossDAPO, Tokens: total})
+	if err != nil {
+		return ph, err
+	}
+	dlogp := make([][]float32, len(seqs))
+	for i, p := range s.prompts {
+		d := make([]float32, len(seqs[i]))
+		for k, g := range res.Grad[i] {
+			d[len(p)+k] = float32(g)
+		}
+		dlogp[i] = d
+	}
+	if err := m.Backward(s.tape, dlogp, nil); err != nil {
+		return ph, err
+	}
+	t3 := time.Now()
+	optim.ClipGradNorm(s.params, 1)
+	s.opt.Update(1e-5)
+	t4 := time.Now()
+	return phases{t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), t3.Sub(t2).Seconds(), t4.Sub(t3).Seconds()}, nil
+}
+
+// benchModels are the benchmarked models: the built-in one (its shape with random weights
+// when engine/builtin/model is absent) and a random ~25M llama.
+func benchModels() []struct {
+	name string
+	load func() (*model.Model, error)
+} {
+	return []struct {
+		name string
+		load func() (*model.Model, error)
+	}{
+		{"builtin", func() (*model.Model, error) {
+			dir := filepath.Join("builtin", "model")
+			if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+				return model.Load(dir)
+			}
+			return model.NewRandom(benchBuiltinShape, 1)
+		}},
+		{"llama25M", func() (*model.Model, error) { return model.NewRandom(bench25MShape, 1) }},
+	}
+}
+
+// BenchmarkGRPOStep times one GRPO step (rollout, scoring, loss+backward, update) on each
+// model, after one warm-up step, and reports tokens/s (prompt + completion tokens of every
+// sequence per second of the step), each phase's seconds and the process's CPU seconds per
+// step. Unless -short, it then runs the same step in PyTorch (bench/grpo_step.py: one warm-up
+// and as many timed steps, with GOMAXPROCS threads, or $RLHFSTATION_TORCH_THREADS) and reports
+// its figures and x-torch, the ratio of the two speeds. See bench/README.md.
+func BenchmarkGRPOStep(b *testing.B) {
+	for _, bm := range benchModels() {
+		b.Run(bm.name, func(b *testing.B) {
+			m, err := bm.load()
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := newGRPOBench(m)
+			if _, err := s.step(0); err != nil { // warm-up: buffers and tape grow once
+				b.Fatal(err)
+			}
+			var sum phases
+			cpu0 := cpuSeconds()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ph, err := s.step(uint64(i + 1))
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum.rollout += ph.rollout
+				sum.scoring += ph.scoring
+				sum.lossBackward += ph.lossBackward
+				sum.update += ph.update
+			}
+			b.StopTimer()
+			n := float64(b.N)
+			cpu := (cpuSeconds() - cpu0) / n
+			tokens := float64(len(s.prompts) * (benchPromptN + benchNew))
+			goRate := tokens * n / sum.total()
+			b.ReportMetric(goRate, "tokens/s")
+			b.ReportMetric(sum.rollout/n, "rollout-s")
+			b.ReportMetric(sum.scoring/n, "scoring-s")
+			b.ReportMetric(sum.lossBackward/n, "lossbwd-s")
+			b.ReportMetric(sum.update/n, "update-s")
+			b.ReportMetric(cpu, "cpu-s")
+			b.ReportMetric(float64(m.NumParams()), "params")
+			if testing.Short() {
+				return
+			}
+			t, err := torchStep(b, &m.Config, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(t.TokensPerS, "torch-tokens/s")
+			b.ReportMetric(t.RolloutS, "torch-rollout-s")
+			b.ReportMetric(t.ScoringS, "torch-scoring-s")
+			b.ReportMetric(t.LossBackwardS, "torch-lossbwd-s")
+			b.ReportMetric(t.UpdateS, "torch-update-s")
+			b.ReportMetric(t.CPUS, "torch-cpu-s")
+			b.ReportMetric(goRate/t.TokensPerS, "x-torch")
+		})
+	}
+}
+
+// torchResult is bench/grpo_step.py's answer.
+type torchResult struct {
+	Tokens        int     `json:"tokens"`
+	RolloutS      float64 `json:"rollout_s"`
+	ScoringS      float64 `json:"scoring_s"`
+	LossBackwardS float64 `json:"loss_backward_s"`
+	UpdateS       float64 `json:"update_s"`
+	TokensPerS    float64 `json:"tokens_per_s"`
+	CPUS          float64 `json:"cpu_s"`
+}
+
+// cpuSeconds is the process's user + system CPU time: on a shared machine, the share of the
+// cores a step actually got shows next to its wall time.
+func cpuSeconds() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
+}
+
+// torchStep runs the PyTorch step on a model of c's shape (skipping without PyTorch).
+func torchStep(b *testing.B, c *model.Config, steps int) (torchResult, error) {
+	py := testref.Python(b)
+	shape, _ := json.Marshal(map[string]any{"vocab": c.Vocab, "dim": c.Dim, "layers": c.Layers, "heads": c.Heads,
+		"kv_heads": c.KVHeads, "head_dim": c.HeadDim, "hidden": c.Hidden, "tie": c.TieEmbed, "rope_theta": c.RopeTheta,
+		"norm_eps": c.NormEps})
+	threads := os.Getenv("RLHFSTATION_TORCH_THREADS")
+	if threads == "" {
+		threads = fmt.Sprint(runtime.GOMAXPROCS(0)) // go test -cpu 1,2 compares thread for thread
+	}
+	cmd := exec.Command(py, filepath.Join("..", "bench", "grpo_step.py"), "--shape", string(shape),
+		"--prompts", fmt.Sprint(benchPrompts), "--generations", fmt.Sprint(benchGens),
+		"--prompt-len", fmt.Sprint(benchPromptN), "--new", fmt.Sprint(benchNew),
+		"--steps", fmt.Sprint(steps), "--warmup", "1", "--threads", threads)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return torchResult{}, fmt.Errorf("bench/grpo_step.py: %w", err)
+	}
+	var r torchResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, fmt.Errorf("bench/grpo_step.py output: %w", err)
+	}
+	if want := benchPrompts * benchGens * (benchPromptN + benchNew); r.Tokens != want {
+		return r, fmt.Errorf("bench/grpo_step.py processed %d tokens a step, the Go step %d", r.Tokens, want)
+	}
+	return r, nil
+}
