@@ -20,7 +20,7 @@ func resolveModelDir(flagValue string) (string, error) {
 	if env := os.Getenv("RLHFSTATION_MODEL"); env != "" {
 		return env, nil
 	}
-	return "", usagef("no model: give --model DIR (a Hugging Face model folder) or set RLHFSTATION_MODEL")
+	return builtinModelDir()
 }
 
 // modelFlagHelp is the -h text of every --model flag.
