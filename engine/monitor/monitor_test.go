@@ -180,11 +180,11 @@ func TestGradNormAndZeroStd(t *testing.T) {
 }
 
 func TestZScoreCatchesAJump(t *testing.T) {
-	// loss has no rule of its own: a step change is the z-score's.
+	// completions/mean_length has no rule of its own: a step change is the z-score's.
 	for _, seed := range seeds {
 		s := cleanStream(seed)
-		s.set("loss", 180, streamSteps, func(_ int, old float64) float64 { return old + 0.5 })
-		e := expectOne(t, runStream(t, s, DefaultThresholds()), RuleZScore, "loss", events.Info, 180, 181)
+		s.set("completions/mean_length", 180, streamSteps, func(_ int, old float64) float64 { return old + 50 })
+		e := expectOne(t, runStream(t, s, DefaultThresholds()), RuleZScore, "completions/mean_length", events.Info, 180, 181)
 		if !strings.Contains(e.Message, "standard deviations") {
 			t.Fatalf("message: %s", e.Message)
 		}

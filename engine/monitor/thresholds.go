@@ -110,7 +110,10 @@ func DefaultThresholds() Thresholds {
 		ZScore:      3,
 		ZSteps:      3,
 		ZExtreme:    6,
-		ZSkip:       []string{"learning_rate", "perf/", "mem/", "ntl/total_digits", "ntl/correct_digits"},
+		// GRPO's loss sits near zero by construction (advantages are centred per group), so its
+		// relative jumps say nothing; the per-batch reward spreads (*/std) are noise too.
+		ZSkip: []string{"learning_rate", "perf/", "mem/", "ntl/total_digits", "ntl/correct_digits", "loss",
+			"reward_std", "rewards/ppl/std", "rewards/ntl/std", "rewards/correctness/std", "rewards/format/std"},
 
 		KLMax:   0.30,
 		KLSteps: 2,
