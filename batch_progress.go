@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/internal/human"
 )
 
 // batchProgress renders a headless run's events: a progress bar redrawn in place on a
@@ -42,7 +43,7 @@ func (p *batchProgress) Handle(e events.Event) {
 		p.start, p.total, p.run = p.now(), e.TotalSteps, e.Run
 		params := ""
 		if e.Params != nil {
-			params = fmt.Sprintf(", %s trainable of %s parameters", humanCount(e.Params.Trainable), humanCount(e.Params.Total))
+			params = fmt.Sprintf(", %s trainable of %s parameters", human.Count(e.Params.Trainable), human.Count(e.Params.Total))
 		}
 		p.line(fmt.Sprintf("run %s: model %s on %s, preset %s, %d steps%s", e.Run, e.Model, e.Device, e.Preset, e.TotalSteps, params))
 	case events.Step:
@@ -179,16 +180,4 @@ func meanSE(x []float64) (mean, se float64) {
 		ss += (v - mean) * (v - mean)
 	}
 	return mean, math.Sqrt(ss/float64(len(x)-1)) / math.Sqrt(float64(len(x)))
-}
-
-func humanCount(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2fB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2fM", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1fk", float64(n)/1e3)
-	}
-	return fmt.Sprint(n)
 }

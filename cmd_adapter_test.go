@@ -69,7 +69,7 @@ func TestScoreAdapterMatchesMergedReference(t *testing.T) {
 		rslora bool
 	}{{"llama", tokDir, llama, false}, {"gpt2", gpt2Dir, g, true}} {
 		adapter := randomAdapter(t, c.m, 4, 8, c.rslora)
-		code, stdout, stderr := captureRun(t, "score", "--model", c.dir, "--adapter", adapter, "--json", text)
+		code, stdout, stderr := runCaptured(t, "score", "--model", c.dir, "--adapter", adapter, "--json", text)
 		if code != 0 {
 			t.Fatalf("%s: score exit %d: %s", c.name, code, stderr)
 		}

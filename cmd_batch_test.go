@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,28 +11,11 @@ import (
 	"rlhfstation/internal/testmodel"
 )
 
-// captureRun runs the command line with stdout and stderr captured.
-func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "stdout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = f
-	var errb bytes.Buffer
-	code = run(args, f, &errb)
-	os.Stdout = old
-	f.Close()
-	b, _ := os.ReadFile(f.Name())
-	return code, string(b), errb.String()
-}
-
 func TestBatchRunsAndResumes(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	dir := testmodel.Dir(t)
 	out := t.TempDir()
-	code, stdout, stderr := captureRun(t, "--batch", "--model", dir, "--out", out, "--steps", "3", "--batch-size", "2",
+	code, stdout, stderr := runCaptured(t, "--batch", "--model", dir, "--out", out, "--steps", "3", "--batch-size", "2",
 		"--num-generations", "4", "--max-completion-length", "8", "--save-steps", "2", "--run-name", "r", "--preset", "math")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -45,7 +27,7 @@ func TestBatchRunsAndResumes(t *testing.T) {
 	}
 	run := filepath.Join(out, "r")
 	// Resume to 5 steps: steps 4 and 5 are appended to the same events.jsonl.
-	code, stdout, stderr = captureRun(t, "--batch", "--resume", run, "--steps", "5", "--model", dir)
+	code, stdout, stderr = runCaptured(t, "--batch", "--resume", run, "--steps", "5", "--model", dir)
 	if code != 0 {
 		t.Fatalf("resume: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -69,19 +51,19 @@ func TestBatchRunsAndResumes(t *testing.T) {
 	// Bad configuration is a usage error naming the key and line.
 	cfg := filepath.Join(t.TempDir(), "run.toml")
 	os.WriteFile(cfg, []byte("max_steps = 3\nnum_generaitons = 4\n"), 0o644)
-	code, _, stderr = captureRun(t, "--batch", "--model", dir, "--config", cfg, "--out", out)
+	code, _, stderr = runCaptured(t, "--batch", "--model", dir, "--config", cfg, "--out", out)
 	if code != 2 || !strings.Contains(stderr, "run.toml:2") || !strings.Contains(stderr, "num_generaitons") {
 		t.Errorf("bad key: exit %d, %s", code, stderr)
 	}
 	// --device cuda is refused clearly.
-	code, _, stderr = captureRun(t, "--batch", "--model", dir, "--device", "cuda", "--out", out)
+	code, _, stderr = runCaptured(t, "--batch", "--model", dir, "--device", "cuda", "--out", out)
 	if code != 1 || !strings.Contains(stderr, "CUDA") {
 		t.Errorf("cuda: exit %d, %s", code, stderr)
 	}
 }
 
 func TestWorkstationNeedsATerminal(t *testing.T) {
-	code, _, stderr := captureRun(t)
+	code, _, stderr := runCaptured(t)
 	if code != 2 || !strings.Contains(stderr, "--batch") {
 		t.Fatalf("exit %d, %s", code, stderr)
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -77,25 +75,6 @@ func writeInspectFixture(t *testing.T, dir string, seed uint64, step int, base m
 	return values
 }
 
-// runInspectCaptured calls run as main does, with os.Stdout captured: commands print there
-// (main.go hands them no writer).
-func runInspectCaptured(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "stdout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := os.Stdout
-	os.Stdout = f
-	var out, errb bytes.Buffer
-	code = run(args, &out, &errb)
-	os.Stdout = saved
-	f.Seek(0, io.SeekStart)
-	b, _ := io.ReadAll(f)
-	f.Close()
-	return code, out.String() + string(b), errb.String()
-}
-
 func TestInspectCommand(t *testing.T) {
 	root := t.TempDir()
 	ref := filepath.Join(root, "checkpoints", "step-000100")
@@ -103,7 +82,7 @@ func TestInspectCommand(t *testing.T) {
 	base := writeInspectFixture(t, ref, 1, 100, nil)
 	writeInspectFixture(t, ck, 2, 200, base, "layers.1.self_attn.v_proj")
 
-	code, out, errs := runInspectCaptured(t, "inspect", ck, "--ref", ref, "--json")
+	code, out, errs := runCaptured(t, "inspect", ck, "--ref", ref, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -168,7 +147,7 @@ func TestInspectCommand(t *testing.T) {
 	}
 
 	// The readable report.
-	code, out, errs = runInspectCaptured(t, "inspect", ck, "--ref", ref)
+	code, out, errs = runCaptured(t, "inspect", ck, "--ref", ref)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -180,7 +159,7 @@ func TestInspectCommand(t *testing.T) {
 	}
 	if os.Getenv("RLHFSTATION_INSPECT_EXAMPLE") != "" {
 		// Regenerates the README example: the fixture printed with folder names as in a run.
-		_, js, _ := runInspectCaptured(t, "inspect", ck, "--ref", ref, "--json")
+		_, js, _ := runCaptured(t, "inspect", ck, "--ref", ref, "--json")
 		js = strings.ReplaceAll(js, root+"/", "runs/20260101-120000-math/")
 		if err := os.WriteFile(os.Getenv("RLHFSTATION_INSPECT_EXAMPLE"), []byte(js), 0o644); err != nil {
 			t.Fatal(err)
@@ -189,14 +168,14 @@ func TestInspectCommand(t *testing.T) {
 }
 
 func TestInspectUsageAndErrors(t *testing.T) {
-	if code, _, errs := runInspectCaptured(t, "inspect"); code != exitUsage || !strings.Contains(errs, "one checkpoint folder") {
+	if code, _, errs := runCaptured(t, "inspect"); code != exitUsage || !strings.Contains(errs, "one checkpoint folder") {
 		t.Fatalf("no argument: exit %d, %q", code, errs)
 	}
-	if code, _, _ := runInspectCaptured(t, "inspect", "-h"); code != exitOK {
+	if code, _, _ := runCaptured(t, "inspect", "-h"); code != exitOK {
 		t.Fatalf("-h: exit %d", code)
 	}
 	missing := filepath.Join(t.TempDir(), "step-000300")
-	if code, _, errs := runInspectCaptured(t, "inspect", missing, "--json"); code != exitFailed || !strings.Contains(errs, missing) {
+	if code, _, errs := runCaptured(t, "inspect", missing, "--json"); code != exitFailed || !strings.Contains(errs, missing) {
 		t.Fatalf("missing checkpoint: exit %d, %q", code, errs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"rlhfstation/internal/human"
 	"strings"
 	"syscall"
 	"time"
@@ -106,10 +107,10 @@ func runPretrain(args []string) error {
 	o := tr.Opts
 	trainTok, valTok := tr.Tokens()
 	fmt.Fprintf(report, "corpus %s: %s training tokens, %s validation tokens; tokenizer of %d entries (%.1fs)\n",
-		o.Corpus, humanCount(int64(trainTok)), humanCount(int64(valTok)), o.Config.Vocab, time.Since(start).Seconds())
+		o.Corpus, human.Count(int64(trainTok)), human.Count(int64(valTok)), o.Config.Vocab, time.Since(start).Seconds())
 	fmt.Fprintf(report, "model: llama, %d layers, dim %d, %d heads (%d kv), hidden %d, context %d: %s parameters; %d steps of %d×%d tokens\n",
 		o.Config.Layers, o.Config.Dim, o.Config.Heads, o.Config.KVHeads, o.Config.Hidden, o.Config.MaxPos,
-		humanCount(int64(tr.Model.NumParams())), o.Steps, o.Batch, o.Config.MaxPos)
+		human.Count(int64(tr.Model.NumParams())), o.Steps, o.Batch, o.Config.MaxPos)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -139,7 +140,7 @@ func runPretrain(args []string) error {
 		fmt.Println(string(js))
 	} else {
 		fmt.Printf("trained %d steps (%s tokens) in %s: train loss %.4f, validation loss %.4f nats/token (uniform guess ln %d = %.4f)\n",
-			res.Steps, humanCount(int64(res.Tokens)), res.Elapsed.Round(time.Second), res.TrainLoss, res.ValLoss, o.Config.Vocab, res.UniformLoss)
+			res.Steps, human.Count(int64(res.Tokens)), res.Elapsed.Round(time.Second), res.TrainLoss, res.ValLoss, o.Config.Vocab, res.UniformLoss)
 		fmt.Printf("wrote %s (%.1f MB)\n", *out, float64(size)/1e6)
 	}
 	if res.Interrupted {

@@ -385,7 +385,7 @@ func TestQuantizedFolderRuns(t *testing.T) {
 	}
 
 	out := t.TempDir()
-	code, stdout, stderr = captureRun(t, "--batch", "--model", qdir, "--out", out, "--steps", "1", "--batch-size", "1",
+	code, stdout, stderr = runCaptured(t, "--batch", "--model", qdir, "--out", out, "--steps", "1", "--batch-size", "1",
 		"--num-generations", "2", "--max-completion-length", "4", "--run-name", "q", "--preset", "story")
 	if code != 0 {
 		t.Fatalf("--batch: exit %d\n%s\n%s", code, stdout, stderr)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -11,26 +9,6 @@ import (
 
 	"rlhfstation/internal/testref"
 )
-
-// runCaptured calls run with os.Stdout sent to a file, since commands print there.
-func runCaptured(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "stdout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := os.Stdout
-	os.Stdout = f
-	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
-	os.Stdout = saved
-	f.Close()
-	data, err := os.ReadFile(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code, string(data) + out.String(), errOut.String()
-}
 
 func TestTokenizeCommand(t *testing.T) {
 	dir := filepath.Dir(testref.SharedData(t, "tokenizers/gpt2/tokenizer.json"))

@@ -10,6 +10,7 @@ import (
 
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/model"
+	"rlhfstation/internal/human"
 	"rlhfstation/quant"
 )
 
@@ -68,8 +69,8 @@ func checkMemory(dir string, mc *model.Config, c *config.Config) error {
 		return nil
 	}
 	return fmt.Errorf("the run needs about %s of memory but %s is available (weights %s, 4-bit copy %s, KV cache %s, training activations %s, logits %s): lower per_device_train_batch_size (%d; raise gradient_accumulation_steps to keep the batch), num_generations (%d) or max_completion_length (%d), or use a smaller model",
-		bytesStr(est.Total()), bytesStr(avail), bytesStr(est.Weights), bytesStr(est.Quantized), bytesStr(est.KVCache),
-		bytesStr(est.Activations), bytesStr(est.Logits), c.PerDeviceTrainBatchSize, c.NumGenerations, c.MaxCompletionLength)
+		human.Bytes(est.Total()), human.Bytes(avail), human.Bytes(est.Weights), human.Bytes(est.Quantized), human.Bytes(est.KVCache),
+		human.Bytes(est.Activations), human.Bytes(est.Logits), c.PerDeviceTrainBatchSize, c.NumGenerations, c.MaxCompletionLength)
 }
 
 // availableMemory reads MemAvailable from /proc/meminfo.
@@ -88,14 +89,4 @@ func availableMemory() (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-func bytesStr(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	}
-	return fmt.Sprintf("%d KiB", b>>10)
 }

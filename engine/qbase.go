@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"rlhfstation/internal/human"
 
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/model"
@@ -18,7 +19,7 @@ func (e *Engine) quantizeBase() error {
 	e.paramInfo.ResidentBytes = e.model.ResidentBytes()
 	if dense > 0 {
 		e.logf("quantized the base's linears to %s (blocksize %d, double quant %v): %s → %s",
-			e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, bytesStr(dense), bytesStr(packed))
+			e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, human.Bytes(dense), human.Bytes(packed))
 	} else if n, b := e.model.QuantStats(); n > 0 {
 		e.logf("the base's linears are 4-bit as stored in the model folder (%.2f bits per parameter); [quant] does not apply",
 			8*float64(b)/float64(n))

@@ -17,6 +17,7 @@ import (
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/internal/human"
 	"rlhfstation/presets"
 	"rlhfstation/rewards"
 )
@@ -66,7 +67,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	if e.tok.VocabSize() > e.model.Config.Vocab {
 		return nil, fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", opts.ModelDir, e.tok.VocabSize(), e.model.Config.Vocab)
 	}
-	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))
+	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, human.Count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))
 	e.paramInfo = events.Params{Total: int64(e.model.NumParams()), ResidentBytes: int64(e.model.NumParams()) * 4}
 	if err := e.quantizeBase(); err != nil {
 		return nil, err
@@ -293,15 +294,3 @@ func (e *Engine) emitRunStart() {
 }
 
 func checkpointName(step int) string { return checkpoint.Name(step) }
-
-func count(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2fB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1fM", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1fk", float64(n)/1e3)
-	}
-	return fmt.Sprint(n)
-}

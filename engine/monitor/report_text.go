@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"rlhfstation/internal/human"
 	"strings"
 	"text/tabwriter"
 
@@ -34,7 +35,7 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		p("reference  %s\n", ref)
 	}
 	ad := r.Adapter
-	p("adapter    %d modules, %s params", ad.Modules, countText(ad.Params))
+	p("adapter    %d modules, %s params", ad.Modules, human.Count(ad.Params))
 	if ad.R > 0 {
 		p(" · r %d · alpha %g · s = %s = %.4g", ad.R, ad.Alpha, ad.ScaleRule, ad.Scale)
 	} else {
@@ -157,16 +158,4 @@ func shortModule(name string) string {
 		}
 	}
 	return name
-}
-
-func countText(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2fG", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2fM", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1fk", float64(n)/1e3)
-	}
-	return fmt.Sprint(n)
 }
