@@ -5,8 +5,9 @@
 // op(A) mc×kc at a time, and an assembly micro-kernel computes one register tile of C per call:
 // 14×32 with AVX-512 (28×16 when n ≤ 16), 6×16 with AVX2+FMA, chosen from the CPU's features,
 // and a 4×4 plain-Go kernel elsewhere or with the purego build tag. The transpositions are done
-// by the packing, so NN, NT, TN and TT all run the same kernels. x·Wᵀ with few rows on either
-// side (decoding, LoRA's rank) skips packing: a dot-product kernel reads both rows in place.
+// by the packing, so NN, NT, TN and TT all run the same kernels. Small sides skip packing:
+// x·Wᵀ with few rows on either side (decoding, LoRA's rank) runs a dot-product kernel on both
+// operands in place, and op(A)·B with few rows of op(A) a kernel that reads B's rows in place.
 // Work is split over Threads() goroutines by tiles of C, each packing its own operands.
 // SgemmRef is the plain reference every path is tested against.
 package gemm
@@ -112,6 +113,10 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 	}
 	if (m <= kr.dotM || n <= kr.dotN) && !transA && b.src == nil && b.trans {
 		smallNT(kr, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
+		return
+	}
+	if m <= kr.directM && b.src == nil && !b.trans && n >= kr.nr {
+		direct(kr, transA, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
 		return
 	}
 	j := job{kr: kr, transA: transA, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b,

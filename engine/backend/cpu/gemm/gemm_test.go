@@ -208,8 +208,9 @@ func TestKernels(t *testing.T) {
 	}
 }
 
-// testKernels is kernels() and their narrow variants plus, for a kernel with a small-M path, one copy that sends every
-// x·Wᵀ through it and one that never does, so that both paths meet every case.
+// testKernels is kernels() and their narrow variants plus, for each small-size path (dot,
+// direct), one copy that sends every eligible case through it and one that never does, so
+// that both paths meet every case.
 func testKernels() []*kernel {
 	var ks []*kernel
 	var all []*kernel
@@ -225,6 +226,12 @@ func testKernels() []*kernel {
 			always, never := *kr, *kr
 			always.name, always.dotM, always.dotN = kr.name+"-alldot", math.MaxInt, math.MaxInt
 			never.name, never.dotM, never.dotN = kr.name+"-nodot", 0, 0
+			ks = append(ks, &always, &never)
+		}
+		if kr.direct != nil {
+			always, never := *kr, *kr
+			always.name, always.directM = kr.name+"-alldirect", math.MaxInt
+			never.name, never.directM = kr.name+"-nodirect", 0
 			ks = append(ks, &always, &never)
 		}
 	}

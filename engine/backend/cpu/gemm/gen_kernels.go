@@ -20,12 +20,16 @@ type shape struct {
 	reg    string // register prefix: "Z" or "Y"
 	nregs  int    // architectural vector registers available
 	unroll int    // k steps per loop iteration
+	// direct kernels read B in place, row p at b + p·ldb, instead of from a packed panel.
+	direct bool
 }
 
 var shapes = []shape{
 	{name: "kernelAVX512", mr: 14, nv: 2, vw: 16, reg: "Z", nregs: 32, unroll: 4},
 	{name: "kernelAVX512N", mr: 28, nv: 1, vw: 16, reg: "Z", nregs: 32, unroll: 4},
 	{name: "kernelAVX2", mr: 6, nv: 2, vw: 8, reg: "Y", nregs: 16, unroll: 4},
+	{name: "kernelAVX512D", mr: 14, nv: 2, vw: 16, reg: "Z", nregs: 32, unroll: 4, direct: true},
+	{name: "kernelAVX2D", mr: 6, nv: 2, vw: 8, reg: "Y", nregs: 16, unroll: 4, direct: true},
 }
 
 func main() {
@@ -49,7 +53,12 @@ func (s shape) r(i int) string { return fmt.Sprintf("%s%d", s.reg, i) }
 //
 //	func name(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int)
 //
-// computing the mr×(nv·vw) tile C = alpha·Σ_p a[p·mr+i]·b[p·nr+j] (+ beta·C when load≠0).
+// computing the mr×(nv·vw) tile C = alpha·Σ_p a[p·mr+i]·b[p·nr+j] (+ beta·C when load≠0), or
+// for a direct kernel
+//
+//	func name(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int, ldb int)
+//
+// with b[p·ldb+j] in place of the packed b[p·nr+j].
 // Accumulators are registers 0..mr·nv-1, then nv registers for the B row and the rest
 // take turns holding the broadcast A element.
 func (s shape) emit(w *bytes.Buffer) {
@@ -66,8 +75,13 @@ func (s shape) emit(w *bytes.Buffer) {
 	vb := s.vw * 4 // vector bytes
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 
-	fmt.Fprintf(w, "\n// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int)\n", s.name)
-	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-56\n", s.name)
+	if s.direct {
+		fmt.Fprintf(w, "\n// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int, ldb int)\n", s.name)
+		fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-64\n", s.name)
+	} else {
+		fmt.Fprintf(w, "\n// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int)\n", s.name)
+		fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-56\n", s.name)
+	}
 	p("MOVQ kc+0(FP), CX")
 	p("MOVQ a+8(FP), AX")
 	p("MOVQ b+16(FP), BX")
@@ -84,6 +98,15 @@ func (s shape) emit(w *bytes.Buffer) {
 			p("ADDQ SI, R9")
 		}
 	}
+	if s.direct {
+		// R10 = one row of B in bytes, R11 three, R12 four; R13 runs 8 rows ahead of BX
+		// to prefetch, since rows ldb apart defeat the sequential prefetcher.
+		p("MOVQ ldb+56(FP), R10")
+		p("SHLQ $2, R10")
+		p("LEAQ (R10)(R10*2), R11")
+		p("LEAQ (R10*4), R12")
+		p("LEAQ (BX)(R10*8), R13")
+	}
 	for i := 0; i < nacc; i++ {
 		if s.reg == "Z" {
 			p("VPXORD %s, %s, %s", s.r(i), s.r(i), s.r(i))
@@ -91,11 +114,33 @@ func (s shape) emit(w *bytes.Buffer) {
 			p("VXORPS %s, %s, %s", s.r(i), s.r(i), s.r(i))
 		}
 	}
+	// rowAddr is row u (0..3) of B past base, for direct kernels.
+	rowAddr := func(off int, base string, u int) string {
+		switch u {
+		case 0:
+			return fmt.Sprintf("%d(%s)", off, base)
+		case 1:
+			return fmt.Sprintf("%d(%s)(R10*1)", off, base)
+		case 2:
+			return fmt.Sprintf("%d(%s)(R10*2)", off, base)
+		default:
+			return fmt.Sprintf("%d(%s)(R11*1)", off, base)
+		}
+	}
 	step := func(u int) {
 		aoff := u * s.mr * 4
 		boff := u * nr * 4
 		for v := 0; v < s.nv; v++ {
-			p("VMOVUPS %d(BX), %s", boff+v*vb, s.r(bReg+v))
+			if s.direct {
+				p("VMOVUPS %s, %s", rowAddr(v*vb, "BX", u), s.r(bReg+v))
+			} else {
+				p("VMOVUPS %d(BX), %s", boff+v*vb, s.r(bReg+v))
+			}
+		}
+		if s.direct {
+			for off := 0; off < nr*4; off += 64 {
+				p("PREFETCHT0 %s", rowAddr(off, "R13", u))
+			}
 		}
 		for i := 0; i < s.mr; i++ {
 			br := s.r(bcast[(u*s.mr+i)%len(bcast)])
@@ -115,7 +160,15 @@ func (s shape) emit(w *bytes.Buffer) {
 		step(u)
 	}
 	p("ADDQ $%d, AX", s.unroll*s.mr*4)
-	p("ADDQ $%d, BX", s.unroll*nr*4)
+	if s.direct {
+		if s.unroll != 4 {
+			log.Fatalf("%s: direct kernels unroll by 4", s.name)
+		}
+		p("ADDQ R12, BX")
+		p("ADDQ R12, R13")
+	} else {
+		p("ADDQ $%d, BX", s.unroll*nr*4)
+	}
 	p("DECQ CX")
 	p("JNZ loop")
 	fmt.Fprintf(w, "tail:\n")
@@ -124,7 +177,12 @@ func (s shape) emit(w *bytes.Buffer) {
 	fmt.Fprintf(w, "tailloop:\n")
 	step(0)
 	p("ADDQ $%d, AX", s.mr*4)
-	p("ADDQ $%d, BX", nr*4)
+	if s.direct {
+		p("ADDQ R10, BX")
+		p("ADDQ R10, R13")
+	} else {
+		p("ADDQ $%d, BX", nr*4)
+	}
 	p("DECQ DX")
 	p("JNZ tailloop")
 

@@ -20,6 +20,12 @@ type kernel struct {
 	dot func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, alpha, beta float32, load bool)
 	// narrow, if set, is the kernel to use when n ≤ narrow.nr.
 	narrow *kernel
+
+	// op(A)·B (B not transposed) with m ≤ directM goes through direct: run reading B in
+	// place, row p at b[p·ldb:], since each element of B is used only m times and a packed
+	// copy would cost more than it saves.
+	directM int
+	direct  func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool, ldb int)
 }
 
 // goKernel is the portable kernel: plain Go, 4×4 so the accumulators stay in registers.

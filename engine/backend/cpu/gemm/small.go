@@ -90,3 +90,69 @@ func padRows(x []float32, ld, r0, r1, k int) []float32 {
 	}
 	return p
 }
+
+// direct computes C = alpha·op(A)·B + beta·C for a few rows of op(A) (m ≤ kr.directM) with B
+// read in place by the direct kernel: op(A) is packed whole (it is small), B streamed once.
+// Column tiles are split over the goroutines; the last partial tile goes through a packed copy.
+func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
+	beta float32, c []float32, ldc int) {
+	mr, nr := kr.mr, kr.nr
+	panels := ceilDiv(m, mr)
+	ws := getWorkspace(panels*mr*k, 0, 0)
+	defer workspaces.Put(ws)
+	packA(ws.a, a, lda, transA, 0, m, 0, k, mr)
+	pa := ws.a
+	kc := ceilDiv(k, ceilDiv(k, kr.kc))
+	// tile computes C's columns j0..j0+nr-1 from B's columns (row stride ldB), or from a
+	// packed strip, kc rows of B at a time so that they stay in L1 across the panels of A.
+	tile := func(j0 int, bt []float32, ldB int, packed bool, tmp []float32) {
+		cols := min(nr, n-j0)
+		for pc := 0; pc < k; pc += kc {
+			kcur := min(kc, k-pc)
+			beta, load := beta, beta != 0
+			if pc > 0 {
+				beta, load = 1, true
+			}
+			bp := bt[pc*ldB:]
+			for ip := 0; ip < panels; ip++ {
+				i0 := ip * mr
+				ap := pa[ip*k*mr+pc*mr:]
+				rows := min(mr, m-i0)
+				// An edge tile goes through tmp and is merged, trimmed, into C.
+				edge := rows < mr || cols < nr
+				cp, ldC, kb, kload := c[i0*ldc+j0:], ldc, beta, load
+				if edge {
+					cp, ldC, kb, kload = tmp, nr, 0, false
+				}
+				if packed {
+					kr.run(kcur, ap, bp, cp, ldC, alpha, kb, kload)
+				} else {
+					kr.direct(kcur, ap, bp, cp, ldC, alpha, kb, kload, ldB)
+				}
+				if edge {
+					mergeTile(c[i0*ldc+j0:], ldc, tmp, nr, rows, cols, beta, load)
+				}
+			}
+		}
+	}
+	full := n / nr
+	t := 1
+	if m*n*k >= minParallelWork {
+		t = Threads()
+	}
+	chunks := min(full, 4*t)
+	if t == 1 {
+		chunks = 1
+	}
+	parallelFor(chunks, t, func(g int) {
+		tmp := make([]float32, mr*nr)
+		for jt := g * full / chunks; jt < (g+1)*full/chunks; jt++ {
+			tile(jt*nr, b[jt*nr:], ldb, false, tmp)
+		}
+	})
+	if j0 := full * nr; j0 < n {
+		strip := make([]float32, k*nr)
+		PackB(strip, b, ldb, false, 0, k, j0, n-j0, nr)
+		tile(j0, strip, nr, true, make([]float32, mr*nr))
+	}
+}
