@@ -108,11 +108,15 @@ func sgemm(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda
 		scale(m, n, beta, c, ldc)
 		return
 	}
+	if n <= kr.dotN && m > max(n, kr.directM) && b.src == nil && !b.trans {
+		transposed(kr, transA, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
+		return
+	}
 	if kr.narrow != nil && n <= kr.narrow.nr {
 		kr = kr.narrow
 	}
-	if (m <= kr.dotM || n <= kr.dotN) && !transA && b.src == nil && b.trans {
-		smallNT(kr, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
+	if b.src == nil && b.trans && (m <= kr.dotM || n <= kr.dotN && !transA) {
+		smallNT(kr, transA, m, n, k, alpha, a, lda, b.b, b.ld, beta, c, ldc)
 		return
 	}
 	if m <= kr.directM && b.src == nil && !b.trans && n >= kr.nr {

@@ -29,6 +29,7 @@ var shapes = []shape{
 	{name: "kernelAVX512N", mr: 28, nv: 1, vw: 16, reg: "Z", nregs: 32, unroll: 4},
 	{name: "kernelAVX2", mr: 6, nv: 2, vw: 8, reg: "Y", nregs: 16, unroll: 4},
 	{name: "kernelAVX512D", mr: 14, nv: 2, vw: 16, reg: "Z", nregs: 32, unroll: 4, direct: true},
+	{name: "kernelAVX512D8", mr: 8, nv: 2, vw: 16, reg: "Z", nregs: 32, unroll: 4, direct: true},
 	{name: "kernelAVX2D", mr: 6, nv: 2, vw: 8, reg: "Y", nregs: 16, unroll: 4, direct: true},
 }
 

@@ -26,6 +26,9 @@ type kernel struct {
 	// copy would cost more than it saves.
 	directM int
 	direct  func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool, ldb int)
+	// short, if set, is a direct kernel with fewer rows, for an m that mr would pad a lot
+	// (LoRA's rank 8, 16, 32).
+	short *kernel
 }
 
 // goKernel is the portable kernel: plain Go, 4×4 so the accumulators stay in registers.

@@ -19,6 +19,9 @@ func kernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int
 func kernelAVX512D(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int, ldb int)
 
 //go:noescape
+func kernelAVX512D8(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int, ldb int)
+
+//go:noescape
 func kernelAVX2D(kc int, a, b, c *float32, ldc int, alpha, beta float32, load int, ldb int)
 
 //go:noescape
@@ -107,6 +110,11 @@ var avx512Kernel = &kernel{name: "avx512", mr: 14, nr: 32, mc: 336, kc: 256, nc:
 		_, _, _ = a[kc*14-1], b[(kc-1)*ldb+31], c[13*ldc+31]
 		kernelAVX512D(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load), ldb)
 	},
+	short: &kernel{name: "avx512-short", mr: 8, nr: 32, kc: 256,
+		direct: func(kc int, a, b, c []float32, ldc int, alpha, beta float32, load bool, ldb int) {
+			_, _, _ = a[kc*8-1], b[(kc-1)*ldb+31], c[7*ldc+31]
+			kernelAVX512D8(kc, &a[0], &b[0], &c[0], ldc, alpha, beta, flag(load), ldb)
+		}},
 }
 
 // avx2Kernel is the classic 6×16 AVX2+FMA kernel: 12 accumulators, 2 B vectors and the

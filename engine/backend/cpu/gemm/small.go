@@ -1,11 +1,21 @@
 package gemm
 
-// smallNT computes C = alpha·A·Bᵀ + beta·C when A or B has few rows (m ≤ kr.dotM or n ≤ kr.dotN)
+// smallNT computes C = alpha·op(A)·Bᵀ + beta·C when A or B has few rows (m ≤ kr.dotM or n ≤ kr.dotN)
 // with the dot kernel, 4 rows of A by 4 rows of B at a time. The few rows stay in cache while
 // the many are streamed once, split over the goroutines. Partial tiles at the edges run on
 // zero-padded copies of the last rows.
-func smallNT(kr *kernel, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
+func smallNT(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
 	beta float32, c []float32, ldc int) {
+	if transA {
+		// Only for a few rows (m ≤ dotM): copy op(A) row-major, a small transposition.
+		t := make([]float32, m*k)
+		for p := 0; p < k; p++ {
+			for i, v := range a[p*lda : p*lda+m] {
+				t[i*k+p] = v
+			}
+		}
+		a, lda = t, k
+	}
 	byRows := m > n // stream A's rows, B's stay in cache
 	units := ceilDiv(n, 4)
 	if byRows {
@@ -93,9 +103,12 @@ func padRows(x []float32, ld, r0, r1, k int) []float32 {
 
 // direct computes C = alpha·op(A)·B + beta·C for a few rows of op(A) (m ≤ kr.directM) with B
 // read in place by the direct kernel: op(A) is packed whole (it is small), B streamed once.
-// Column tiles are split over the goroutines; the last partial tile goes through a packed copy.
+// Column tiles are split over the goroutines; the last partial tile reads a zero-padded copy.
 func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
 	beta float32, c []float32, ldc int) {
+	if s := kr.short; s != nil && roundUp(m, s.mr) < roundUp(m, kr.mr)*9/10 {
+		kr = s
+	}
 	mr, nr := kr.mr, kr.nr
 	panels := ceilDiv(m, mr)
 	ws := getWorkspace(panels*mr*k, 0, 0)
@@ -103,9 +116,9 @@ func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, ld
 	packA(ws.a, a, lda, transA, 0, m, 0, k, mr)
 	pa := ws.a
 	kc := ceilDiv(k, ceilDiv(k, kr.kc))
-	// tile computes C's columns j0..j0+nr-1 from B's columns (row stride ldB), or from a
-	// packed strip, kc rows of B at a time so that they stay in L1 across the panels of A.
-	tile := func(j0 int, bt []float32, ldB int, packed bool, tmp []float32) {
+	// tile computes C's columns j0..j0+nr-1 from bt, B's columns from j0 with row stride
+	// ldB, kc rows at a time so that they stay in L1 across the panels of A.
+	tile := func(j0 int, bt []float32, ldB int, tmp []float32) {
 		cols := min(nr, n-j0)
 		for pc := 0; pc < k; pc += kc {
 			kcur := min(kc, k-pc)
@@ -116,22 +129,14 @@ func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, ld
 			bp := bt[pc*ldB:]
 			for ip := 0; ip < panels; ip++ {
 				i0 := ip * mr
-				ap := pa[ip*k*mr+pc*mr:]
 				rows := min(mr, m-i0)
 				// An edge tile goes through tmp and is merged, trimmed, into C.
-				edge := rows < mr || cols < nr
-				cp, ldC, kb, kload := c[i0*ldc+j0:], ldc, beta, load
-				if edge {
-					cp, ldC, kb, kload = tmp, nr, 0, false
+				if rows == mr && cols == nr {
+					kr.direct(kcur, pa[ip*k*mr+pc*mr:], bp, c[i0*ldc+j0:], ldc, alpha, beta, load, ldB)
+					continue
 				}
-				if packed {
-					kr.run(kcur, ap, bp, cp, ldC, alpha, kb, kload)
-				} else {
-					kr.direct(kcur, ap, bp, cp, ldC, alpha, kb, kload, ldB)
-				}
-				if edge {
-					mergeTile(c[i0*ldc+j0:], ldc, tmp, nr, rows, cols, beta, load)
-				}
+				kr.direct(kcur, pa[ip*k*mr+pc*mr:], bp, tmp, nr, alpha, 0, false, ldB)
+				mergeTile(c[i0*ldc+j0:], ldc, tmp, nr, rows, cols, beta, load)
 			}
 		}
 	}
@@ -147,12 +152,34 @@ func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, ld
 	parallelFor(chunks, t, func(g int) {
 		tmp := make([]float32, mr*nr)
 		for jt := g * full / chunks; jt < (g+1)*full/chunks; jt++ {
-			tile(jt*nr, b[jt*nr:], ldb, false, tmp)
+			tile(jt*nr, b[jt*nr:], ldb, tmp)
 		}
 	})
 	if j0 := full * nr; j0 < n {
+		// The last columns, padded to nr: a packed B micro-panel is row-major k×nr.
 		strip := make([]float32, k*nr)
 		PackB(strip, b, ldb, false, 0, k, j0, n-j0, nr)
-		tile(j0, strip, nr, true, make([]float32, mr*nr))
+		tile(j0, strip, nr, make([]float32, mr*nr))
+	}
+}
+
+// transposed computes C = alpha·op(A)·B + beta·C for a few columns of C (n ≤ kr.dotN) as
+// Cᵀ = Bᵀ·op(A)ᵀ, where those columns become the few rows that dot and direct take, then
+// adds Cᵀ into C.
+func transposed(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
+	beta float32, c []float32, ldc int) {
+	ws := getWorkspace(0, 0, n*m)
+	defer workspaces.Put(ws)
+	t := ws.tile
+	sgemm(kr, true, n, m, k, alpha, b, ldb, operandB{b: a, ld: lda, trans: !transA}, 0, t, m)
+	for i := 0; i < m; i++ {
+		ci := c[i*ldc : i*ldc+n]
+		for j := range ci {
+			if beta == 0 {
+				ci[j] = t[j*m+i]
+			} else {
+				ci[j] = t[j*m+i] + beta*ci[j]
+			}
+		}
 	}
 }
