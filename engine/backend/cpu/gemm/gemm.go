@@ -196,7 +196,7 @@ func (j *job) work(r0, r1, c0, c1 int) {
 	nc := roundUp(ceilDiv(c1-c0, ceilDiv(c1-c0, kr.nc)), nr)
 
 	ws := getWorkspace(mc*kc, kc*nc, mr*nr)
-	defer workspaces.Put(ws)
+	defer putWorkspace(ws)
 	for jc := c0; jc < c1; jc += nc {
 		ncur := min(nc, c1-jc)
 		for pc := 0; pc < j.k; pc += kc {
@@ -266,10 +266,25 @@ type workspace struct {
 	a, b, tile []float32
 }
 
-var workspaces sync.Pool
+// workspaces keeps released workspaces for the next call. Not a sync.Pool: that one is emptied
+// by every garbage collection, and reallocating megabytes of packing buffers then costs more
+// than a small multiply.
+var workspaces struct {
+	sync.Mutex
+	free []*workspace
+}
+
+// maxFreeWorkspaces bounds what workspaces keeps (each holds up to a few MB).
+const maxFreeWorkspaces = 16
 
 func getWorkspace(na, nb, nt int) *workspace {
-	ws, _ := workspaces.Get().(*workspace)
+	var ws *workspace
+	workspaces.Lock()
+	if n := len(workspaces.free); n > 0 {
+		ws = workspaces.free[n-1]
+		workspaces.free = workspaces.free[:n-1]
+	}
+	workspaces.Unlock()
 	if ws == nil {
 		ws = &workspace{}
 	}
@@ -277,6 +292,14 @@ func getWorkspace(na, nb, nt int) *workspace {
 	ws.b = fit(ws.b, nb)
 	ws.tile = fit(ws.tile, nt)
 	return ws
+}
+
+func putWorkspace(ws *workspace) {
+	workspaces.Lock()
+	if len(workspaces.free) < maxFreeWorkspaces {
+		workspaces.free = append(workspaces.free, ws)
+	}
+	workspaces.Unlock()
 }
 
 // fit returns s if it has room for n floats, else a new slice whose first element is 64-byte

@@ -112,7 +112,7 @@ func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, ld
 	mr, nr := kr.mr, kr.nr
 	panels := ceilDiv(m, mr)
 	ws := getWorkspace(panels*mr*k, 0, 0)
-	defer workspaces.Put(ws)
+	defer putWorkspace(ws)
 	packA(ws.a, a, lda, transA, 0, m, 0, k, mr)
 	pa := ws.a
 	kc := ceilDiv(k, ceilDiv(k, kr.kc))
@@ -169,7 +169,7 @@ func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, ld
 func transposed(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
 	beta float32, c []float32, ldc int) {
 	ws := getWorkspace(0, 0, n*m)
-	defer workspaces.Put(ws)
+	defer putWorkspace(ws)
 	t := ws.tile
 	sgemm(kr, true, n, m, k, alpha, b, ldb, operandB{b: a, ld: lda, trans: !transA}, 0, t, m)
 	for i := 0; i < m; i++ {
