@@ -230,7 +230,8 @@ type mergeCand struct {
 	rank, pos, id int32
 }
 
-func candLess(a, b mergeCand) bool {
+// before orders the queue: the lowest rank first, then the leftmost position.
+func (a mergeCand) before(b mergeCand) bool {
 	if a.rank != b.rank {
 		return a.rank < b.rank
 	}
@@ -240,7 +241,7 @@ func candLess(a, b mergeCand) bool {
 // mergeAll applies merges by a priority queue of (rank, position), skipping
 // entries made stale by earlier merges: Hugging Face's Word::merge_all.
 func (m *bpe) mergeAll(syms []symbol) {
-	var q candHeap
+	var q minHeap[mergeCand]
 	for i := 0; i+1 < len(syms); i++ {
 		if mi, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
 			q.push(mergeCand{mi.rank, int32(i), mi.id})
@@ -274,44 +275,4 @@ func (m *bpe) mergeAll(syms []symbol) {
 			}
 		}
 	}
-}
-
-// candHeap is a binary min-heap of merge candidates.
-type candHeap []mergeCand
-
-func (h *candHeap) push(c mergeCand) {
-	*h = append(*h, c)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !candLess(a[i], a[p]) {
-			break
-		}
-		a[i], a[p] = a[p], a[i]
-		i = p
-	}
-}
-
-func (h *candHeap) pop() mergeCand {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, r, s := 2*i+1, 2*i+2, i
-		if l < len(a) && candLess(a[l], a[s]) {
-			s = l
-		}
-		if r < len(a) && candLess(a[r], a[s]) {
-			s = r
-		}
-		if s == i {
-			break
-		}
-		a[i], a[s] = a[s], a[i]
-		i = s
-	}
-	*h = a
-	return top
 }

@@ -87,7 +87,7 @@ type trainer struct {
 	freq   []int64   // its count
 	pairs  map[uint64]int64
 	where  map[uint64][]int32 // words that may hold a pair (may repeat or be stale)
-	heap   pairHeap
+	heap   minHeap[pairCount]
 	stamp  []int32 // per word: the last merge that visited it
 	byteID [256]int32
 }
@@ -229,43 +229,4 @@ func (x pairCount) before(y pairCount) bool {
 		return x.count > y.count
 	}
 	return x.pair < y.pair
-}
-
-type pairHeap []pairCount
-
-func (h *pairHeap) push(c pairCount) {
-	*h = append(*h, c)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !a[i].before(a[p]) {
-			break
-		}
-		a[i], a[p] = a[p], a[i]
-		i = p
-	}
-}
-
-func (h *pairHeap) pop() pairCount {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, r, s := 2*i+1, 2*i+2, i
-		if l < len(a) && a[l].before(a[s]) {
-			s = l
-		}
-		if r < len(a) && a[r].before(a[s]) {
-			s = r
-		}
-		if s == i {
-			break
-		}
-		a[i], a[s] = a[s], a[i]
-		i = s
-	}
-	*h = a
-	return top
 }
