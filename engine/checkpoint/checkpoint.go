@@ -348,7 +348,14 @@ func Prune(dir string, keep int, protect string) error {
 		if list[i].Path == protect {
 			continue
 		}
-		if err := os.RemoveAll(list[i].Path); err != nil {
+		// Rename first, atomically, then delete: a crash during the deletion leaves a hidden
+		// folder that List ignores and the next Prune removes, never a half checkpoint.
+		doomed := filepath.Join(dir, "."+filepath.Base(list[i].Path)+".del")
+		os.RemoveAll(doomed)
+		if err := os.Rename(list[i].Path, doomed); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(doomed); err != nil {
 			return err
 		}
 	}

@@ -88,6 +88,17 @@ func TestListAndPrune(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, ".step-000400.tmp-123")); !os.IsNotExist(err) {
 		t.Fatal("leftover of an interrupted save not removed")
 	}
+	// A deletion killed half way leaves only a hidden folder: never listed, removed next time.
+	half := filepath.Join(root, ".step-000010.del")
+	os.Mkdir(half, 0o755)
+	os.WriteFile(filepath.Join(half, OptimizerFile), []byte("x"), 0o644)
+	if list, _ = List(root); len(list) != 2 {
+		t.Fatalf("a half-deleted checkpoint is listed: %+v", list)
+	}
+	Prune(root, 0, "")
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Fatal("leftover of an interrupted deletion not removed")
+	}
 }
 
 func TestBadCheckpoints(t *testing.T) {
