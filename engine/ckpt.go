@@ -3,9 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/events"
@@ -88,7 +86,7 @@ func (e *Engine) resume(runDir string) error {
 	e.step, e.cursor = c.State.GlobalStep, c.State.DataCursor
 	e.runDir, e.runName, e.lastCkpt = runDir, filepath.Base(runDir), path
 	if h := e.cfg.Hash(); c.State.ConfigHash != "" && h != c.State.ConfigHash {
-		e.logf("the configuration differs from the one the checkpoint was made with (%s); continuing with the new one", describeHashChange(runDir))
+		e.logf("the configuration differs from the one the checkpoint was made with; continuing with the new one (written to %s)", filepath.Join(runDir, "config.toml"))
 	}
 	if e.step >= e.cfg.MaxSteps {
 		return fmt.Errorf("%s: the run is already at step %d of max_steps %d (raise --steps to continue it)", runDir, e.step, e.cfg.MaxSteps)
@@ -98,11 +96,4 @@ func (e *Engine) resume(runDir string) error {
 	}
 	e.logf("resuming %s from %s", runDir, path)
 	return nil
-}
-
-func describeHashChange(runDir string) string {
-	if _, err := os.Stat(filepath.Join(runDir, "config.toml")); err != nil {
-		return "no config.toml"
-	}
-	return strings.TrimSpace("see config.toml")
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
@@ -263,10 +264,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			case ctrlStop:
 				return e.finish("stopped", "stopped by the user", ErrStopped)
 			}
-			if !paused {
-				// Drain any further requests before computing.
-				continue
-			}
+			// Loop: drain further requests before computing, or wait while paused.
 		}
 		if err := e.trainStep(ctx); err != nil {
 			if errors.Is(err, errNonFiniteStop) {
@@ -295,7 +293,7 @@ var ErrInterrupted = errors.New("run interrupted")
 
 // finish saves a final checkpoint and emits run_end.
 func (e *Engine) finish(status, reason string, ret error) error {
-	if e.step > 0 && (e.lastCkpt == "" || filepath.Base(e.lastCkpt) != checkpointName(e.step)) {
+	if e.step > 0 && (e.lastCkpt == "" || filepath.Base(e.lastCkpt) != checkpoint.Name(e.step)) {
 		if err := e.save(); err != nil {
 			e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: "saving the final checkpoint: " + err.Error()})
 			return err

@@ -177,7 +177,7 @@ func (e *Engine) reward(b *batch) (map[string]float64, error) {
 		}
 		samples[i] = s
 	}
-	res, err := rewardsCompose(e, samples)
+	res, err := rewards.Compose(e.funcs, samples)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +192,4 @@ func (e *Engine) reward(b *batch) (map[string]float64, error) {
 		}
 	}
 	return res.Metrics, nil
-}
-
-func rewardsCompose(e *Engine, samples []rewards.Sample) (rewards.Result, error) {
-	return rewards.Compose(e.funcs, samples)
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
@@ -292,5 +291,3 @@ func (e *Engine) emitRunStart() {
 	e.emit(events.Event{Type: events.RunStart, Step: e.step, Run: e.runName, Model: e.opts.ModelName, Device: device,
 		Preset: e.preset.Name, TotalSteps: e.cfg.MaxSteps, Params: &params, Config: cfgMap, Path: e.runDir})
 }
-
-func checkpointName(step int) string { return checkpoint.Name(step) }
