@@ -17,6 +17,9 @@ func (e *Engine) save() error {
 	if e.step == 0 {
 		return nil
 	}
+	// The log first: a checkpoint must never be ahead of events.jsonl, or a resume from it
+	// would leave its steps out of the log.
+	e.flush()
 	dir := filepath.Join(e.runDir, "checkpoints", checkpoint.Name(e.step))
 	opt := &checkpoint.Optimizer{Step: e.opt.Step, LearningRate: e.cfg.LearningRate * e.sched.Factor(max(e.step-1, 0)),
 		Beta1: e.opt.Beta1, Beta2: e.opt.Beta2, Eps: e.opt.Eps, WeightDecay: e.opt.WeightDecay,
@@ -92,6 +95,9 @@ func (e *Engine) resume(runDir string) error {
 		return fmt.Errorf("%s: the run is already at step %d of max_steps %d (raise --steps to continue it)", runDir, e.step, e.cfg.MaxSteps)
 	}
 	if err := e.cfg.Write(filepath.Join(runDir, "config.toml")); err != nil {
+		return err
+	}
+	if err := events.KeepThrough(filepath.Join(runDir, "events.jsonl"), e.step); err != nil {
 		return err
 	}
 	e.logf("resuming %s from %s", runDir, path)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rlhfstation/engine/checkpoint"
+	"rlhfstation/engine/events"
 	"rlhfstation/engine/tensorboard"
 	"rlhfstation/internal/testref"
 )
@@ -67,6 +68,22 @@ func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 	}
 	if resumed == 0 {
 		t.Fatal("no checkpoint was ever written: the test did not exercise saving")
+	}
+	// The log reads back whole, each step once: a resume drops what the killed run logged
+	// past its checkpoint, torn last line included.
+	evs, err := events.ReadFile(filepath.Join(out, "run", "events.jsonl"))
+	if err != nil {
+		t.Fatalf("events.jsonl after kills and resumes: %v", err)
+	}
+	last := 0
+	for _, ev := range evs {
+		if ev.Type != events.Step {
+			continue
+		}
+		if ev.Step != last+1 {
+			t.Fatalf("events.jsonl: step %d follows step %d", ev.Step, last)
+		}
+		last = ev.Step
 	}
 	t.Logf("after 6 kills the run stands at step %d", resumed)
 }

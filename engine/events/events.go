@@ -4,13 +4,18 @@ package events
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
 	"time"
+
+	"rlhfstation/internal/atomicfile"
 )
 
 // Type names the kind of an event, as written in the "type" field.
@@ -240,4 +245,41 @@ func ReadFile(path string) ([]Event, error) {
 		}
 		out = append(out, e)
 	}
+}
+
+// KeepThrough rewrites the events file at path with only its complete lines of steps up to
+// step: a run resumed from step's checkpoint logs the later steps again, and a torn line (a
+// process killed mid-write) would otherwise fuse with the next event. Lines that do not parse
+// are dropped too. A missing file is left missing. The rewrite is atomic.
+func KeepThrough(path string, step int) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var kept []byte
+	dropped := false
+	for rest := data; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 { // torn
+			dropped = true
+			break
+		}
+		line := rest[:i+1]
+		rest = rest[i+1:]
+		var head struct {
+			Step int `json:"step"`
+		}
+		if json.Unmarshal(line, &head) != nil || head.Step > step {
+			dropped = true
+			continue
+		}
+		kept = append(kept, line...)
+	}
+	if !dropped {
+		return nil
+	}
+	return atomicfile.WriteFile(path, kept, 0o644)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +56,34 @@ func TestBadLineNamesFileAndLine(t *testing.T) {
 	_, err := r.Next()
 	if err == nil || !strings.Contains(err.Error(), "run/events.jsonl:2") {
 		t.Fatalf("want an error naming file and line 2, got %v", err)
+	}
+}
+
+func TestKeepThroughDropsLaterStepsAndATornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	in := `{"type":"run_start","step":0}` + "\n" +
+		`{"type":"step","step":1}` + "\n" +
+		`{"type":"checkpoint","step":1}` + "\n" +
+		`{"type":"step","step":2}` + "\n" +
+		`{"type":"samples","step":2}` + "\n" +
+		`{"type":"step","st`
+	os.WriteFile(path, []byte(in), 0o644)
+	if err := KeepThrough(path, 1); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	want := `{"type":"run_start","step":0}` + "\n" + `{"type":"step","step":1}` + "\n" + `{"type":"checkpoint","step":1}` + "\n"
+	if string(got) != want {
+		t.Fatalf("kept\n%s\nwant\n%s", got, want)
+	}
+	info, _ := os.Stat(path)
+	if err := KeepThrough(path, 1); err != nil { // nothing to drop: the file is left alone
+		t.Fatal(err)
+	}
+	if info2, _ := os.Stat(path); !info2.ModTime().Equal(info.ModTime()) || info2.Size() != int64(len(want)) {
+		t.Error("a file with nothing to drop was rewritten")
+	}
+	if err := KeepThrough(filepath.Join(t.TempDir(), "none.jsonl"), 3); err != nil {
+		t.Errorf("a missing file: %v", err)
 	}
 }
