@@ -31,25 +31,81 @@ const (
 
 // AdapterConfig is PEFT's adapter_config.json for a LoRA adapter.
 type AdapterConfig struct {
-	PeftType          string   `json:"peft_type"` // "LORA"
-	TaskType          string   `json:"task_type"` // "CAUSAL_LM"
-	BaseModel         string   `json:"base_model_name_or_path"`
-	R                 int      `json:"r"`
-	LoraAlpha         float64  `json:"lora_alpha"`
-	LoraDropout       float64  `json:"lora_dropout"`
-	TargetModules     []string `json:"target_modules"`
-	Bias              string   `json:"bias"` // "none"
-	UseRSLoRA         bool     `json:"use_rslora"`
-	FanInFanOut       bool     `json:"fan_in_fan_out"` // true for GPT-2's Conv1D
-	InitLoraWeights   bool     `json:"init_lora_weights"`
-	InferenceMode     bool     `json:"inference_mode"`
-	UseDoRA           bool     `json:"use_dora"`
-	ModulesToSave     []string `json:"modules_to_save"`
-	Revision          *string  `json:"revision"`
-	LayersToTransform []int    `json:"layers_to_transform"`
-	LayersPattern     *string  `json:"layers_pattern"`
-	RankPattern       struct{} `json:"rank_pattern"`
-	AlphaPattern      struct{} `json:"alpha_pattern"`
+	PeftType          string             `json:"peft_type"` // "LORA"
+	TaskType          string             `json:"task_type"` // "CAUSAL_LM"
+	BaseModel         string             `json:"base_model_name_or_path"`
+	R                 int                `json:"r"`
+	LoraAlpha         float64            `json:"lora_alpha"`
+	LoraDropout       float64            `json:"lora_dropout"`
+	TargetModules     []string           `json:"target_modules"`
+	Bias              string             `json:"bias"` // "none"
+	UseRSLoRA         bool               `json:"use_rslora"`
+	FanInFanOut       bool               `json:"fan_in_fan_out"` // true for GPT-2's Conv1D
+	InitLoraWeights   bool               `json:"init_lora_weights"`
+	InferenceMode     bool               `json:"inference_mode"`
+	UseDoRA           bool               `json:"use_dora"`
+	ModulesToSave     []string           `json:"modules_to_save"`
+	Revision          *string            `json:"revision"`
+	LayersToTransform []int              `json:"layers_to_transform"`
+	LayersPattern     *string            `json:"layers_pattern"`
+	RankPattern       map[string]int     `json:"rank_pattern"`  // module pattern → r
+	AlphaPattern      map[string]float64 `json:"alpha_pattern"` // module pattern → lora_alpha
+}
+
+// UnmarshalJSON reads another tool's adapter_config.json as well as ours: PEFT writes
+// target_modules as one string when it is a regular expression or "all-linear".
+func (c *AdapterConfig) UnmarshalJSON(b []byte) error {
+	type plain AdapterConfig
+	var raw struct {
+		plain
+		TargetModules json.RawMessage `json:"target_modules"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*c = AdapterConfig(raw.plain)
+	c.TargetModules = nil
+	if len(raw.TargetModules) == 0 || string(raw.TargetModules) == "null" {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(raw.TargetModules, &one) == nil {
+		c.TargetModules = []string{one}
+		return nil
+	}
+	if err := json.Unmarshal(raw.TargetModules, &c.TargetModules); err != nil {
+		return fmt.Errorf("target_modules: want a string or a list of strings: %v", err)
+	}
+	return nil
+}
+
+// ReadAdapterConfig reads a PEFT adapter_config.json; r must be positive.
+func ReadAdapterConfig(path string) (AdapterConfig, error) {
+	var c AdapterConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%s: %v", path, err)
+	}
+	if c.R <= 0 {
+		return c, fmt.Errorf("%s: r must be positive, got %d", path, c.R)
+	}
+	return c, nil
+}
+
+// ReadTrainerState reads a trainer_state.json.
+func ReadTrainerState(path string) (TrainerState, error) {
+	var s TrainerState
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s: %v", path, err)
+	}
+	return s, nil
 }
 
 // Scale is LoRA's s: alpha/r, or alpha/√r with rslora.
@@ -145,6 +201,12 @@ func SaveAdapter(dir string, cfg AdapterConfig, tensors []Tensor) error {
 	if cfg.Bias == "" {
 		cfg.Bias = "none"
 	}
+	if cfg.RankPattern == nil { // PEFT wants {} here, not null
+		cfg.RankPattern = map[string]int{}
+	}
+	if cfg.AlphaPattern == nil {
+		cfg.AlphaPattern = map[string]float64{}
+	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
@@ -196,12 +258,8 @@ func Load(dir string) (Checkpoint, error) {
 		}
 		c.Optimizer = &o
 	}
-	p := filepath.Join(dir, TrainerStateFile)
-	if b, err := os.ReadFile(p); err == nil {
-		var s TrainerState
-		if err := json.Unmarshal(b, &s); err != nil {
-			return c, fmt.Errorf("%s: %v", p, err)
-		}
+	s, err := ReadTrainerState(filepath.Join(dir, TrainerStateFile))
+	if err == nil {
 		c.State = &s
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return c, err
@@ -211,23 +269,16 @@ func Load(dir string) (Checkpoint, error) {
 
 // LoadAdapter reads the PEFT files of dir.
 func LoadAdapter(dir string) (AdapterConfig, []Tensor, error) {
-	var cfg AdapterConfig
 	p := filepath.Join(dir, AdapterConfigFile)
-	b, err := os.ReadFile(p)
+	cfg, err := ReadAdapterConfig(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return cfg, nil, fmt.Errorf("%s is not a checkpoint: no %s", dir, AdapterConfigFile)
 		}
 		return cfg, nil, err
 	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return cfg, nil, fmt.Errorf("%s: %v", p, err)
-	}
 	if cfg.PeftType != "" && cfg.PeftType != "LORA" {
 		return cfg, nil, fmt.Errorf("%s: peft_type %q: only LORA adapters are supported", p, cfg.PeftType)
-	}
-	if cfg.R <= 0 {
-		return cfg, nil, fmt.Errorf("%s: r must be positive, got %d", p, cfg.R)
 	}
 	f, err := safetensors.Open(filepath.Join(dir, AdapterWeightsFile))
 	if err != nil {

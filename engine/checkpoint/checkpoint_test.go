@@ -116,3 +116,30 @@ func TestBadCheckpoints(t *testing.T) {
 		t.Fatalf("truncated weights should name the file: %v", err)
 	}
 }
+
+// Another tool's adapter_config.json reads: target_modules as one string, rank and alpha
+// patterns; ours writes the patterns as {} as PEFT does.
+func TestAdapterConfigOfOtherTools(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, AdapterConfigFile)
+	os.WriteFile(p, []byte(`{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": "all-linear",
+		"rank_pattern": {"q_proj": 4}, "alpha_pattern": {"down_proj": 2}, "layers_to_transform": null}`), 0o644)
+	c, err := ReadAdapterConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.TargetModules) != 1 || c.TargetModules[0] != "all-linear" || c.RankPattern["q_proj"] != 4 || c.AlphaPattern["down_proj"] != 2 || c.LoraAlpha != 16 {
+		t.Fatalf("read %+v", c)
+	}
+	os.WriteFile(p, []byte(`{"r": 8, "target_modules": 3}`), 0o644)
+	if _, err := ReadAdapterConfig(p); err == nil || !strings.Contains(err.Error(), "target_modules") || !strings.Contains(err.Error(), p) {
+		t.Fatalf("a number as target_modules: %v", err)
+	}
+	if err := SaveAdapter(dir, AdapterConfig{R: 2, LoraAlpha: 4, TargetModules: []string{"q_proj"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if !strings.Contains(string(b), `"rank_pattern": {}`) || !strings.Contains(string(b), `"alpha_pattern": {}`) || !strings.Contains(string(b), `"target_modules": [`) {
+		t.Fatalf("written config:\n%s", b)
+	}
+}

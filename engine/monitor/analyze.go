@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/events"
 	"rlhfstation/safetensors"
 )
@@ -49,9 +50,9 @@ type Report struct {
 	// Layers: per-layer aggregates, by layer number (-1: modules outside numbered layers).
 	Layers []LayerStats `json:"layers"`
 
-	Drift     *DriftSummary  `json:"drift,omitempty"`     // with a reference
-	Optimizer *OptimizerInfo `json:"optimizer,omitempty"` // when optimizer.safetensors is there
-	Trainer   *TrainerState  `json:"trainer_state,omitempty"`
+	Drift     *DriftSummary            `json:"drift,omitempty"`     // with a reference
+	Optimizer *OptimizerInfo           `json:"optimizer,omitempty"` // when optimizer.safetensors is there
+	Trainer   *checkpoint.TrainerState `json:"trainer_state,omitempty"`
 }
 
 // AdapterInfo describes the adapter as configured and as stored.
@@ -199,7 +200,7 @@ func Analyze(dir, ref string) (*Report, error) {
 		return nil, err
 	}
 	defer c.close()
-	var rc *checkpoint
+	var rc *folder
 	if ref != "" {
 		if rc, err = openCheckpoint(ref); err != nil {
 			return nil, fmt.Errorf("reference: %w", err)
@@ -211,7 +212,7 @@ func Analyze(dir, ref string) (*Report, error) {
 }
 
 type analysis struct {
-	c, rc   *checkpoint
+	c, rc   *folder
 	issues  *issueSet
 	rep     *Report
 	modules []Module
@@ -272,15 +273,15 @@ func (a *analysis) adapterInfo() {
 	}
 	if c.cfg == nil {
 		info.Scale, info.ScaleRule = 1, "1 (no adapter_config.json)"
-		a.issues.global("no_config", events.Warning, "no "+AdapterConfigFile+": lora_alpha and r are unknown, so s is taken as 1 and ‖s·B·A‖ is ‖B·A‖")
+		a.issues.global("no_config", events.Warning, "no "+checkpoint.AdapterConfigFile+": lora_alpha and r are unknown, so s is taken as 1 and ‖s·B·A‖ is ‖B·A‖")
 		return
 	}
 	cfg := c.cfg
-	info.PeftType, info.BaseModel, info.R, info.Alpha, info.RSLoRA = cfg.PeftType, cfg.BaseModel, cfg.R, cfg.Alpha, cfg.RSLoRA
+	info.PeftType, info.BaseModel, info.R, info.Alpha, info.RSLoRA = cfg.PeftType, cfg.BaseModel, cfg.R, cfg.LoraAlpha, cfg.UseRSLoRA
 	info.TargetModules = cfg.TargetModules
-	info.Scale = loraScale(cfg.Alpha, cfg.R, cfg.RSLoRA)
+	info.Scale = loraScale(cfg.LoraAlpha, cfg.R, cfg.UseRSLoRA)
 	info.ScaleRule = "alpha/r"
-	if cfg.RSLoRA {
+	if cfg.UseRSLoRA {
 		info.ScaleRule = "alpha/sqrt(r)"
 	}
 	if cfg.PeftType != "" && !strings.EqualFold(cfg.PeftType, "LORA") {
@@ -291,7 +292,7 @@ func (a *analysis) adapterInfo() {
 func (a *analysis) stepAndTrainer() {
 	c, rep := a.c, a.rep
 	if c.trainErr != nil {
-		a.issues.global("trainer_state", events.Critical, fmt.Sprintf("%s is unreadable (%v): the run cannot resume from here", TrainerStateFile, c.trainErr))
+		a.issues.global("trainer_state", events.Critical, fmt.Sprintf("%s is unreadable (%v): the run cannot resume from here", checkpoint.TrainerStateFile, c.trainErr))
 	}
 	if c.trainer == nil {
 		return
@@ -386,7 +387,7 @@ func (a *analysis) module(mt moduleTensors, refModules map[string]moduleTensors)
 	}
 	if a.c.cfg != nil {
 		if want := a.c.expectedRank(mt.Path); want != f.R {
-			a.issues.module("config_mismatch", events.Warning, mt.Path, fmt.Sprintf("rank %d in the tensors, %d in %s", f.R, want, AdapterConfigFile))
+			a.issues.module("config_mismatch", events.Warning, mt.Path, fmt.Sprintf("rank %d in the tensors, %d in %s", f.R, want, checkpoint.AdapterConfigFile))
 		}
 	}
 	if rm, ok := refModules[mt.Path]; ok {
@@ -447,8 +448,8 @@ func (a *analysis) referenceCoverage() {
 	}
 	if a.rc.cfg != nil && a.c.cfg != nil {
 		x, y := a.c.cfg, a.rc.cfg
-		if x.R != y.R || x.Alpha != y.Alpha || x.RSLoRA != y.RSLoRA {
-			a.issues.global("reference_config", events.Info, fmt.Sprintf("r %d, alpha %g, rslora %v here; r %d, alpha %g, rslora %v in the reference", x.R, x.Alpha, x.RSLoRA, y.R, y.Alpha, y.RSLoRA))
+		if x.R != y.R || x.LoraAlpha != y.LoraAlpha || x.UseRSLoRA != y.UseRSLoRA {
+			a.issues.global("reference_config", events.Info, fmt.Sprintf("r %d, alpha %g, rslora %v here; r %d, alpha %g, rslora %v in the reference", x.R, x.LoraAlpha, x.UseRSLoRA, y.R, y.LoraAlpha, y.UseRSLoRA))
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,60 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	"rlhfstation/engine/events"
+	"rlhfstation/engine/checkpoint"
 	"rlhfstation/safetensors"
-)
-
-// The files of a checkpoint folder (DESIGN §9). Only the first two are required: a bare PEFT
-// adapter folder is a checkpoint too.
-const (
-	AdapterConfigFile = "adapter_config.json"
-	AdapterFile       = "adapter_model.safetensors"
-	OptimizerFile     = "optimizer.safetensors"
-	TrainerStateFile  = "trainer_state.json"
 )
 
 // peftPrefix starts every tensor name PEFT saves.
 const peftPrefix = "base_model.model."
-
-// AdapterConfig is what inspect reads of PEFT's adapter_config.json.
-type AdapterConfig struct {
-	PeftType      string             `json:"peft_type,omitempty"`
-	BaseModel     string             `json:"base_model_name_or_path,omitempty"`
-	R             int                `json:"r"`
-	Alpha         float64            `json:"lora_alpha"`
-	RSLoRA        bool               `json:"use_rslora"`
-	TargetModules []string           `json:"target_modules,omitempty"`
-	RankPattern   map[string]int     `json:"rank_pattern,omitempty"`
-	AlphaPattern  map[string]float64 `json:"alpha_pattern,omitempty"`
-}
-
-func readAdapterConfig(path string) (*AdapterConfig, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var raw struct {
-		AdapterConfig
-		TargetModules json.RawMessage `json:"target_modules"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	c := raw.AdapterConfig
-	if len(raw.TargetModules) > 0 && string(raw.TargetModules) != "null" {
-		var one string
-		if json.Unmarshal(raw.TargetModules, &one) == nil {
-			c.TargetModules = []string{one} // "all-linear" or a regular expression
-		} else if err := json.Unmarshal(raw.TargetModules, &c.TargetModules); err != nil {
-			return nil, fmt.Errorf("%s: target_modules: want a string or a list of strings: %v", path, err)
-		}
-	}
-	if c.R <= 0 {
-		return nil, fmt.Errorf("%s: r must be a positive integer, got %d", path, c.R)
-	}
-	return &c, nil
-}
 
 // patternValue finds a module's entry in PEFT's rank_pattern or alpha_pattern: a key matches
 // when the module path, as a whole, matches (.*\.)?key. The longest matching key wins.
@@ -83,48 +34,26 @@ func patternValue[V any](pattern map[string]V, module string) (V, bool) {
 	return best, found
 }
 
-// TrainerState is trainer_state.json as the engine writes it.
-type TrainerState struct {
-	GlobalStep   int            `json:"global_step"`
-	LearningRate float64        `json:"learning_rate"`
-	DataCursor   int64          `json:"data_cursor"`
-	RNGState     string         `json:"rng_state,omitempty"`
-	ConfigHash   string         `json:"config_hash,omitempty"`
-	Metrics      events.Metrics `json:"metrics,omitempty"` // the last step's
-}
-
-func readTrainerState(path string) (*TrainerState, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s TrainerState
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return &s, nil
-}
-
 // moduleTensors names one LoRA module's two tensors in the adapter file.
 type moduleTensors struct {
 	Path         string // the module inside the model: model.layers.0.self_attn.q_proj
 	AName, BName string
 }
 
-// checkpoint is an opened checkpoint folder.
-type checkpoint struct {
+// folder is an opened checkpoint folder.
+type folder struct {
 	dir       string
-	cfg       *AdapterConfig // nil when adapter_config.json is absent
+	cfg       *checkpoint.AdapterConfig // nil when adapter_config.json is absent
 	adapter   *safetensors.File
 	modules   []moduleTensors
 	other     []string // tensors that are not LoRA factors
 	malformed []string // "tensor: why"
-	trainer   *TrainerState
+	trainer   *checkpoint.TrainerState
 	trainErr  error
 	optPath   string // "" when there is no optimizer file
 }
 
-func (c *checkpoint) close() {
+func (c *folder) close() {
 	if c.adapter != nil {
 		c.adapter.Close()
 	}
@@ -133,7 +62,7 @@ func (c *checkpoint) close() {
 // openCheckpoint reads a checkpoint folder's headers and small files; dir may also name the
 // adapter_model.safetensors inside it. Problems that still leave something to inspect (an
 // optional file unreadable, a config missing) are kept for the report; the rest are errors.
-func openCheckpoint(dir string) (*checkpoint, error) {
+func openCheckpoint(dir string) (*folder, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
@@ -141,19 +70,21 @@ func openCheckpoint(dir string) (*checkpoint, error) {
 	if !st.IsDir() {
 		dir = filepath.Dir(dir)
 	}
-	c := &checkpoint{dir: dir}
-	adapterPath := filepath.Join(dir, AdapterFile)
+	c := &folder{dir: dir}
+	adapterPath := filepath.Join(dir, checkpoint.AdapterWeightsFile)
 	if _, err := os.Stat(adapterPath); err != nil {
 		if _, berr := os.Stat(filepath.Join(dir, "adapter_model.bin")); berr == nil {
 			return nil, fmt.Errorf("checkpoint %s: only adapter_model.bin (a PyTorch pickle) is there; save the adapter with safe_serialization=True", dir)
 		}
-		return nil, fmt.Errorf("checkpoint %s: no %s: not a LoRA adapter folder", dir, AdapterFile)
+		return nil, fmt.Errorf("checkpoint %s: no %s: not a LoRA adapter folder", dir, checkpoint.AdapterWeightsFile)
 	}
-	cfgPath := filepath.Join(dir, AdapterConfigFile)
+	cfgPath := filepath.Join(dir, checkpoint.AdapterConfigFile)
 	if _, err := os.Stat(cfgPath); err == nil {
-		if c.cfg, err = readAdapterConfig(cfgPath); err != nil {
+		cfg, err := checkpoint.ReadAdapterConfig(cfgPath)
+		if err != nil {
 			return nil, err
 		}
+		c.cfg = &cfg
 	}
 	if c.adapter, err = safetensors.Open(adapterPath); err != nil {
 		return nil, err
@@ -163,11 +94,15 @@ func openCheckpoint(dir string) (*checkpoint, error) {
 		c.close()
 		return nil, fmt.Errorf("%s: no LoRA tensors (names like %s<module>.lora_A.weight)", adapterPath, peftPrefix)
 	}
-	if _, err := os.Stat(filepath.Join(dir, TrainerStateFile)); err == nil {
-		c.trainer, c.trainErr = readTrainerState(filepath.Join(dir, TrainerStateFile))
+	if _, err := os.Stat(filepath.Join(dir, checkpoint.TrainerStateFile)); err == nil {
+		st, err := checkpoint.ReadTrainerState(filepath.Join(dir, checkpoint.TrainerStateFile))
+		if err == nil {
+			c.trainer = &st
+		}
+		c.trainErr = err
 	}
-	if _, err := os.Stat(filepath.Join(dir, OptimizerFile)); err == nil {
-		c.optPath = filepath.Join(dir, OptimizerFile)
+	if _, err := os.Stat(filepath.Join(dir, checkpoint.OptimizerFile)); err == nil {
+		c.optPath = filepath.Join(dir, checkpoint.OptimizerFile)
 	}
 	return c, nil
 }
@@ -194,7 +129,7 @@ func splitLoRAName(name string) (module, factor string, ok bool) {
 	return "", "", false
 }
 
-func (c *checkpoint) indexTensors() {
+func (c *folder) indexTensors() {
 	byModule := map[string]*moduleTensors{}
 	for _, name := range c.adapter.Names() {
 		mod, factor, ok := splitLoRAName(name)
@@ -267,19 +202,19 @@ func factorShapes(a, b []int) (r, in, out int, err error) {
 
 // scaleFor is the module's s, from the config (rank_pattern and alpha_pattern included), or 1
 // without a config.
-func (c *checkpoint) scaleFor(module string, r int) float64 {
+func (c *folder) scaleFor(module string, r int) float64 {
 	if c.cfg == nil {
 		return 1
 	}
-	alpha := c.cfg.Alpha
+	alpha := c.cfg.LoraAlpha
 	if a, ok := patternValue(c.cfg.AlphaPattern, module); ok {
 		alpha = a
 	}
-	return loraScale(alpha, r, c.cfg.RSLoRA)
+	return loraScale(alpha, r, c.cfg.UseRSLoRA)
 }
 
 // expectedRank is the module's r according to the config.
-func (c *checkpoint) expectedRank(module string) int {
+func (c *folder) expectedRank(module string) int {
 	if r, ok := patternValue(c.cfg.RankPattern, module); ok {
 		return r
 	}
@@ -287,7 +222,7 @@ func (c *checkpoint) expectedRank(module string) int {
 }
 
 // loadFactor reads one module's factors, with non-finite entries zeroed and counted.
-func (c *checkpoint) loadFactor(m moduleTensors) (*loraFactor, int, int, error) {
+func (c *folder) loadFactor(m moduleTensors) (*loraFactor, int, int, error) {
 	ia, _ := c.adapter.Info(m.AName)
 	ib, _ := c.adapter.Info(m.BName)
 	r, in, out, err := factorShapes(ia.Shape, ib.Shape)

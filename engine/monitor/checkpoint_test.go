@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlhfstation/engine/checkpoint"
 	"rlhfstation/safetensors"
 )
 
@@ -130,7 +131,7 @@ func (f *fakeCheckpoint) write(t *testing.T, dir string, full bool, optMeta map[
 	}
 	cfg := fmt.Sprintf(`{"peft_type": "LORA", "base_model_name_or_path": "tiny", "r": %d, "lora_alpha": %g, "use_rslora": false,
 		"target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], "lora_dropout": 0.05, "bias": "none", "task_type": "CAUSAL_LM"}`, f.rank, f.alpha)
-	if err := os.WriteFile(filepath.Join(dir, AdapterConfigFile), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.AdapterConfigFile), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var ts, opt []safetensors.Tensor
@@ -144,7 +145,7 @@ func (f *fakeCheckpoint) write(t *testing.T, dir string, full bool, optMeta map[
 		}
 		opt = append(opt, safetensors.F32Tensor(name+".exp_avg", f.shapes[name], m), safetensors.F32Tensor(name+".exp_avg_sq", f.shapes[name], v2))
 	}
-	if err := safetensors.Write(filepath.Join(dir, AdapterFile), ts, map[string]string{"format": "pt"}); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, checkpoint.AdapterWeightsFile), ts, map[string]string{"format": "pt"}); err != nil {
 		t.Fatal(err)
 	}
 	if !full {
@@ -154,11 +155,11 @@ func (f *fakeCheckpoint) write(t *testing.T, dir string, full bool, optMeta map[
 	for k, v := range optMeta {
 		meta[k] = v
 	}
-	if err := safetensors.Write(filepath.Join(dir, OptimizerFile), opt, meta); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, checkpoint.OptimizerFile), opt, meta); err != nil {
 		t.Fatal(err)
 	}
 	state := fmt.Sprintf(`{"global_step": %d, "learning_rate": 1e-05, "data_cursor": %d, "rng_state": "pcg:1:2", "config_hash": "sha256:abc", "metrics": {"loss": 0.41, "reward": 0.62, "kl": 0.02}}`, f.step, 8*f.step)
-	if err := os.WriteFile(filepath.Join(dir, TrainerStateFile), []byte(state), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.TrainerStateFile), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -233,7 +234,7 @@ func TestHealthyCheckpoint(t *testing.T) {
 
 func TestBareAdapterFolder(t *testing.T) {
 	dir := newFake(1).write(t, t.TempDir(), false, nil)
-	rep := analyze(t, filepath.Join(dir, AdapterFile), "") // the file names its folder too
+	rep := analyze(t, filepath.Join(dir, checkpoint.AdapterWeightsFile), "") // the file names its folder too
 	if rep.Score != 1 || rep.Optimizer != nil || rep.Trainer != nil || rep.StepFrom != "" {
 		t.Fatalf("bare adapter: score %v, issues:\n  %s", rep.Score, codes(rep))
 	}
@@ -345,7 +346,7 @@ func TestOptimizerChecks(t *testing.T) {
 
 	// A corrupt second moment: negative and NaN values.
 	name := f.module(0, "self_attn.q_proj") + ".lora_A.weight"
-	opt, err := safetensors.Open(filepath.Join(dir, OptimizerFile))
+	opt, err := safetensors.Open(filepath.Join(dir, checkpoint.OptimizerFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestOptimizerChecks(t *testing.T) {
 	meta := opt.Metadata
 	opt.Close()
 	meta["step"], meta["learning_rate"] = "200", "1e-5"
-	if err := safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta); err != nil {
+	if err := safetensors.Write(filepath.Join(dir, checkpoint.OptimizerFile), ts, meta); err != nil {
 		t.Fatal(err)
 	}
 	rep = analyze(t, dir, "")
@@ -389,7 +390,7 @@ func TestUntrainedAndConfig(t *testing.T) {
 	// rank_pattern, alpha_pattern and rslora.
 	dir := newFake(1).write(t, t.TempDir(), false, nil)
 	cfg := `{"r": 8, "lora_alpha": 16, "use_rslora": true, "rank_pattern": {"q_proj": 4, "k_proj": 4, "v_proj": 4, "o_proj": 4, "gate_proj": 4, "up_proj": 4, "layers.3.mlp.down_proj": 4}, "alpha_pattern": {"down_proj": 4}, "target_modules": "all-linear"}`
-	os.WriteFile(filepath.Join(dir, AdapterConfigFile), []byte(cfg), 0o644)
+	os.WriteFile(filepath.Join(dir, checkpoint.AdapterConfigFile), []byte(cfg), 0o644)
 	rep = analyze(t, dir, "")
 	cm := issue(rep, "config_mismatch")
 	if cm == nil || len(cm.Modules) != 3 || rep.Adapter.TargetModules[0] != "all-linear" || rep.Adapter.Scale != 16/math.Sqrt(8) {
@@ -413,7 +414,7 @@ func TestAnalyzeErrors(t *testing.T) {
 	if _, err := Analyze(filepath.Join(root, "nope"), ""); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("missing folder: %v", err)
 	}
-	if _, err := Analyze(root, ""); err == nil || !strings.Contains(err.Error(), AdapterFile) {
+	if _, err := Analyze(root, ""); err == nil || !strings.Contains(err.Error(), checkpoint.AdapterWeightsFile) {
 		t.Fatalf("empty folder: %v", err)
 	}
 	os.WriteFile(filepath.Join(root, "adapter_model.bin"), []byte("x"), 0o644)
@@ -421,17 +422,17 @@ func TestAnalyzeErrors(t *testing.T) {
 		t.Fatalf("pickle only: %v", err)
 	}
 	dir := newFake(1).write(t, filepath.Join(root, "ck"), false, nil)
-	os.WriteFile(filepath.Join(dir, AdapterConfigFile), []byte(`{"r": 4, "lora_alpha": }`), 0o644)
-	if _, err := Analyze(dir, ""); err == nil || !strings.Contains(err.Error(), AdapterConfigFile) {
+	os.WriteFile(filepath.Join(dir, checkpoint.AdapterConfigFile), []byte(`{"r": 4, "lora_alpha": }`), 0o644)
+	if _, err := Analyze(dir, ""); err == nil || !strings.Contains(err.Error(), checkpoint.AdapterConfigFile) {
 		t.Fatalf("bad config: %v", err)
 	}
 	good := newFake(1).write(t, filepath.Join(root, "good"), false, nil)
 	if _, err := Analyze(good, filepath.Join(root, "missing")); err == nil || !strings.HasPrefix(err.Error(), "reference:") {
 		t.Fatalf("missing reference: %v", err)
 	}
-	os.WriteFile(filepath.Join(good, TrainerStateFile), []byte(`{"global_step": "x"}`), 0o644)
+	os.WriteFile(filepath.Join(good, checkpoint.TrainerStateFile), []byte(`{"global_step": "x"}`), 0o644)
 	rep := analyze(t, good, "")
-	if is := issue(rep, "trainer_state"); is == nil || is.Severity != "critical" || !strings.Contains(is.Message, TrainerStateFile) {
+	if is := issue(rep, "trainer_state"); is == nil || is.Severity != "critical" || !strings.Contains(is.Message, checkpoint.TrainerStateFile) {
 		t.Fatalf("unreadable trainer state is an issue, not an error: %s", codes(rep))
 	}
 }
