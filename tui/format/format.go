@@ -97,18 +97,25 @@ func Count(v float64) string {
 	return string(out)
 }
 
-// Percent prints a fraction as a percentage: 0.873 → 87.3%.
+// Percent prints a fraction as a percentage: 0.873 → 87.3%; from 10000% on in e-notation
+// (1.2e+07%), so that a diverging perplexity keeps its column.
 func Percent(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return Value(f)
 	}
+	if math.Abs(f) >= 100 {
+		return strconv.FormatFloat(f*100, 'e', 1, 64) + "%"
+	}
 	return strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
 }
 
-// SignedPercent prints a signed percentage: +1.9%, -0.4%.
+// SignedPercent prints a signed percentage: +1.9%, -0.4%, +1.2e+07%.
 func SignedPercent(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return Value(f)
+	}
+	if math.Abs(f) >= 100 {
+		return fmt.Sprintf("%+.1e%%", f*100)
 	}
 	return fmt.Sprintf("%+.1f%%", f*100)
 }

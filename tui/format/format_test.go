@@ -15,6 +15,7 @@ func TestFormats(t *testing.T) {
 		{Value(2e-5), "2.00e-05"}, {Value(math.NaN()), "NaN"}, {Value(math.Inf(-1)), "-Inf"}, {Value(0), "0"},
 		{Count(1234567), "1,234,567"}, {Count(-1234), "-1,234"}, {Count(12), "12"},
 		{Percent(0.8734), "87.3%"}, {SignedPercent(-0.057), "-5.7%"}, {SignedPercent(0.019), "+1.9%"},
+		{SignedPercent(99.99), "+9999.0%"}, {SignedPercent(1.23e5), "+1.2e+07%"}, {Percent(3e4), "3.0e+06%"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
