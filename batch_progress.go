@@ -24,12 +24,13 @@ type batchProgress struct {
 	start      time.Time
 	total      int
 	run        string
-	rewards    []float64 // reward per step, for the summary
+	trends     map[string][]float64 // the summary's metrics per step (trendMetric)
 	last       events.Metrics
 	lastStep   int
 	anomalies  int
 	ckpts      []string
 	barVisible bool
+	skipLogs   int // the first log events not to print: set-up lines already shown
 }
 
 func newBatchProgress(out io.Writer, terminal bool) *batchProgress {
@@ -48,8 +49,13 @@ func (p *batchProgress) Handle(e events.Event) {
 		p.line(fmt.Sprintf("run %s: model %s on %s, preset %s, %d steps%s", e.Run, e.Model, e.Device, e.Preset, e.TotalSteps, params))
 	case events.Step:
 		p.lastStep, p.last = e.Step, e.Metrics
-		if r, ok := e.Metrics["reward"]; ok {
-			p.rewards = append(p.rewards, r)
+		for k, v := range e.Metrics {
+			if trendMetric(k) && !math.IsNaN(v) && !math.IsInf(v, 0) {
+				if p.trends == nil {
+					p.trends = map[string][]float64{}
+				}
+				p.trends[k] = append(p.trends[k], v)
+			}
 		}
 		if p.terminal {
 			p.drawBar()
@@ -67,6 +73,10 @@ func (p *batchProgress) Handle(e events.Event) {
 		}
 		p.line(fmt.Sprintf("checkpoint %s%s", e.Path, health))
 	case events.Log:
+		if p.skipLogs > 0 {
+			p.skipLogs--
+			return
+		}
 		if e.Level != "debug" {
 			p.line(e.Message)
 		}
@@ -142,11 +152,27 @@ func (p *batchProgress) summary(e events.Event) {
 		fmt.Fprintf(p.out, ": %s", e.Reason)
 	}
 	fmt.Fprintln(p.out)
-	if n := len(p.rewards); n >= 2 {
+	var names []string
+	for k := range p.trends {
+		if k != "reward" {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range append([]string{"reward"}, names...) {
+		x := p.trends[name]
+		n := len(x)
+		if n < 4 {
+			continue
+		}
 		k := min(20, n/2)
-		first, firstSE := meanSE(p.rewards[:k])
-		last, lastSE := meanSE(p.rewards[n-k:])
-		fmt.Fprintf(p.out, "  reward: first %d steps %.4f ± %.4f, last %d steps %.4f ± %.4f\n", k, first, firstSE, k, last, lastSE)
+		first, firstSE := meanSE(x[:k])
+		last, lastSE := meanSE(x[n-k:])
+		rise := ""
+		if se := math.Hypot(firstSE, lastSE); se > 0 {
+			rise = fmt.Sprintf(" (%+.1f SE)", (last-first)/se)
+		}
+		fmt.Fprintf(p.out, "  %s: first %d steps %.4f ± %.4f, last %d steps %.4f ± %.4f%s\n", name, k, first, firstSE, k, last, lastSE, rise)
 	}
 	keys := make([]string, 0, len(p.last))
 	for k := range p.last {
@@ -164,6 +190,13 @@ func (p *batchProgress) summary(e events.Event) {
 	if n := len(p.ckpts); n > 0 {
 		fmt.Fprintf(p.out, "  last checkpoint: %s\n", p.ckpts[n-1])
 	}
+}
+
+// trendMetric says whether the summary compares a metric's first and last steps: the reward,
+// each reward function's mean, and the digit accuracy of NTL.
+func trendMetric(name string) bool {
+	return name == "reward" || name == "ntl/digit_accuracy" ||
+		strings.HasPrefix(name, "rewards/") && strings.HasSuffix(name, "/mean")
 }
 
 // meanSE is the mean and its standard error.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"rlhfstation/engine"
@@ -43,7 +44,11 @@ func runBatch(args []string) error {
 	if err != nil {
 		return err
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+	var setupLines atomic.Int64 // printed during New; the engine repeats them as log events
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, format+"\n", a...)
+		setupLines.Add(1)
+	}
 	prompts, err := builtinPrompts(cfg)
 	if err != nil {
 		return err
@@ -55,9 +60,10 @@ func runBatch(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	p := newBatchProgress(os.Stdout, isTerminal(os.Stdout))
+	p.skipLogs = int(setupLines.Load())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	p := newBatchProgress(os.Stdout, isTerminal(os.Stdout))
 	for ev := range e.Events() {
 		p.Handle(ev)
 	}
