@@ -30,11 +30,12 @@ var modelFlagHelp = fmt.Sprintf("model `DIR`: a Hugging Face model folder (confi
 // make `go run . --batch` a few minutes of real learning on two CPU cores.
 var builtinRunDefaults = map[string]any{
 	"max_steps":                   int64(150),
-	"per_device_train_batch_size": int64(2),
+	"per_device_train_batch_size": int64(4),
 	"num_generations":             int64(8),
 	"max_completion_length":       int64(48),
 	"max_prompt_length":           int64(128),
 	"learning_rate":               5e-4,
+	"warmup_ratio":                0.1,
 	"logging_steps":               int64(1),
 	"save_steps":                  int64(50),
 }

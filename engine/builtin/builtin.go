@@ -4,10 +4,10 @@
 // and no network. model/pretrain.json records the settings and figures of its run. It was
 // made by (the flags spelled out are the pretrain command's defaults):
 //
-//	go run . pretrain --out engine/builtin/model --corpus synthetic --corpus-bytes 12582912 \
+//	go run . pretrain --out engine/builtin/model --corpus synthetic --corpus-bytes 20971520 \
 //	    --val-bytes 262144 --tokenizer-bytes 4194304 --vocab 2048 --layers 4 --dim 192 \
-//	    --heads 6 --kv-heads 2 --hidden 512 --context 256 --steps 1500 --batch 8 --lr 5e-3 \
-//	    --warmup 100 --weight-decay 0.1 --clip 1 --seed 1 --eval-every 250 \
+//	    --heads 6 --kv-heads 2 --hidden 512 --context 256 --steps 3600 --batch 8 --lr 5e-3 \
+//	    --warmup 100 --weight-decay 0.1 --clip 1 --seed 1 --eval-every 300 \
 //	    --eval-tokens 32768 --dtype f16
 //
 // The run is deterministic for its seed on one machine; another CPU (other GEMM kernels)

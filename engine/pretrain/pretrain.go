@@ -49,9 +49,9 @@ func Defaults() Options {
 	return Options{
 		Config: model.Config{ModelType: "llama", Vocab: 2048, Dim: 192, Layers: 4, Heads: 6, KVHeads: 2,
 			Hidden: 512, MaxPos: 256, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, BOS: -1},
-		Corpus: Synthetic, CorpusBytes: 12 << 20, ValBytes: 256 << 10, TokenizerBytes: 4 << 20,
-		Steps: 1500, Batch: 8, LR: 5e-3, Warmup: 100, WeightDecay: 0.1, Clip: 1, Seed: 1,
-		EvalEvery: 250, EvalTokens: 32768,
+		Corpus: Synthetic, CorpusBytes: 20 << 20, ValBytes: 256 << 10, TokenizerBytes: 4 << 20,
+		Steps: 3600, Batch: 8, LR: 5e-3, Warmup: 100, WeightDecay: 0.1, Clip: 1, Seed: 1,
+		EvalEvery: 300, EvalTokens: 32768,
 	}
 }
 

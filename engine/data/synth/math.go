@@ -50,6 +50,11 @@ func (p *mathProblem) text() string {
 	return "Question: " + p.question + "\nAnswer: " + strings.Join(p.lines, "\n") + fmt.Sprintf("\n#### %d", p.answer)
 }
 
+// terseText renders the problem with its answer alone: question, "Answer: #### N".
+func (p *mathProblem) terseText() string {
+	return "Question: " + p.question + fmt.Sprintf("\nAnswer: #### %d", p.answer)
+}
+
 // person of a problem: name and pronouns.
 type person struct{ name, he, his, him string }
 
@@ -86,13 +91,91 @@ var containers = []countable{
 
 var relatives = []string{"sister", "brother", "friend", "cousin", "neighbor", "teacher", "grandmother", "uncle", "aunt", "classmate"}
 
+// smallShare is the share of problems drawn from mathSmall. A model of the built-in's size
+// (2M parameters, a few million tokens) learns the answer's form from the larger problems but
+// none of their arithmetic; from the small ones it learns enough arithmetic that sampled
+// answers are sometimes right and sometimes wrong, which is what GRPO needs to learn from.
+const smallShare = 0.8
+
 func (g *gen) mathProblem() *mathProblem {
 	for {
-		p := oneOf(g, mathScenarios)(g)
-		if p != nil && p.answer > 0 && p.answer <= 9999 && len(p.steps) >= 2 && len(p.steps) <= 4 {
+		var p *mathProblem
+		if g.chance(smallShare) {
+			p = mathSmall(g)
+		} else {
+			p = oneOf(g, mathScenarios)(g)
+		}
+		if p != nil && p.answer > 0 && p.answer <= 9999 && len(p.steps) >= 1 && len(p.steps) <= 4 {
 			return p
 		}
 	}
+}
+
+// mathSmall: one or two steps with small numbers: sums of a number up to 20 and a digit,
+// differences back, the times tables up to 9 × 9 and their divisions. The worked answer
+// restates each sentence of the question before its step ("She loses 2 of them, so she has
+// 12 - 2 = 10 flowers left."): a small model copies a repeated sentence long before it learns
+// to find a number by its role in the question.
+func mathSmall(g *gen) *mathProblem {
+	p := &mathProblem{}
+	who, other := g.person(""), g.person("")
+	it, box := oneOf(g, mathItems), oneOf(g, containers)
+	var q []string
+	pending := "" // sentences restated before the next step's line
+	// step records a sentence of the question and the answer line that restates it.
+	step := func(sentence, result string) {
+		q = append(q, sentence)
+		p.lines = append(p.lines, pending+strings.TrimSuffix(sentence, ".")+", so "+result)
+		pending = ""
+	}
+	var n int
+	switch g.intn(4) {
+	case 0: // a number, then more
+		n = g.between(2, 20)
+		s := fmt.Sprintf("%s has %d %s.", who.name, n, it.many)
+		q, pending = append(q, s), s+" "
+	case 1: // a number, then fewer
+		n = g.between(5, 20)
+		s := fmt.Sprintf("%s has %d %s.", who.name, n, it.many)
+		q, pending = append(q, s), s+" "
+		c := g.between(1, min(9, n-1))
+		s = g.pick([]string{
+			fmt.Sprintf("%s gives %d to %s.", capitalize(who.he), c, other.name),
+			fmt.Sprintf("%s loses %d of them.", capitalize(who.he), c),
+			fmt.Sprintf("%s eats %d of them.", capitalize(who.he), c),
+		})
+		n = p.calc(n, '-', c)
+		step(s, fmt.Sprintf("%s has %s %s left.", who.he, p.eq(), it.many))
+	case 2: // groups
+		a, b := g.between(2, 9), g.between(2, 9)
+		s := fmt.Sprintf("%s has %d %s with %d %s in each.", who.name, a, box.many, b, it.many)
+		n = p.calc(a, '*', b)
+		step(s, fmt.Sprintf("%s has %s %s.", who.he, p.eq(), it.many))
+	case 3: // shared out
+		a, b := g.between(2, 9), g.between(2, 9)
+		s := fmt.Sprintf("%s has %d %s and puts them into %d %s, the same number in each.", who.name, a*b, it.many, a, box.many)
+		n = p.calc(a*b, '/', a)
+		step(s, fmt.Sprintf("each %s holds %s %s.", box.one, p.eq(), it.many))
+		q = append(q, fmt.Sprintf("How many %s are in each %s?", it.many, box.one))
+		p.question, p.answer = strings.Join(q, " "), n
+		return p
+	}
+	if len(p.steps) == 0 || g.chance(0.4) { // and then more
+		c := g.between(1, 9)
+		s := g.pick([]string{
+			fmt.Sprintf("%s %s gives %s %d more.", capitalize(who.his), g.pick(relatives), who.him, c),
+			fmt.Sprintf("Then %s finds %d more.", who.he, c),
+			fmt.Sprintf("%s buys %d more %s.", who.name, c, it.many),
+		})
+		n = p.calc(n, '+', c)
+		step(s, fmt.Sprintf("%s has %s %s.", who.he, p.eq(), it.many))
+	}
+	q = append(q, g.pick([]string{
+		fmt.Sprintf("How many %s does %s have now?", it.many, who.name),
+		fmt.Sprintf("How many %s does %s have in the end?", it.many, who.name),
+	}))
+	p.question, p.answer = strings.Join(q, " "), n
+	return p
 }
 
 var mathScenarios = []func(g *gen) *mathProblem{mathCollection, mathCollection, mathShopping, mathTravel, mathSaving,
@@ -579,12 +662,66 @@ func init() {
 	mathScenarios = append(mathScenarios, mathParty, mathWages, mathTrip, mathRecipe, mathScores, mathFundraiser)
 }
 
-func makeMath(g *gen) string { return g.mathProblem().text() }
+// drillShare is the share of math documents that are practice sheets rather than problems.
+const drillShare = 0.25
+
+// terseShare is the share of problems whose answer is the final line alone, as in answer keys:
+// "Answer: #### 22". A model trained on both kinds answers at once about as often as it works
+// the steps, and right far less often when it does; choosing to work the steps is what the
+// math preset's rewards teach a GRPO run on the built-in model first.
+const terseShare = 0.5
+
+func makeMath(g *gen) string {
+	if g.chance(drillShare) {
+		return g.drillSheet()
+	}
+	p := g.mathProblem()
+	if g.chance(terseShare) {
+		return p.terseText()
+	}
+	return p.text()
+}
+
+// drillSheet is a practice sheet: a title and 16 to 40 facts of one kind, "a op b = r", with
+// the small numbers of mathSmall. A fact costs about six tokens here against sixty in a word
+// problem, so a small model sees each one often enough to learn it.
+func (g *gen) drillSheet() string {
+	kinds := []struct {
+		title string
+		fact  func() (int, byte, int, int)
+	}{
+		{"sums", func() (int, byte, int, int) { a, b := g.between(1, 20), g.between(1, 9); return a, '+', b, a + b }},
+		{"differences", func() (int, byte, int, int) { b, r := g.between(1, 9), g.between(0, 20); return r + b, '-', b, r }},
+		{"times tables", func() (int, byte, int, int) { a, b := g.between(2, 9), g.between(2, 9); return a, '*', b, a * b }},
+		{"sharing", func() (int, byte, int, int) { a, r := g.between(2, 9), g.between(2, 9); return a * r, '/', a, r }},
+	}
+	var b strings.Builder
+	var mixed []int
+	if g.chance(0.25) {
+		mixed = []int{0, 1, 2, 3}
+		b.WriteString(g.pick([]string{"Practice sheet: mixed facts", "Mixed practice", "Warm-up: all four kinds"}))
+	} else {
+		k := g.intn(len(kinds))
+		mixed = []int{k}
+		b.WriteString(g.pick([]string{"Practice sheet: ", "Facts to learn: ", "Warm-up: "}) + kinds[k].title)
+	}
+	b.WriteString("\n")
+	for i, n := 0, g.between(16, 40); i < n; i++ {
+		x, op, y, r := kinds[oneOf(g, mixed)].fact()
+		fmt.Fprintf(&b, "%d %c %d = %d\n", x, op, y, r)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // mathPrompt is a problem up to "Answer:", with the number as the answer and the worked
-// solution as the reference.
+// solution as the reference. Prompts are mathSmall's problems only: the ones a model of the
+// built-in's size can learn to solve, so that what a run changes shows in its rewards rather
+// than drowning in problems no completion gets right.
 func mathPrompt(g *gen) Prompt {
-	p := g.mathProblem()
+	var p *mathProblem
+	for p == nil || p.answer <= 0 {
+		p = mathSmall(g)
+	}
 	t := p.text()
 	i := strings.Index(t, "\nAnswer:") + len("\nAnswer:")
 	return Prompt{Prompt: t[:i], Answer: fmt.Sprint(p.answer), Reference: t[i:]}

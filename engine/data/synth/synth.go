@@ -5,7 +5,8 @@
 //	story      short stories: characters, places, a problem and its resolution, dialogue
 //	technical  explanations of made-up systems: definitions, parts, settings, procedures, faults
 //	code       small functions in a Python-like or Go-like style, with comments and worked examples
-//	math       arithmetic word problems of two to four steps with worked answers ending in "#### N"
+//	math       arithmetic word problems of one to four steps, their answers worked step by step or
+//	           given alone, ending in "#### N"; practice sheets of sums, differences and times tables
 //
 // Each document has its own random stream, derived from the seed, the domain and the
 // document's index, so documents are independent of each other and of how many are made.
@@ -81,10 +82,14 @@ func GenerateDomain(domain string, seed int64, n int) ([]Doc, error) {
 	return docs, nil
 }
 
-// Generate returns documents of all four domains, mixed so that each domain has about a
-// quarter of the bytes (the next document is always of the domain with the fewest bytes so far),
-// until their texts hold at least bytes bytes. The k-th document of a domain is the same as
-// GenerateDomain's k-th for that seed.
+// shares are the domains' parts of Generate's bytes, indexed like domains: math has half,
+// because arithmetic and copying numbers take a small model the most examples to learn.
+var shares = [4]int{1, 1, 1, 3}
+
+// Generate returns documents of all four domains, mixed so that each domain has its share of
+// the bytes (1/6 each for story, technical and code, 1/2 for math: the next document is always
+// of the domain furthest below its share), until their texts hold at least bytes bytes. The
+// k-th document of a domain is the same as GenerateDomain's k-th for that seed.
 func Generate(seed int64, bytes int) []Doc {
 	var docs []Doc
 	var size, next [4]int
@@ -93,7 +98,7 @@ func Generate(seed int64, bytes int) []Doc {
 	for total < bytes {
 		d := 0
 		for i := range size {
-			if size[i] < size[d] {
+			if size[i]*shares[d] < size[d]*shares[i] {
 				d = i
 			}
 		}
