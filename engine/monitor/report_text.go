@@ -67,8 +67,8 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	}
 	if t := r.Trainer; t != nil {
 		p("trainer    global_step %d · learning_rate %.3g · data_cursor %d", t.GlobalStep, t.LearningRate, t.DataCursor)
-		if t.ConfigHash != "" {
-			p(" · config %s", t.ConfigHash)
+		if h := t.ConfigHash; h != "" {
+			p(" · config %s", h[:min(len(h), 12)]) // enough to tell configurations apart
 		}
 		p("\n")
 	}
