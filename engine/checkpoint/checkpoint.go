@@ -82,12 +82,8 @@ func (c *AdapterConfig) UnmarshalJSON(b []byte) error {
 // ReadAdapterConfig reads a PEFT adapter_config.json; r must be positive.
 func ReadAdapterConfig(path string) (AdapterConfig, error) {
 	var c AdapterConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if err := readJSON(path, &c); err != nil {
 		return c, err
-	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("%s: %v", path, err)
 	}
 	if c.R <= 0 {
 		return c, fmt.Errorf("%s: r must be positive, got %d", path, c.R)
@@ -98,14 +94,20 @@ func ReadAdapterConfig(path string) (AdapterConfig, error) {
 // ReadTrainerState reads a trainer_state.json.
 func ReadTrainerState(path string) (TrainerState, error) {
 	var s TrainerState
+	err := readJSON(path, &s)
+	return s, err
+}
+
+// readJSON decodes the JSON file at path into v; a decoding error names the file.
+func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return s, err
+		return err
 	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("%s: %v", path, err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
 	}
-	return s, nil
+	return nil
 }
 
 // Scale is LoRA's s: alpha/r, or alpha/√r with rslora.
