@@ -148,3 +148,7 @@ func nextBatch(seen *batch) *batch {
 		helpers.wake.Wait()
 	}
 }
+
+// Parallel is parallelFor for the other ops of the CPU backend: f(0), …, f(n-1) on the caller
+// and up to t-1 of the same long-lived helpers.
+func Parallel(n, t int, f func(int)) { parallelFor(n, t, f) }
