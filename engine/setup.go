@@ -95,6 +95,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.mon = monitor.New(th)
 	e.mon.Now = e.now
+	e.mon.WarmupSteps = cfg.WarmupStepsFor()
 
 	e.opt = optim.NewAdamW(e.params, cfg.AdamBeta1, cfg.AdamBeta2, cfg.AdamEpsilon, cfg.WeightDecay)
 	e.sched = optim.Schedule{Kind: cfg.LRSchedulerType, Warmup: cfg.WarmupStepsFor(), Total: cfg.MaxSteps}

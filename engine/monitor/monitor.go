@@ -41,6 +41,9 @@ type Monitor struct {
 
 	// Now stamps the events' Time; time.Now unless a test sets it.
 	Now func() time.Time
+	// WarmupSteps are the steps of the learning-rate warm-up: their rewards do not count
+	// toward reward_stall, since a flat reward is expected while the rate is still rising.
+	WarmupSteps int
 
 	n        int // Observe calls so far
 	lastStep int
@@ -254,10 +257,10 @@ func (m *Monitor) namedRules(step int, mt events.Metrics, armed bool, busy map[s
 	}
 
 	if r, ok := mt["reward"]; ok {
-		if finite(r) {
+		if finite(r) && step > m.WarmupSteps {
 			m.stall.push(r)
 		}
-		if m.stall.full() && finite(r) {
+		if m.stall.full() && finite(r) && step > m.WarmupSteps {
 			f := fitLine(m.stall.values())
 			noise := max(f.Resid, th.StallNoiseFloor)
 			change := math.Abs(f.Change())

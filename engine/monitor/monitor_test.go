@@ -125,6 +125,37 @@ func TestSlowRewardStall(t *testing.T) {
 	}
 }
 
+// A reward that stays flat through the learning-rate warm-up and rises after it is a stall
+// only when the monitor is not told of the warm-up.
+func TestRewardFlatDuringWarmup(t *testing.T) {
+	const warmup = 40
+	for _, seed := range seeds {
+		s := cleanStream(seed)
+		s.set("reward", 1, streamSteps, func(i int, old float64) float64 {
+			return old - 0.003*float64(i) + 0.003*float64(max(0, i-warmup))
+		})
+		m := New(DefaultThresholds())
+		m.Now = func() time.Time { return time.Unix(0, 0) }
+		m.WarmupSteps = warmup
+		var told, untold []events.Event
+		for i, mt := range s.steps {
+			for _, e := range m.Observe(i+1, mt) {
+				if e.Rule == RuleRewardStall {
+					told = append(told, e)
+				}
+			}
+		}
+		for _, e := range runStream(t, s, DefaultThresholds()) {
+			if e.Rule == RuleRewardStall {
+				untold = append(untold, e)
+			}
+		}
+		if len(told) != 0 || len(untold) == 0 {
+			t.Fatalf("seed %d: stall alerts %d with the warm-up known (want 0), %d without (want some):%s", seed, len(told), len(untold), describe(untold))
+		}
+	}
+}
+
 func TestEntropyCollapse(t *testing.T) {
 	// From step 120 entropy falls at 0.015/step (too slow for the z-score) to a floor of 0.2;
 	// the limit is 0.3 × its early level ≈ 0.597, crossed near step 197.5; the rule needs 3 steps.
