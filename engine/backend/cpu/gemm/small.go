@@ -21,16 +21,7 @@ func smallNT(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, l
 	if byRows {
 		units = ceilDiv(m, 4)
 	}
-	t := 1
-	if m*n*k >= minParallelWork {
-		t = Threads()
-	}
-	// A few chunks per goroutine: without packing to repeat, finer chunks cost nothing and
-	// let an early goroutine take over a late one's share.
-	chunks := min(units, 4*t)
-	if t == 1 {
-		chunks = 1
-	}
+	t, chunks := splitWork(m*n*k, units)
 	parallelFor(chunks, t, func(g int) {
 		lo, hi := g*units/chunks*4, (g+1)*units/chunks*4
 		i0, i1, j0, j1 := 0, m, min(lo, n), min(hi, n)
@@ -141,14 +132,7 @@ func direct(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32, ld
 		}
 	}
 	full := n / nr
-	t := 1
-	if m*n*k >= minParallelWork {
-		t = Threads()
-	}
-	chunks := min(full, 4*t)
-	if t == 1 {
-		chunks = 1
-	}
+	t, chunks := splitWork(m*n*k, full)
 	parallelFor(chunks, t, func(g int) {
 		tmp := make([]float32, mr*nr)
 		for jt := g * full / chunks; jt < (g+1)*full/chunks; jt++ {
@@ -182,4 +166,17 @@ func transposed(kr *kernel, transA bool, m, n, k int, alpha float32, a []float32
 			}
 		}
 	}
+}
+
+// splitWork picks the threads for a product of work multiply-adds and how many chunks to cut
+// its units into: a few per thread, since without packing to repeat finer chunks cost nothing
+// and let an early thread take over a late one's share.
+func splitWork(work, units int) (t, chunks int) {
+	if work < minParallelWork {
+		return 1, 1
+	}
+	if t = Threads(); t == 1 {
+		return 1, 1
+	}
+	return t, min(units, 4*t)
 }
