@@ -1,9 +1,7 @@
-package main
+package cli
 
 import (
 	"encoding/json"
-	"io"
-	"os"
 
 	"rlhfstation/engine/monitor"
 )
@@ -12,9 +10,7 @@ func init() {
 	register(command{name: "inspect", summary: "checkpoint health: LoRA norms, drift against a reference, optimizer state", order: 20, run: runInspect})
 }
 
-func runInspect(args []string) error { return inspect(args, os.Stdout) }
-
-// inspect runs `rlhfstation inspect CKPT [--ref CKPT] [--json] [--top N]`.
+// runInspect runs `rlhfstation inspect CKPT [--ref CKPT] [--json] [--top N]`.
 //
 // The readable report is a summary line with the health score, the issues with their
 // recommendations, and a table per module group (attention, mlp, other) with the worst modules
@@ -42,8 +38,8 @@ func runInspect(args []string) error { return inspect(args, os.Stdout) }
 //	                      data_cursor, rng_state, config_hash, metrics
 //
 // Every number is finite (norms count the finite entries; non_finite counts the rest).
-func inspect(args []string, stdout io.Writer) error {
-	fs := newFlagSet("inspect", "inspect CKPT [--ref CKPT] [--json] [--top N]")
+func runInspect(s streams, args []string) error {
+	fs := newFlagSet("inspect", "inspect CKPT [--ref CKPT] [--json] [--top N]", s.stderr)
 	ref := fs.String("ref", "", "reference checkpoint `CKPT` to measure drift against (an earlier step of the run)")
 	asJSON := fs.Bool("json", false, "print one JSON document (monitor.Report) instead of the report")
 	top := fs.Int("top", 10, "module rows per group in the report, worst first (0: all)")
@@ -62,10 +58,10 @@ func inspect(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		return enc.Encode(rep)
 	}
-	return rep.WriteText(stdout, *top)
+	return rep.WriteText(s.stdout, *top)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -45,10 +45,10 @@ a second Ctrl-C quits at once without writing.
 
 The defaults are the built-in model's recipe.`
 
-func runPretrain(args []string) error {
+func runPretrain(s streams, args []string) error {
 	d := pretrain.Defaults()
 	c := &d.Config
-	fs := newFlagSet("pretrain", pretrainHelp)
+	fs := newFlagSet("pretrain", pretrainHelp, s.stderr)
 	out := fs.String("out", "", "write the model folder to `DIR` (required)")
 	corpus := fs.String("corpus", d.Corpus, "`SOURCE`: synthetic for the built-in corpus, or a text FILE")
 	fs.IntVar(&c.Layers, "layers", c.Layers, "transformer blocks `N`")
@@ -92,9 +92,9 @@ func runPretrain(args []string) error {
 	}
 	d.Corpus = *corpus
 
-	report := io.Writer(os.Stdout)
+	report := s.stdout
 	if *asJSON {
-		report = os.Stderr
+		report = s.stderr
 	}
 	start := time.Now()
 	tr, err := pretrain.New(d)
@@ -118,7 +118,7 @@ func runPretrain(args []string) error {
 		<-ctx.Done()
 		stop() // a second Ctrl-C ends the process
 	}()
-	term := !*asJSON && isTerminal(os.Stdout)
+	term := !*asJSON && isTerminal(s.stdout)
 	bar := &pretrainBar{out: report, terminal: term, every: *logEvery}
 	res, err := tr.Run(ctx, bar.update)
 	bar.clear()
@@ -137,11 +137,11 @@ func runPretrain(args []string) error {
 			"seconds": res.Elapsed.Seconds(), "train_loss": res.TrainLoss, "val_loss": res.ValLoss,
 			"uniform_loss": res.UniformLoss, "interrupted": res.Interrupted, "bytes": size}
 		js, _ := json.Marshal(doc)
-		fmt.Println(string(js))
+		fmt.Fprintln(s.stdout, string(js))
 	} else {
-		fmt.Printf("trained %d steps (%s tokens) in %s: train loss %.4f, validation loss %.4f nats/token (uniform guess ln %d = %.4f)\n",
+		fmt.Fprintf(s.stdout, "trained %d steps (%s tokens) in %s: train loss %.4f, validation loss %.4f nats/token (uniform guess ln %d = %.4f)\n",
 			res.Steps, human.Count(int64(res.Tokens)), res.Elapsed.Round(time.Second), res.TrainLoss, res.ValLoss, o.Config.Vocab, res.UniformLoss)
-		fmt.Printf("wrote %s (%.1f MB)\n", *out, float64(size)/1e6)
+		fmt.Fprintf(s.stdout, "wrote %s (%.1f MB)\n", *out, float64(size)/1e6)
 	}
 	if res.Interrupted {
 		return exitError{code: exitInterrupted}

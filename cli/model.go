@@ -1,9 +1,15 @@
-package main
+package cli
+
+// The model a command runs on: the --model, --adapter and --device flags, resolving the folder
+// and loading the model and its tokenizer.
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"time"
 
 	"rlhfstation/engine"
 	"rlhfstation/engine/builtin"
@@ -59,16 +65,16 @@ func addModelFlags(fs *flag.FlagSet) modelFlags {
 }
 
 // load resolves the model folder, checks the device, loads the model and tokenizer and
-// attaches the adapter when one is given.
-func (f modelFlags) load() (string, *model.Model, *tokenizer.Tokenizer, error) {
-	if err := checkDevice(*f.device); err != nil {
+// attaches the adapter when one is given; what it did is said on stderr.
+func (f modelFlags) load(stderr io.Writer) (string, *model.Model, *tokenizer.Tokenizer, error) {
+	if err := checkDevice(*f.device, stderr); err != nil {
 		return "", nil, nil, err
 	}
 	dir, err := resolveModelDir(*f.model)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	m, tok, err := loadModel(dir)
+	m, tok, err := loadModel(dir, stderr)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -77,20 +83,40 @@ func (f modelFlags) load() (string, *model.Model, *tokenizer.Tokenizer, error) {
 		if err != nil {
 			return "", nil, nil, err
 		}
-		fmt.Fprintf(os.Stderr, "adapter %s: %d modules, r=%d\n", *f.adapter, len(set.Layers), set.Config.R)
+		fmt.Fprintf(stderr, "adapter %s: %d modules, r=%d\n", *f.adapter, len(set.Layers), set.Config.R)
 	}
 	return dir, m, tok, nil
 }
 
+// loadModel loads a model folder and its tokenizer, with one line on stderr saying how
+// long it took.
+func loadModel(dir string, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
+	start := time.Now()
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if tok.VocabSize() > m.Config.Vocab {
+		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
+	}
+	fmt.Fprintf(stderr, "loaded %s (%s, %.1fM parameters, %.1f MiB resident) in %.2fs\n", dir, m.Config.ModelType,
+		float64(m.NumParams())/1e6, float64(m.ResidentBytes())/(1<<20), time.Since(start).Seconds())
+	return m, tok, nil
+}
+
 // checkDevice validates --device. This build computes on the CPU: cuda is refused with the
 // reason, and auto says so once when the machine has an NVIDIA GPU it cannot use.
-func checkDevice(d string) error {
+func checkDevice(d string, stderr io.Writer) error {
 	switch d {
 	case "cpu":
 		return nil
 	case "auto":
 		if _, err := os.Stat("/dev/nvidia0"); err == nil {
-			fmt.Fprintln(os.Stderr, "device auto: using the CPU (this build has no CUDA backend yet)")
+			fmt.Fprintln(stderr, "device auto: using the CPU (this build has no CUDA backend yet)")
 		}
 		return nil
 	case "cuda":

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -91,25 +91,8 @@ func writeQuantTestModel(t *testing.T, dir, family string) map[string][]float32 
 
 func runQuantizeCmd(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := runCapturingStdout(args, &out, &errb)
+	code := Run(args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-// runCapturingStdout runs a command with stdout captured (commands print to os.Stdout).
-func runCapturingStdout(args []string, stdout, stderr *bytes.Buffer) int {
-	r, w, _ := os.Pipe()
-	saved := os.Stdout
-	os.Stdout = w
-	done := make(chan struct{})
-	go func() {
-		stdout.ReadFrom(r)
-		close(done)
-	}()
-	code := run(args, stdout, stderr)
-	w.Close()
-	os.Stdout = saved
-	<-done
-	return code
 }
 
 func TestQuantizeLlama(t *testing.T) {

@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,8 +16,8 @@ func init() {
 	register(command{name: "presets", summary: "list the reward presets and where each comes from", order: 90, run: runPresets})
 }
 
-func runPresets(args []string) error {
-	fs := newFlagSet("presets", "presets [--json]")
+func runPresets(s streams, args []string) error {
+	fs := newFlagSet("presets", "presets [--json]", s.stderr)
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -27,7 +26,7 @@ func runPresets(args []string) error {
 	if len(rest) > 0 {
 		return usagef("presets takes no arguments (got %q)", rest[0])
 	}
-	return listPresets(os.Stdout, os.Stderr, *asJSON)
+	return listPresets(s.stdout, s.stderr, *asJSON)
 }
 
 // listPresets prints the presets; it fails when a user preset file does not load.

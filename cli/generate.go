@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"rlhfstation/engine/model"
@@ -22,8 +21,8 @@ post-processor adds one). Generation stops at the model's EOS ids or after N new
 --temperature 0 is greedy; otherwise temperature, top-k and top-p are applied in that order,
 seeded: the same seed gives the same text.`
 
-func runGenerate(args []string) error {
-	fs := newFlagSet("generate", generateHelp)
+func runGenerate(s streams, args []string) error {
+	fs := newFlagSet("generate", generateHelp, s.stderr)
 	mf := addModelFlags(fs)
 	temp := fs.Float64("temperature", 1, "sampling temperature `T`; 0 for greedy decoding")
 	topK := fs.Int("top-k", 0, "sample among the `K` most likely tokens; 0 for all")
@@ -43,13 +42,13 @@ func runGenerate(args []string) error {
 	}
 	prompt := strings.Join(rest, " ")
 	if len(rest) == 1 && rest[0] == "-" {
-		b, err := io.ReadAll(os.Stdin)
+		b, err := io.ReadAll(s.stdin)
 		if err != nil {
 			return fmt.Errorf("reading standard input: %w", err)
 		}
 		prompt = string(b)
 	}
-	_, m, tok, err := mf.load()
+	_, m, tok, err := mf.load(s.stderr)
 	if err != nil {
 		return err
 	}
@@ -68,7 +67,7 @@ func runGenerate(args []string) error {
 	newIDs := g.Tokens[0]
 	text := tok.Decode(newIDs, true)
 	if !*asJSON {
-		_, err := fmt.Fprintln(os.Stdout, text)
+		_, err := fmt.Fprintln(s.stdout, text)
 		return err
 	}
 	doc := struct {
@@ -87,7 +86,7 @@ func runGenerate(args []string) error {
 	for i, id := range newIDs {
 		doc.Tokens[i] = tok.Token(id)
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(s.stdout)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(doc)
 }

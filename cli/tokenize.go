@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,8 +15,8 @@ func init() {
 	register(command{name: "tokenize", summary: "show the tokens a model's tokenizer makes of a text", order: 40, run: runTokenize})
 }
 
-func runTokenize(args []string) error {
-	fs := newFlagSet("tokenize", "tokenize --model DIR [--json] [--special=false] TEXT...\n\nTEXT: the words are joined with single spaces; - reads the text from standard input.")
+func runTokenize(s streams, args []string) error {
+	fs := newFlagSet("tokenize", "tokenize --model DIR [--json] [--special=false] TEXT...\n\nTEXT: the words are joined with single spaces; - reads the text from standard input.", s.stderr)
 	model := fs.String("model", "", modelFlagHelp)
 	asJSON := fs.Bool("json", false, `print one JSON document {"ids", "tokens", "offsets"} (offsets: byte ranges in TEXT)`)
 	special := fs.Bool("special", true, "add the tokenizer's special tokens (a BOS, say), as Hugging Face's encode does by default; --special=false for the text's tokens only")
@@ -30,7 +29,7 @@ func runTokenize(args []string) error {
 	}
 	text := strings.Join(rest, " ")
 	if len(rest) == 1 && rest[0] == "-" {
-		b, err := io.ReadAll(os.Stdin)
+		b, err := io.ReadAll(s.stdin)
 		if err != nil {
 			return fmt.Errorf("reading standard input: %w", err)
 		}
@@ -44,7 +43,7 @@ func runTokenize(args []string) error {
 	if err != nil {
 		return err
 	}
-	return printTokens(os.Stdout, tok, tok.Encode(text, *special), *asJSON)
+	return printTokens(s.stdout, tok, tok.Encode(text, *special), *asJSON)
 }
 
 func printTokens(w io.Writer, tok *tokenizer.Tokenizer, e tokenizer.Encoding, asJSON bool) error {

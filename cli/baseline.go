@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -24,14 +23,14 @@ func init() {
 // baselineChunkTokens is DESIGN §6.1's largest baseline sample.
 const baselineChunkTokens = 256
 
-func runBaseline(args []string) error {
+func runBaseline(s streams, args []string) error {
 	fs := newFlagSet("baseline", "baseline --model DIR --data FILE [--out baselines.json] [--max-samples N] [--json]\n\n"+
 		"Scores reference texts with the model (adapters off) and writes the baselines B_word, B_phrase,\n"+
 		"B_sentence (geometric means over samples) that the perplexity reward compares completions with.\n"+
 		"FILE: GSM8K JSONL (answers scored after their question), JSONL with \"prompt\" and \"answer\"\n"+
 		"(answers after prompts; prompts alone when there is no answer), JSONL with \"text\", or plain text\n"+
 		"(documents separated by blank lines). Documents longer than 256 tokens are cut into chunks, each\n"+
-		"a sample scored after the text before it.")
+		"a sample scored after the text before it.", s.stderr)
 	modelFlag := fs.String("model", "", modelFlagHelp)
 	dataPath := fs.String("data", "", "reference texts `FILE` (required)")
 	out := fs.String("out", "baselines.json", "output `FILE`")
@@ -57,7 +56,7 @@ func runBaseline(args []string) error {
 	}
 	b, err := computeBaselines(baselineOptions{
 		ModelDir: dir, Data: *dataPath, MaxSamples: *maxSamples, ChunkTokens: *chunk,
-		Progress: newBaselineProgress(os.Stderr, "scoring"),
+		Progress: newBaselineProgress(s.stderr, "scoring"),
 	})
 	if err != nil {
 		return err
@@ -66,12 +65,12 @@ func runBaseline(args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(b)
 	}
-	printBaselines(os.Stdout, b)
-	fmt.Fprintf(os.Stdout, "wrote %s\n", *out)
+	printBaselines(s.stdout, b)
+	fmt.Fprintf(s.stdout, "wrote %s\n", *out)
 	return nil
 }
 
@@ -137,8 +136,8 @@ func printBaselines(w io.Writer, b rewards.Baselines) {
 
 // newBaselineProgress draws "label [#####.....] done/total, rate/s, ETA" in place on a terminal;
 // elsewhere (a file, a pipe) it prints nothing.
-func newBaselineProgress(w *os.File, label string) func(done, total int) {
-	if st, err := w.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+func newBaselineProgress(w io.Writer, label string) func(done, total int) {
+	if !isTerminal(w) {
 		return nil
 	}
 	start := time.Now()

@@ -1,14 +1,14 @@
-package main
+package cli
 
 // The preset rewards of `rlhfstation score --preset P --baselines F` (issue 5): for each
 // scored text, P_word, P_phrase, P_sentence, the aggregate, the improvement over the
 // baselines and the reward the preset's perplexity reward gives it, plus per-word NLLs.
 //
-// Wiring into cmd_score.go:
+// Wiring into score.go:
 //
 //	rf := addScoreRewardFlags(fs)                 // --preset, --baselines, --accept-baselines
 //	...after loading the model folder dir:
-//	rs, err := rf.open(dir)                       // nil, nil when neither flag is given
+//	rs, err := rf.open(dir, stderr)               // nil, nil when neither flag is given
 //	...for each text, with the textScore's LogProbs (nil where a token has no context):
 //	r, err := rs.score(tok, text, logProbs)       // *textRewards, JSON field "rewards"
 //	printTextRewards(w, r)                        // the human lines
@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 
 	"rlhfstation/engine/tokenizer"
@@ -41,11 +40,12 @@ func addScoreRewardFlags(fs *flag.FlagSet) scoreRewardFlags {
 }
 
 // open loads the preset and baselines for the model folder dir; nil when neither was asked.
-func (f scoreRewardFlags) open(dir string) (*scoreRewards, error) {
+// Warnings go to stderr.
+func (f scoreRewardFlags) open(dir string, stderr io.Writer) (*scoreRewards, error) {
 	if *f.preset == "" && *f.baselines == "" {
 		return nil, nil
 	}
-	return newScoreRewards(dir, *f.preset, *f.baselines, *f.accept, os.Stderr)
+	return newScoreRewards(dir, *f.preset, *f.baselines, *f.accept, stderr)
 }
 
 // scoreRewards scores texts under a preset's perplexity reward.

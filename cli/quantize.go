@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -40,8 +40,8 @@ var maxShardBytes int64 = 4 << 30
 // maxCopiedFile bounds the other files copied along (tokenizer files and such).
 const maxCopiedFile = 64 << 20
 
-func runQuantize(args []string) error {
-	fs := newFlagSet("quantize", quantizeHelp)
+func runQuantize(s streams, args []string) error {
+	fs := newFlagSet("quantize", quantizeHelp, s.stderr)
 	modelFlag := fs.String("model", "", modelFlagHelp)
 	out := fs.String("out", "", "output model folder `DIR` (must not exist, or be empty)")
 	qtype := fs.String("quant", "nf4", "4-bit data type: nf4 or fp4")
@@ -70,16 +70,16 @@ func runQuantize(args []string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := quantizeModel(dir, *out, opt, os.Stderr)
+	sum, err := quantizeModel(dir, *out, opt, s.stderr)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
 	}
-	return sum.print(os.Stdout)
+	return sum.print(s.stdout)
 }
 
 // quantizeSummary is what quantize reports.

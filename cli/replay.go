@@ -1,16 +1,16 @@
-package main
+package cli
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"rlhfstation/tui"
-	"rlhfstation/tui/checkpoints"
 	"rlhfstation/tui/replay"
 	"rlhfstation/tui/state"
 	"rlhfstation/tui/styles"
@@ -20,22 +20,14 @@ func init() {
 	register(command{name: "replay", summary: "the dashboard over a finished or running run's events", order: 20, run: runReplay})
 }
 
-// Checkpoint inspection and generation for the replay's inspector. They stay nil (the
-// inspector then says they are not available) until the commands that implement them set
-// them from their own init.
-var (
-	replayInspect  checkpoints.InspectFunc
-	replayGenerate checkpoints.GenerateFunc
-)
-
 // replayPoll is how often a followed events.jsonl is checked for new lines.
 const replayPoll = 250 * time.Millisecond
 
-func runReplay(args []string) error {
+func runReplay(s streams, args []string) error {
 	fs := newFlagSet("replay", "replay RUNDIR [--follow] [--theme auto|dark|light]\n\n"+
 		"Shows the dashboard over RUNDIR/events.jsonl. With --follow it keeps reading the file as a\n"+
 		"live run appends to it, until run_end. When stdout is not a terminal it prints a plain-text\n"+
-		"summary of the run instead (with --follow, once the run has ended). NO_COLOR is honoured.")
+		"summary of the run instead (with --follow, once the run has ended). NO_COLOR is honoured.", s.stderr)
 	follow := fs.Bool("follow", false, "keep reading events.jsonl as the run writes it, until run_end")
 	theme := fs.String("theme", "auto", "palette: auto (ask the terminal), dark or light")
 	pos, err := parseFlags(fs, args)
@@ -56,8 +48,8 @@ func runReplay(args []string) error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if !isTerminal(os.Stdout) {
-		return replaySummary(ctx, dir, *follow)
+	if !isTerminal(s.stdout) {
+		return replaySummary(ctx, s.stdout, dir, *follow)
 	}
 	// The TUI handles SIGINT and SIGTERM itself.
 	cancel()
@@ -65,12 +57,12 @@ func runReplay(args []string) error {
 	defer stop()
 	m := tui.New(tui.Options{
 		Session:  tui.Session{Events: replay.Stream(sctx, replay.EventsFile(dir), *follow, replayPoll), RunDir: dir},
-		Inspect:  replayInspect,
-		Generate: replayGenerate,
+		Inspect:  inspectCheckpoint,
+		Generate: generateFromRunCheckpoint,
 		Theme:    th,
 		NoColor:  styles.NoColorEnv(),
 	})
-	_, err = tui.Run(m)
+	_, err = tui.Run(m, tuiStreams(s)...)
 	switch {
 	case tui.Interrupted(err):
 		return exitError{code: exitInterrupted}
@@ -81,7 +73,7 @@ func runReplay(args []string) error {
 }
 
 // replaySummary prints the plain-text summary; when following, it first waits for run_end.
-func replaySummary(ctx context.Context, dir string, follow bool) error {
+func replaySummary(ctx context.Context, stdout io.Writer, dir string, follow bool) error {
 	r := state.New()
 	for e := range replay.Stream(ctx, replay.EventsFile(dir), follow, replayPoll) {
 		r.Apply(e)
@@ -96,11 +88,5 @@ func replaySummary(ctx context.Context, dir string, follow bool) error {
 	for _, c := range cps {
 		r.AddFolderCheckpoint(c.Path, c.Step)
 	}
-	return replay.Summary(os.Stdout, r, time.Now())
-}
-
-// isTerminal reports whether f is a character device (a terminal, for stdout).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return replay.Summary(stdout, r, time.Now())
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -29,8 +29,8 @@ flags, the --config file (or RUNDIR/config.toml with --resume), the preset's [gr
 the built-in model's run defaults (when it is the model), the defaults of DESIGN §5.
 SIGINT/SIGTERM save a checkpoint and exit with 130.`
 
-func runBatch(args []string) error {
-	fs := newFlagSet("batch", batchUsage)
+func runBatch(s streams, args []string) error {
+	fs := newFlagSet("batch", batchUsage, s.stderr)
 	fs.Bool("batch", true, "run headless (this mode)")
 	flags := config.Bind(fs)
 	rest, err := parseFlags(fs, args)
@@ -46,7 +46,7 @@ func runBatch(args []string) error {
 	}
 	var setupLines atomic.Int64 // printed during New; the engine repeats them as log events
 	logf := func(format string, a ...any) {
-		fmt.Fprintf(os.Stderr, format+"\n", a...)
+		fmt.Fprintf(s.stderr, format+"\n", a...)
 		setupLines.Add(1)
 	}
 	prompts, err := builtinPrompts(cfg)
@@ -60,7 +60,7 @@ func runBatch(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p := newBatchProgress(os.Stdout, isTerminal(os.Stdout))
+	p := newBatchProgress(s.stdout, isTerminal(s.stdout))
 	p.skipLogs = int(setupLines.Load())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
@@ -68,7 +68,7 @@ func runBatch(args []string) error {
 		p.Handle(ev)
 	}
 	err = <-done
-	fmt.Fprintf(os.Stdout, "run folder: %s\n", e.RunDir())
+	fmt.Fprintf(s.stdout, "run folder: %s\n", e.RunDir())
 	switch {
 	case errors.Is(err, engine.ErrInterrupted):
 		return exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoint saved")}

@@ -1,17 +1,13 @@
-package main
+package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 
 	"rlhfstation/engine"
 	"rlhfstation/engine/config"
-	"rlhfstation/engine/monitor"
 	"rlhfstation/presets"
 	"rlhfstation/tui"
 	"rlhfstation/tui/setup"
@@ -20,8 +16,6 @@ import (
 
 func init() {
 	register(command{name: "workstation", summary: "the workstation (TUI): setup screen, then the live dashboard", order: 0, run: runWorkstation})
-	replayInspect = inspectCheckpoint
-	replayGenerate = generateFromRunCheckpoint
 }
 
 const workstationUsage = `[flags]
@@ -31,8 +25,8 @@ of the run (space pauses, s saves, c opens the checkpoints, ? lists every key, q
 after saving). Every flag of --batch may be given to preset the choices (--config run.toml,
 --preset, --model, --steps…). It needs a terminal; use --batch for scripts.`
 
-func runWorkstation(args []string) error {
-	fs := newFlagSet("", workstationUsage)
+func runWorkstation(s streams, args []string) error {
+	fs := newFlagSet("", workstationUsage, s.stderr)
 	theme := fs.String("theme", "auto", "palette: auto (ask the terminal), dark or light")
 	flags := config.Bind(fs)
 	rest, err := parseFlags(fs, args)
@@ -46,7 +40,7 @@ func runWorkstation(args []string) error {
 	if !ok {
 		return usagef("--theme: %q is not auto, dark or light", *theme)
 	}
-	if !isTerminal(os.Stdout) || !isTerminal(os.Stdin) {
+	if !isTerminal(s.stdout) || !isTerminal(s.stdin) {
 		return usagef("the workstation needs a terminal; use rlhfstation --batch for a headless run")
 	}
 	defaults, _, _, err := resolveRun(flags)
@@ -65,9 +59,9 @@ func runWorkstation(args []string) error {
 		runErr   = make(chan error, 1)
 		modelDir string
 	)
-	start := func(s setup.Settings) (tui.Session, error) {
-		for name, v := range map[string]string{"preset": s.Preset, "model": s.Model, "data": s.Data,
-			"steps": strconv.Itoa(s.Steps), "device": s.Device} {
+	start := func(set setup.Settings) (tui.Session, error) {
+		for name, v := range map[string]string{"preset": set.Preset, "model": set.Model, "data": set.Data,
+			"steps": strconv.Itoa(set.Steps), "device": set.Device} {
 			if v != "" && v != "0" {
 				if err := fs.Set(name, v); err != nil {
 					return tui.Session{}, err
@@ -110,7 +104,7 @@ func runWorkstation(args []string) error {
 	}
 	m := tui.New(tui.Options{Setup: &choices, Start: start, Inspect: inspectCheckpoint, Generate: generate,
 		Theme: th, NoColor: styles.NoColorEnv()})
-	_, err = tui.Run(m)
+	_, err = tui.Run(m, tuiStreams(s)...)
 	mu.Lock()
 	running := eng != nil
 	mu.Unlock()
@@ -151,45 +145,4 @@ func setupChoices(c *config.Config) (setup.Choices, error) {
 		ch.Presets = append(ch.Presets, p)
 	}
 	return ch, nil
-}
-
-// inspectCheckpoint is the inspector's health report (the inspect command's text).
-func inspectCheckpoint(ckpt, ref string) (string, float64, error) {
-	rep, err := monitor.Analyze(ckpt, ref)
-	if err != nil {
-		return "", 0, err
-	}
-	var b bytes.Buffer
-	if err := rep.WriteText(&b, 8); err != nil {
-		return "", 0, err
-	}
-	return b.String(), rep.Health().Score, nil
-}
-
-// replayPolicies are the policies of replayed runs, loaded on first use per run folder.
-var replayPolicies sync.Map // run folder → *engine.Policy
-
-// generateFromRunCheckpoint generates from a checkpoint of a finished run: the model and the
-// quantization come from the run's config.toml (checkpoints/step-N/../../config.toml).
-func generateFromRunCheckpoint(ckpt, prompt string) (string, error) {
-	runDir := filepath.Dir(filepath.Dir(ckpt))
-	v, ok := replayPolicies.Load(runDir)
-	if !ok {
-		cfg, err := config.Load(filepath.Join(runDir, "config.toml"))
-		if err != nil {
-			return "", err
-		}
-		dir := cfg.Model
-		if dir == "" {
-			if dir, err = builtinModelDir(); err != nil {
-				return "", err
-			}
-		}
-		p, err := engine.LoadPolicy(dir, cfg.Quant)
-		if err != nil {
-			return "", err
-		}
-		v, _ = replayPolicies.LoadOrStore(runDir, p)
-	}
-	return v.(*engine.Policy).Generate(ckpt, prompt, 64, 0, 0)
 }

@@ -1,9 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 
 	"rlhfstation/engine"
@@ -45,8 +45,8 @@ type evalResult struct {
 	MeanTokens     float64 `json:"mean_completion_tokens"`
 }
 
-func runEval(args []string) error {
-	fs := newFlagSet("eval", evalHelp)
+func runEval(s streams, args []string) error {
+	fs := newFlagSet("eval", evalHelp, s.stderr)
 	mf := addModelFlags(fs)
 	dataPath := fs.String("data", "", "prompts `FILE` with answers (JSONL prompt/answer or GSM8K); default: built-in math problems")
 	n := fs.Int("prompts", 256, "evaluate `N` prompts")
@@ -75,14 +75,14 @@ func runEval(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkDevice(*mf.device); err != nil {
+	if err := checkDevice(*mf.device, s.stderr); err != nil {
 		return err
 	}
 	dir, err := resolveModelDir(*mf.model)
 	if err != nil {
 		return err
 	}
-	m, tok, err := loadModel(dir)
+	m, tok, err := loadModel(dir, s.stderr)
 	if err != nil {
 		return err
 	}
@@ -98,13 +98,16 @@ func runEval(args []string) error {
 			return err
 		}
 	}
-	r, err := evaluate(m, tok, examples, evalOptions{samples: *k, temperature: *temp, maxNew: *maxNew, seed: *seed,
-		extraction: rewards.Extraction(*extraction), progress: !*asJSON})
+	o := evalOptions{samples: *k, temperature: *temp, maxNew: *maxNew, seed: *seed, extraction: rewards.Extraction(*extraction)}
+	if !*asJSON {
+		o.progress = s.stderr
+	}
+	r, err := evaluate(m, tok, examples, o)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(s.stdout)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(r)
 	}
@@ -112,8 +115,10 @@ func runEval(args []string) error {
 	if *mf.adapter != "" {
 		what = "the adapter " + *mf.adapter
 	}
-	fmt.Printf("%s on %d %s, base %s\n", what, r.Prompts, source, *quant)
-	row := func(name, format string, a ...any) { fmt.Printf("  %-30s "+format+"\n", append([]any{name}, a...)...) }
+	fmt.Fprintf(s.stdout, "%s on %d %s, base %s\n", what, r.Prompts, source, *quant)
+	row := func(name, format string, a ...any) {
+		fmt.Fprintf(s.stdout, "  %-30s "+format+"\n", append([]any{name}, a...)...)
+	}
 	row(fmt.Sprintf("sampled (%d a prompt, T=%g)", r.Samples, r.Temperature), "right %.3f ± %.3f", r.SampledCorrect, r.SampledSE)
 	row("greedy", "right %.3f ± %.3f", r.GreedyCorrect, r.GreedySE)
 	row("answered at once (####)", "%.1f%% of sampled completions", 100*r.AnsweredAtOnce)
@@ -157,7 +162,7 @@ type evalOptions struct {
 	maxNew      int
 	seed        uint64
 	extraction  rewards.Extraction
-	progress    bool // a count on standard error
+	progress    io.Writer // a count of prompts done; nil for none
 }
 
 // evaluate samples and greedily decodes every prompt and scores the answers.
@@ -193,8 +198,8 @@ func evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 			return r, err
 		}
 		greedy[i] = rewards.CorrectnessReward(tok.Decode(gg.Tokens[0], true), x.Answer, o.extraction)
-		if o.progress && ((i+1)%32 == 0 || i+1 == len(examples)) {
-			fmt.Fprintf(os.Stderr, "eval: %d/%d prompts\n", i+1, len(examples))
+		if o.progress != nil && ((i+1)%32 == 0 || i+1 == len(examples)) {
+			fmt.Fprintf(o.progress, "eval: %d/%d prompts\n", i+1, len(examples))
 		}
 	}
 	r.SampledCorrect, r.SampledSE = meanSE(sampled)

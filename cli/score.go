@@ -1,14 +1,11 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
-	"time"
 
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
@@ -29,8 +26,8 @@ and left out of the mean. With --preset or --baselines it also shows the multi-l
 perplexity (word, phrase, sentence), the aggregate, the improvement over the baselines and the
 reward the preset's perplexity reward gives each text.`
 
-func runScore(args []string) error {
-	fs := newFlagSet("score", scoreHelp)
+func runScore(s streams, args []string) error {
+	fs := newFlagSet("score", scoreHelp, s.stderr)
 	mf := addModelFlags(fs)
 	rf := addScoreRewardFlags(fs)
 	asJSON := fs.Bool("json", false, `print one JSON document {"model", "texts": [{"text", "context", "ids", "tokens", "logprobs", "mean_nll", "perplexity"}]}`)
@@ -41,11 +38,11 @@ func runScore(args []string) error {
 	if len(texts) == 0 {
 		return usagef("score needs at least one TEXT")
 	}
-	dir, m, tok, err := mf.load()
+	dir, m, tok, err := mf.load(s.stderr)
 	if err != nil {
 		return err
 	}
-	rs, err := rf.open(dir)
+	rs, err := rf.open(dir, s.stderr)
 	if err != nil {
 		return err
 	}
@@ -61,34 +58,14 @@ func runScore(args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(s.stdout)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(struct {
 			Model string      `json:"model"`
 			Texts []textScore `json:"texts"`
 		}{dir, results})
 	}
-	return printScores(os.Stdout, tok, results)
-}
-
-// loadModel loads a model folder and its tokenizer, with one line on stderr saying how
-// long it took.
-func loadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
-	start := time.Now()
-	m, err := model.Load(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		return nil, nil, err
-	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
-	}
-	fmt.Fprintf(os.Stderr, "loaded %s (%s, %.1fM parameters, %.1f MiB resident) in %.2fs\n", dir, m.Config.ModelType,
-		float64(m.NumParams())/1e6, float64(m.ResidentBytes())/(1<<20), time.Since(start).Seconds())
-	return m, tok, nil
+	return printScores(s.stdout, tok, results)
 }
 
 // textScore is one text's result; log-probabilities are null where a token has no

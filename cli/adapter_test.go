@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -86,7 +86,7 @@ func TestScoreAdapterMatchesMergedReference(t *testing.T) {
 		got := doc.Texts[0]
 		seq := append(append([]int{}, got.Context...), got.IDs...)
 		in, _ := json.Marshal(map[string]any{"seqs": [][]int{seq}})
-		cmd := exec.Command(py, filepath.Join("engine", "testdata", "merge_adapter.py"), c.dir, adapter)
+		cmd := exec.Command(py, filepath.Join("..", "engine", "testdata", "merge_adapter.py"), c.dir, adapter)
 		cmd.Stdin = bytes.NewReader(in)
 		out, err := cmd.Output()
 		if err != nil {

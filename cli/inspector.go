@@ -1,0 +1,54 @@
+package cli
+
+// The checkpoint inspector's hooks, shared by the workstation and replay.
+
+import (
+	"bytes"
+	"path/filepath"
+	"sync"
+
+	"rlhfstation/engine"
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/monitor"
+)
+
+// inspectCheckpoint is the inspector's health report (the inspect command's text).
+func inspectCheckpoint(ckpt, ref string) (string, float64, error) {
+	rep, err := monitor.Analyze(ckpt, ref)
+	if err != nil {
+		return "", 0, err
+	}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b, 8); err != nil {
+		return "", 0, err
+	}
+	return b.String(), rep.Health().Score, nil
+}
+
+// replayPolicies are the policies of replayed runs, loaded on first use per run folder.
+var replayPolicies sync.Map // run folder → *engine.Policy
+
+// generateFromRunCheckpoint generates from a checkpoint of a finished run: the model and the
+// quantization come from the run's config.toml (checkpoints/step-N/../../config.toml).
+func generateFromRunCheckpoint(ckpt, prompt string) (string, error) {
+	runDir := filepath.Dir(filepath.Dir(ckpt))
+	v, ok := replayPolicies.Load(runDir)
+	if !ok {
+		cfg, err := config.Load(filepath.Join(runDir, "config.toml"))
+		if err != nil {
+			return "", err
+		}
+		dir := cfg.Model
+		if dir == "" {
+			if dir, err = builtinModelDir(); err != nil {
+				return "", err
+			}
+		}
+		p, err := engine.LoadPolicy(dir, cfg.Quant)
+		if err != nil {
+			return "", err
+		}
+		v, _ = replayPolicies.LoadOrStore(runDir, p)
+	}
+	return v.(*engine.Policy).Generate(ckpt, prompt, 64, 0, 0)
+}
