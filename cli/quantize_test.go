@@ -190,7 +190,7 @@ func TestQuantizeGPT2(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var sum quantizeSummary
+	var sum quant.FolderSummary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, stdout)
 	}
@@ -259,15 +259,14 @@ func TestQuantizeUsage(t *testing.T) {
 }
 
 func TestQuantizeSharded(t *testing.T) {
-	defer func(v int64) { maxShardBytes = v }(maxShardBytes)
-	maxShardBytes = 16 << 10
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	os.Mkdir(src, 0o755)
 	vals := writeQuantTestModel(t, src, "llama")
 	out := filepath.Join(dir, "q")
-	if code, _, stderr := runQuantizeCmd("quantize", "--model", src, "--out", out); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	// quantize's own folder writer, with shards of 16 KiB instead of 4 GiB.
+	if _, err := quant.QuantizeFolder(src, out, quant.FolderOptions{Options: quant.Default(), ShardBytes: 16 << 10}); err != nil {
+		t.Fatal(err)
 	}
 	set, err := safetensors.OpenSet(out)
 	if err != nil {

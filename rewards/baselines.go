@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"rlhfstation/internal/atomicfile"
 )
 
 // BaselinesFormat names the layout of baselines.json.
@@ -162,7 +164,7 @@ func (b Baselines) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'))
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // ErrBaselinesMismatch is wrapped by Check's error when the hashes differ.
@@ -240,44 +242,6 @@ func FolderHashes(dir string) (model, tokenizer string, err error) {
 	}
 	sum := sha256.Sum256(data)
 	return model, "sha256:" + hex.EncodeToString(sum[:]), nil
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same folder, fsyncs
-// it, renames it over path and fsyncs the folder.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // jsonErrorLine adds the line number to a JSON syntax or type error.

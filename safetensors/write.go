@@ -1,14 +1,14 @@
 package safetensors
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
+
+	"rlhfstation/internal/atomicfile"
 )
 
 // Tensor is one tensor to write: Data holds its little-endian bytes.
@@ -81,7 +81,7 @@ func Write(path string, tensors []Tensor, metadata map[string]string) error {
 	for (8+len(js))%8 != 0 {
 		js = append(js, ' ')
 	}
-	return writeAtomic(path, func(w *bufio.Writer) error {
+	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		var lenBuf [8]byte
 		binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(js)))
 		w.Write(lenBuf[:])
@@ -93,6 +93,10 @@ func Write(path string, tensors []Tensor, metadata map[string]string) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	return nil
 }
 
 func checkTensor(t Tensor) error {
@@ -111,50 +115,6 @@ func checkTensor(t Tensor) error {
 	}
 	if len(t.Data) != n*t.DType.Size() {
 		return fmt.Errorf("tensor %q: %d data bytes but %s %v needs %d", t.Name, len(t.Data), t.DType, t.Shape, n*t.DType.Size())
-	}
-	return nil
-}
-
-// writeAtomic writes path through a temporary file in its folder: fill, sync, rename, then
-// sync the folder so that the rename itself survives a crash.
-func writeAtomic(path string, fill func(*bufio.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			err = fmt.Errorf("safetensors: writing %s: %w", path, err)
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err = fill(w); err != nil {
-		return err
-	}
-	if err = w.Flush(); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -107,17 +107,11 @@ func extract(parent string) (string, error) {
 	if complete(dst) {
 		return dst, nil
 	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("built-in model: %w", err)
-	}
-	tmp, err := os.MkdirTemp(parent, ".builtin-"+h+".tmp-")
+	tmp, err := atomicfile.TempDir(dst)
 	if err != nil {
 		return "", fmt.Errorf("built-in model: %w", err)
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", fmt.Errorf("built-in model: %w", err)
-	}
 	names, err := fileNames()
 	if err != nil {
 		return "", err

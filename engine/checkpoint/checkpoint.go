@@ -160,15 +160,11 @@ func Name(step int) string { return fmt.Sprintf("step-%06d", step) }
 
 // Save writes c as the folder dir, atomically: the folder appears complete or not at all.
 func Save(dir string, c Checkpoint) error {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	tmp, err := atomicfile.TempDir(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("saving checkpoint %s: %w", dir, err)
 	}
-	defer os.RemoveAll(tmp)
+	defer os.RemoveAll(tmp) // a no-op once moved into place
 	if err := SaveAdapter(tmp, c.Config, c.Tensors); err != nil {
 		return err
 	}

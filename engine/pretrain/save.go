@@ -16,18 +16,11 @@ import (
 // figures of the run). The folder is built beside dir and renamed over it, so dir is
 // always either absent, the old folder, or the complete new one.
 func (t *Trainer) Save(dir string, dtype safetensors.DType, res *Result) error {
-	parent := filepath.Dir(filepath.Clean(dir))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("save %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	tmp, err := atomicfile.TempDir(dir)
 	if err != nil {
 		return fmt.Errorf("save %s: %w", dir, err)
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
 	if err := t.Model.SaveAs(tmp, dtype); err != nil {
 		return err
 	}
@@ -49,9 +42,6 @@ func (t *Trainer) Save(dir string, dtype safetensors.DType, res *Result) error {
 		if err := atomicfile.WriteFile(filepath.Join(tmp, name), append(js, '\n'), 0o644); err != nil {
 			return err
 		}
-	}
-	if err := atomicfile.SyncDir(tmp); err != nil {
-		return err
 	}
 	return atomicfile.ReplaceDir(tmp, dir)
 }

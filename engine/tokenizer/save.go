@@ -7,55 +7,20 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"rlhfstation/internal/atomicfile"
 )
 
 // Save writes the tokenizer.json of t to path (or to path/tokenizer.json when path is
-// a folder), atomically: a temporary file in the same folder, synced, then renamed.
+// a folder), atomically.
 // A loaded tokenizer is written back byte for byte; a trained one as Hugging Face's
 // tokenizers library lays the file out.
 func (t *Tokenizer) Save(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "tokenizer.json")
 	}
-	if err := writeFileAtomic(path, t.raw); err != nil {
+	if err := atomicfile.WriteFile(path, t.raw, 0o644); err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
-	}
-	return nil
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves either the old file
-// or the new one, never a part.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil { // make the rename itself durable
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
