@@ -10,6 +10,7 @@ import (
 
 	"rlhfstation/engine/events"
 	"rlhfstation/internal/human"
+	"rlhfstation/internal/stats"
 )
 
 // batchProgress renders a headless run's events: a progress bar redrawn in place on a
@@ -166,8 +167,8 @@ func (p *batchProgress) summary(e events.Event) {
 			continue
 		}
 		k := min(20, n/2)
-		first, firstSE := meanSE(x[:k])
-		last, lastSE := meanSE(x[n-k:])
+		first, firstSE := stats.MeanSE(x[:k])
+		last, lastSE := stats.MeanSE(x[n-k:])
 		rise := ""
 		if se := math.Hypot(firstSE, lastSE); se > 0 {
 			rise = fmt.Sprintf(" (%+.1f SE)", (last-first)/se)
@@ -197,20 +198,4 @@ func (p *batchProgress) summary(e events.Event) {
 func trendMetric(name string) bool {
 	return name == "reward" || name == "ntl/digit_accuracy" ||
 		strings.HasPrefix(name, "rewards/") && strings.HasSuffix(name, "/mean")
-}
-
-// meanSE is the mean and its standard error.
-func meanSE(x []float64) (mean, se float64) {
-	for _, v := range x {
-		mean += v
-	}
-	mean /= float64(len(x))
-	if len(x) < 2 {
-		return mean, 0
-	}
-	ss := 0.0
-	for _, v := range x {
-		ss += (v - mean) * (v - mean)
-	}
-	return mean, math.Sqrt(ss/float64(len(x)-1)) / math.Sqrt(float64(len(x)))
 }

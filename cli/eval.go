@@ -12,6 +12,7 @@ import (
 	"rlhfstation/engine/data/synth"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/internal/stats"
 	"rlhfstation/rewards"
 )
 
@@ -202,8 +203,8 @@ func evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 			fmt.Fprintf(o.progress, "eval: %d/%d prompts\n", i+1, len(examples))
 		}
 	}
-	r.SampledCorrect, r.SampledSE = meanSE(sampled)
-	r.GreedyCorrect, r.GreedySE = meanSE(greedy)
+	r.SampledCorrect, r.SampledSE = stats.MeanSE(sampled)
+	r.GreedyCorrect, r.GreedySE = stats.MeanSE(greedy)
 	all := float64(len(examples) * o.samples)
 	r.AnsweredAtOnce, r.MeanTokens = float64(atOnce)/all, float64(tokens)/all
 	return r, nil

@@ -11,6 +11,7 @@ import (
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/optim"
+	"rlhfstation/internal/stats"
 )
 
 // maxBadSteps non-finite updates in a row stop the run.
@@ -155,7 +156,7 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		"frac_reward_zero_std": zeroStd,
 		"perf/step_seconds":    stepSec, "perf/rollout_seconds": rolloutSec,
 	}
-	mean, std := meanStd(allRewards)
+	mean, std := stats.MeanStd(allRewards)
 	metrics["reward"], metrics["reward_std"] = mean, std
 	for k, v := range rewardMetrics {
 		metrics[k] = v
@@ -232,21 +233,4 @@ func (e *Engine) samplesOf(b *batch) []events.Sample {
 			Reward: r.reward, Rewards: rw, Advantage: r.adv})
 	}
 	return out
-}
-
-func meanStd(x []float64) (mean, std float64) {
-	if len(x) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	for _, v := range x {
-		mean += v
-	}
-	mean /= float64(len(x))
-	if len(x) < 2 {
-		return mean, 0
-	}
-	for _, v := range x {
-		std += (v - mean) * (v - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(x)-1))
 }

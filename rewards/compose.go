@@ -3,6 +3,8 @@ package rewards
 import (
 	"fmt"
 	"math"
+
+	"rlhfstation/internal/stats"
 )
 
 // notApplicable is the value of a reward function that does not apply to a sample.
@@ -69,7 +71,7 @@ func Compose(funcs []Weighted, samples []Sample) (Result, error) {
 				res.Total[i] += wf.Weight * v
 			}
 		}
-		mean, std := NaNMeanStd(values)
+		mean, std := stats.NaNMeanStd(values)
 		res.Metrics["rewards/"+name+"/mean"] = mean
 		res.Metrics["rewards/"+name+"/std"] = std
 		for k, v := range metrics {
@@ -77,32 +79,6 @@ func Compose(funcs []Weighted, samples []Sample) (Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// NaNMeanStd is the mean and sample standard deviation (Bessel's correction, as TRL logs
-// them) of the values that are not NaN. With none: NaN, NaN; with one: the value, 0.
-func NaNMeanStd(xs []float64) (mean, std float64) {
-	n := 0
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			mean += x
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN(), math.NaN()
-	}
-	mean /= float64(n)
-	if n == 1 {
-		return mean, 0
-	}
-	ss := 0.0
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			ss += (x - mean) * (x - mean)
-		}
-	}
-	return mean, math.Sqrt(ss / float64(n-1))
 }
 
 // PPL is the multi-level perplexity reward (DESIGN §6.1), named "ppl".
@@ -187,7 +163,7 @@ func (p PPL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	metrics := map[string]float64{"rewards/ppl/empty": float64(empty)}
 	var batch Levels
 	for k, dst := range []*float64{&batch.Word, &batch.Phrase, &batch.Sentence} {
-		m, _ := NaNMeanStd(logs[k])
+		m, _ := stats.NaNMeanStd(logs[k])
 		*dst = math.Exp(m)
 	}
 	metrics["ppl/word"], metrics["ppl/phrase"], metrics["ppl/sentence"] = batch.Word, batch.Phrase, batch.Sentence
@@ -223,8 +199,8 @@ func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	if total > 0 {
 		metrics["ntl/digit_accuracy"] = float64(correct) / float64(total)
 	}
-	metrics["ntl/loss"], _ = NaNMeanStd(losses)
-	metrics["ntl/reward"], _ = NaNMeanStd(values)
+	metrics["ntl/loss"], _ = stats.NaNMeanStd(losses)
+	metrics["ntl/reward"], _ = stats.NaNMeanStd(values)
 	return values, metrics, nil
 }
 

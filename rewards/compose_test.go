@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rlhfstation/internal/stats"
 )
 
 type fixed struct {
@@ -49,7 +51,7 @@ func TestCompose(t *testing.T) {
 	if _, err := Compose(funcs, make([]Sample, 3)); err == nil {
 		t.Error("wrong value count: no error")
 	}
-	m, s := NaNMeanStd([]float64{nan, nan})
+	m, s := stats.NaNMeanStd([]float64{nan, nan})
 	if !math.IsNaN(m) || !math.IsNaN(s) {
 		t.Error("all NaN: want NaN mean and std")
 	}

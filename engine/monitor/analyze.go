@@ -9,6 +9,7 @@ import (
 
 	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/events"
+	"rlhfstation/internal/stats"
 	"rlhfstation/safetensors"
 )
 
@@ -848,7 +849,7 @@ func driftField(m *Module, f func(*ModuleDrift) float64) (float64, bool) {
 
 // aggOf aggregates val over the modules for which it is defined.
 func aggOf(mods []Module, val func(*Module) (float64, bool)) Agg {
-	var w welford
+	var w stats.Running
 	var g Agg
 	first := true
 	for i := range mods {
@@ -856,13 +857,12 @@ func aggOf(mods []Module, val func(*Module) (float64, bool)) Agg {
 		if !ok || !finite(v) {
 			continue
 		}
-		w.add(v)
+		w.Add(v)
 		if first || v > g.Max {
 			g.Max, g.MaxModule, first = v, mods[i].Name, false
 		}
 	}
-	s := w.stats()
-	g.Mean, g.Std = s.Mean, s.Std
+	g.Mean, g.Std = w.Mean, w.Std()
 	return g
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/internal/stats"
 )
 
 // Rule names, as written in the anomaly events' "rule" field.
@@ -55,7 +56,7 @@ type Monitor struct {
 	stall       *ring     // recent finite rewards
 
 	epochs   []Epoch
-	epoch    map[string]*welford // the epoch in progress
+	epoch    map[string]*stats.Running // the epoch in progress
 	epochIdx int
 	epochN   int
 	epochLo  int // first and last step of the epoch in progress
@@ -82,7 +83,7 @@ func New(th Thresholds) *Monitor {
 		latches: map[string]*latch{},
 		alerts:  map[string]int{},
 		stall:   newRing(th.StallWindow),
-		epoch:   map[string]*welford{},
+		epoch:   map[string]*stats.Running{},
 	}
 }
 
@@ -247,7 +248,7 @@ func (m *Monitor) namedRules(step int, mt events.Metrics, armed bool, busy map[s
 			m.entropyBase = append(m.entropyBase, e)
 		}
 		if len(m.entropyBase) == th.EntropyBaselineSteps {
-			e0, _ := meanStd(m.entropyBase)
+			e0, _ := stats.MeanStd(m.entropyBase)
 			limit := max(th.EntropyCollapseFrac*e0, th.EntropyFloor)
 			check(RuleEntropyCollapse, "entropy", events.Warning, e < limit, th.EntropySteps, e, func() string {
 				return sprintf("entropy %.3g below %.3g (%.0f%% of its early level %.3g, floor %.3g) for %d steps: the policy is collapsing onto few tokens; try a higher temperature, a larger beta or a lower learning_rate",

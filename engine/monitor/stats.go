@@ -1,6 +1,10 @@
 package monitor
 
-import "math"
+import (
+	"math"
+
+	"rlhfstation/internal/stats"
+)
 
 // ring holds the most recent values of a series, oldest first when read.
 type ring struct {
@@ -33,25 +37,6 @@ func (r *ring) values() []float64 {
 	return out
 }
 
-// meanStd is the mean and the sample standard deviation (n−1 in the denominator; 0 for n < 2).
-func meanStd(y []float64) (mean, std float64) {
-	if len(y) == 0 {
-		return 0, 0
-	}
-	for _, v := range y {
-		mean += v
-	}
-	mean /= float64(len(y))
-	if len(y) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, v := range y {
-		ss += (v - mean) * (v - mean)
-	}
-	return mean, math.Sqrt(ss / float64(len(y)-1))
-}
-
 // lineFit is the least-squares line y = Intercept + Slope·i through y[0..n-1] at i = 0..n-1.
 type lineFit struct {
 	N         int
@@ -74,7 +59,7 @@ func fitLine(y []float64) lineFit {
 		return f
 	}
 	xm := float64(n-1) / 2
-	ym, _ := meanStd(y)
+	ym, _ := stats.MeanStd(y)
 	var sxx, sxy, syy float64
 	for i, v := range y {
 		dx, dy := float64(i)-xm, v-ym
@@ -102,31 +87,6 @@ func fitLine(y []float64) lineFit {
 // finite reports whether x is neither NaN nor infinite.
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
-// welford accumulates mean, variance, min and max of finite values in one pass, and counts the
-// non-finite ones apart.
-type welford struct {
-	n         int
-	mean, m2  float64
-	min, max  float64
-	nonFinite int
-}
-
-func (w *welford) add(x float64) {
-	if !finite(x) {
-		w.nonFinite++
-		return
-	}
-	w.n++
-	if w.n == 1 {
-		w.min, w.max = x, x
-	} else {
-		w.min, w.max = min(w.min, x), max(w.max, x)
-	}
-	d := x - w.mean
-	w.mean += d / float64(w.n)
-	w.m2 += d * (x - w.mean)
-}
-
 // Stats summarises a set of values: mean, sample standard deviation, minimum and maximum of the
 // finite ones (N of them), and how many were NaN or infinite.
 type Stats struct {
@@ -138,19 +98,16 @@ type Stats struct {
 	NonFinite int     `json:"non_finite,omitempty"`
 }
 
-func (w *welford) stats() Stats {
-	s := Stats{N: w.n, Mean: w.mean, Min: w.min, Max: w.max, NonFinite: w.nonFinite}
-	if w.n > 1 {
-		s.Std = math.Sqrt(w.m2 / float64(w.n-1))
-	}
-	return s
+// statsOfRunning is the summary of what r has taken.
+func statsOfRunning(r *stats.Running) Stats {
+	return Stats{N: r.N, Mean: r.Mean, Std: r.Std(), Min: r.Min, Max: r.Max, NonFinite: r.NonFinite}
 }
 
 // statsOf summarises a slice.
 func statsOf(y []float64) Stats {
-	var w welford
+	var r stats.Running
 	for _, v := range y {
-		w.add(v)
+		r.Add(v)
 	}
-	return w.stats()
+	return statsOfRunning(&r)
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/internal/stats"
 )
 
 // Trend directions.
@@ -60,7 +61,7 @@ type Reliability struct {
 
 // reliabilityOf measures stability, consistency and variance of a reward series.
 func reliabilityOf(metric string, y []float64) Reliability {
-	mean, std := meanStd(y)
+	mean, std := stats.MeanStd(y)
 	r := Reliability{Metric: metric, Points: len(y), Mean: mean, Std: std, Variance: std * std}
 	if std > 0 {
 		r.Stability = mean / std
@@ -90,7 +91,7 @@ type Epoch struct {
 func (m *Monitor) addEpoch(step int, names []string, mt events.Metrics) {
 	if m.epochN == m.th.EpochSteps {
 		m.epochs = append(m.epochs, m.currentEpoch(false))
-		m.epoch = map[string]*welford{}
+		m.epoch = map[string]*stats.Running{}
 		m.epochIdx++
 		m.epochN = 0
 	}
@@ -102,10 +103,10 @@ func (m *Monitor) addEpoch(step int, names []string, mt events.Metrics) {
 	for _, name := range names {
 		w := m.epoch[name]
 		if w == nil {
-			w = &welford{}
+			w = &stats.Running{}
 			m.epoch[name] = w
 		}
-		w.add(mt[name])
+		w.Add(mt[name])
 	}
 }
 
@@ -113,7 +114,7 @@ func (m *Monitor) currentEpoch(partial bool) Epoch {
 	e := Epoch{Index: m.epochIdx, FirstStep: m.epochLo, LastStep: m.epochHi, Steps: m.epochN,
 		Partial: partial, Metrics: make(map[string]Stats, len(m.epoch))}
 	for k, w := range m.epoch {
-		e.Metrics[k] = w.stats()
+		e.Metrics[k] = statsOfRunning(w)
 	}
 	return e
 }
