@@ -3,13 +3,52 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"rlhfstation/engine/checkpoint"
+	"rlhfstation/engine/config"
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/monitor"
+	"rlhfstation/internal/diskfree"
+	"rlhfstation/internal/human"
+	"rlhfstation/internal/runlock"
 )
+
+// maxSaveFails checkpoint saves failed in a row stop the run: a full or failing disk would
+// otherwise let it train to the end with nothing kept.
+const maxSaveFails = 2
+
+// saveOrStop saves a checkpoint. A failure is a critical anomaly event; the second in a row
+// ends the run, naming its last good checkpoint.
+func (e *Engine) saveOrStop() error {
+	err := e.save()
+	if err == nil {
+		e.saveFails = 0
+		return nil
+	}
+	e.saveFails++
+	e.emit(events.Event{Type: events.Anomaly, Step: e.step, Rule: "checkpoint_failed", Metric: "checkpoint", Severity: events.Critical,
+		Message: fmt.Sprintf("checkpoint of step %d not saved (%d in a row; %d stop the run): %v", e.step, e.saveFails, maxSaveFails, err)})
+	if e.saveFails < maxSaveFails {
+		return nil
+	}
+	last := "none was saved"
+	if e.lastCkpt != "" {
+		last = "the last good one is " + e.lastCkpt
+	}
+	stop := fmt.Errorf("the run stopped at step %d: %d checkpoint saves failed in a row (%v); %s", e.step, e.saveFails, err, last)
+	e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: stop.Error(), Path: e.lastCkpt})
+	return stop
+}
+
+// checkpointBytes is what a checkpoint of this run takes on disk: the adapter weights and
+// AdamW's two moments (float32 each), with room for the JSON files.
+func (e *Engine) checkpointBytes() uint64 {
+	return 12*uint64(e.adapters.Count()) + 64<<10
+}
 
 // save writes the checkpoint of the current step (PEFT adapter, AdamW state, trainer state),
 // prunes old ones to save_total_limit, and emits a checkpoint event with its health.
@@ -21,6 +60,10 @@ func (e *Engine) save() error {
 	// would leave its steps out of the log.
 	e.flush()
 	dir := filepath.Join(e.runDir, "checkpoints", checkpoint.Name(e.step))
+	if free, ok := diskfree.Bytes(e.runDir); ok && free < e.checkpointBytes() {
+		return fmt.Errorf("saving checkpoint %s: only %s free on its disk, it needs about %s",
+			dir, human.Bytes(int64(free)), human.Bytes(int64(e.checkpointBytes())))
+	}
 	opt := &checkpoint.Optimizer{Step: e.opt.Step, LearningRate: e.cfg.LearningRate * e.sched.Factor(max(e.step-1, 0)),
 		Beta1: e.opt.Beta1, Beta2: e.opt.Beta2, Eps: e.opt.Eps, WeightDecay: e.opt.WeightDecay,
 		ExpAvg: map[string][]float32{}, ExpAvgSq: map[string][]float32{}}
@@ -29,7 +72,7 @@ func (e *Engine) save() error {
 	}
 	state := &checkpoint.TrainerState{GlobalStep: e.step, LearningRate: opt.LearningRate, DataCursor: e.cursor,
 		Epoch: e.cursor / max(len(e.prompts), 1), RNGState: fmt.Sprintf("pcg seed=%d stream=step<<16|k", e.cfg.Seed),
-		ConfigHash: e.cfg.Hash(), Metrics: e.lastStep}
+		ConfigHash: e.cfg.Hash(), Metrics: e.lastStep, ScheduleSteps: e.sched.Total, WarmupSteps: e.sched.Warmup}
 	base := e.opts.ModelName
 	c := checkpoint.Checkpoint{Config: e.adapters.AdapterConfig(base, e.model.Config.Family() == model.GPT2),
 		Tensors: e.adapters.Tensors(), Optimizer: opt, State: state}
@@ -48,6 +91,64 @@ func (e *Engine) save() error {
 	return nil
 }
 
+// lockForResume takes runDir's lock and checks that it holds a checkpoint, before any long
+// work: a folder another process is writing, or one with nothing to resume from, is refused
+// at once. Leftovers of a save killed half way are removed (the lock makes that safe).
+func (e *Engine) lockForResume(runDir string) error {
+	if st, err := os.Stat(runDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("--resume %s: no such run folder", runDir)
+	}
+	lock, err := runlock.Acquire(runDir)
+	if err != nil {
+		return err
+	}
+	e.lock = lock
+	dir := filepath.Join(runDir, "checkpoints")
+	checkpoint.RemoveLeftovers(dir)
+	list, err := checkpoint.List(dir)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%s: no checkpoint to resume from", runDir)
+	}
+	return nil
+}
+
+// abandon undoes a start that failed: the sinks are closed, the lock given back and a run
+// folder made by this start removed, so that no stub run is left behind.
+func (e *Engine) abandon() {
+	if e.jsonlFile != nil {
+		e.jsonlFile.Close()
+		e.jsonlFile, e.jsonl = nil, nil
+	}
+	if e.tb != nil {
+		e.tb.Close()
+		e.tb = nil
+	}
+	e.lock.Release()
+	e.lock = nil
+	if e.made != "" {
+		os.RemoveAll(e.made)
+		e.made = ""
+	}
+}
+
+// checkState refuses a trainer state no run of this tool writes.
+func checkState(s *checkpoint.TrainerState, o *checkpoint.Optimizer) error {
+	switch {
+	case s.GlobalStep < 1:
+		return fmt.Errorf("global_step %d is not a step of a run", s.GlobalStep)
+	case s.DataCursor < 0:
+		return fmt.Errorf("data_cursor %d is negative", s.DataCursor)
+	case o.Step < 0 || o.Step > s.GlobalStep:
+		return fmt.Errorf("the optimizer's step %d does not fit global_step %d", o.Step, s.GlobalStep)
+	case s.ScheduleSteps < 0 || s.WarmupSteps < 0:
+		return fmt.Errorf("negative schedule (schedule_steps %d, warmup_steps %d)", s.ScheduleSteps, s.WarmupSteps)
+	}
+	return nil
+}
+
 // resume continues the run in runDir from its newest checkpoint that loads (an unreadable
 // newer one, from a crash, is reported and skipped).
 func (e *Engine) resume(runDir string) error {
@@ -62,12 +163,15 @@ func (e *Engine) resume(runDir string) error {
 	var path string
 	for i := len(list) - 1; i >= 0; i-- {
 		c, err = checkpoint.Load(list[i].Path)
-		if err == nil && c.Optimizer != nil && c.State != nil {
-			path = list[i].Path
-			break
+		if err == nil && (c.Optimizer == nil || c.State == nil) {
+			err = errors.New("no optimizer or trainer state")
 		}
 		if err == nil {
-			err = errors.New("no optimizer or trainer state")
+			if err = checkState(c.State, c.Optimizer); err == nil {
+				path = list[i].Path
+				break
+			}
+			err = fmt.Errorf("%s: %w", checkpoint.TrainerStateFile, err)
 		}
 		e.logf("skipping checkpoint %s: %v", list[i].Path, err)
 	}
@@ -88,9 +192,15 @@ func (e *Engine) resume(runDir string) error {
 	e.opt.Step = c.Optimizer.Step
 	e.step, e.cursor = c.State.GlobalStep, c.State.DataCursor
 	e.runDir, e.runName, e.lastCkpt = runDir, filepath.Base(runDir), path
+	old, oldErr := config.Load(filepath.Join(runDir, "config.toml"))
 	if h := e.cfg.Hash(); c.State.ConfigHash != "" && h != c.State.ConfigHash {
-		e.logf("the configuration differs from the one the checkpoint was made with; continuing with the new one (written to %s)", filepath.Join(runDir, "config.toml"))
+		if oldErr != nil {
+			e.logf("the configuration differs from the one the checkpoint was made with (its config.toml does not load: %v); continuing with the new one", oldErr)
+		} else {
+			e.logf("resuming with %s", strings.Join(e.cfg.Changes(old), "; "))
+		}
 	}
+	e.keepSchedule(c.State, old)
 	if e.step >= e.cfg.MaxSteps {
 		return fmt.Errorf("%s: the run is already at step %d of max_steps %d (raise --steps to continue it)", runDir, e.step, e.cfg.MaxSteps)
 	}
@@ -102,4 +212,23 @@ func (e *Engine) resume(runDir string) error {
 	}
 	e.logf("resuming %s from %s", runDir, path)
 	return nil
+}
+
+// keepSchedule makes a resumed run follow the learning-rate schedule its checkpoint was
+// trained under: its horizon and warm-up come from the trainer state (or, for checkpoints
+// older than those fields, from the run's config.toml as it was), not from a --steps given
+// now. Steps past the horizon keep the rate of its last step, so the rate never jumps.
+func (e *Engine) keepSchedule(s *checkpoint.TrainerState, old *config.Config) {
+	total, warmup := s.ScheduleSteps, s.WarmupSteps
+	if total == 0 && old != nil {
+		total, warmup = old.MaxSteps, old.WarmupStepsFor()
+	}
+	if total <= 0 {
+		return
+	}
+	e.sched.Total, e.sched.Warmup, e.sched.Hold = total, warmup, true
+	if e.cfg.MaxSteps > total {
+		e.logf("steps %d–%d are past the learning-rate schedule's horizon of %d steps: the rate stays at %.3g, its value at step %d",
+			total+1, e.cfg.MaxSteps, total, e.cfg.LearningRate*e.sched.Factor(total-1), total)
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
 	"rlhfstation/rewards"
 )
@@ -82,6 +83,9 @@ type Engine struct {
 	trainTape *model.Tape
 	setupLog  []string
 	badSteps  int
+	saveFails int // checkpoint saves failed in a row
+	lock      *runlock.Lock
+	made      string // the run folder New created, removed if the start fails
 	lastCkpt  string
 	lastStep  events.Metrics
 	paramInfo events.Params
@@ -192,6 +196,7 @@ func (e *Engine) close() {
 	if e.tb != nil {
 		e.tb.Close()
 	}
+	e.lock.Release()
 	close(e.out)
 }
 
@@ -257,8 +262,8 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: "resumed"})
 				}
 			case ctrlSave:
-				if err := e.save(); err != nil {
-					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "error", Message: err.Error()})
+				if err := e.saveOrStop(); err != nil {
+					return err
 				}
 				e.flush()
 			case ctrlStop:
@@ -278,8 +283,8 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			return err
 		}
 		if e.cfg.SaveSteps > 0 && e.step%e.cfg.SaveSteps == 0 && e.step < e.cfg.MaxSteps {
-			if err := e.save(); err != nil {
-				e.emit(events.Event{Type: events.Log, Step: e.step, Level: "error", Message: err.Error()})
+			if err := e.saveOrStop(); err != nil {
+				return err
 			}
 		}
 		e.flush()

@@ -17,6 +17,7 @@ import (
 	"rlhfstation/engine/tensorboard"
 	"rlhfstation/engine/tokenizer"
 	"rlhfstation/internal/human"
+	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
 	"rlhfstation/rewards"
 )
@@ -28,10 +29,24 @@ const eventBuffer = 256
 // the adapters, reads the prompts, loads or computes the baselines, and creates (or, when
 // resuming, reopens) the run folder. Nothing is written before every input has been read and
 // checked.
-func New(cfg *config.Config, opts Options) (*Engine, error) {
+func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan control, 16)}
 	if opts.ModelDir == "" {
 		return nil, errors.New("engine: no model folder")
+	}
+	// A failed start leaves nothing behind: the lock is given back and a run folder made
+	// here is removed.
+	defer func() {
+		if err != nil {
+			e.abandon()
+		}
+	}()
+	if opts.Resume != "" {
+		// Refused at once, before minutes of loading: a folder another process writes, or
+		// one with nothing to resume from.
+		if err := e.lockForResume(opts.Resume); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Device == "cuda" {
 		return nil, errors.New("--device cuda: this build has no CUDA backend yet (use --device cpu or auto)")
@@ -106,6 +121,7 @@ func New(cfg *config.Config, opts Options) (*Engine, error) {
 		if err := e.resume(opts.Resume); err != nil {
 			return nil, err
 		}
+		e.mon.WarmupSteps = e.sched.Warmup
 	} else if err := e.createRunFolder(); err != nil {
 		return nil, err
 	}
@@ -260,6 +276,12 @@ func (e *Engine) createRunFolder() error {
 	if err := os.MkdirAll(filepath.Join(dir, "checkpoints"), 0o755); err != nil {
 		return err
 	}
+	e.made = dir
+	lock, err := runlock.Acquire(dir)
+	if err != nil {
+		return err
+	}
+	e.lock = lock
 	e.runDir, e.runName = dir, name
 	if err := e.cfg.Write(filepath.Join(dir, "config.toml")); err != nil {
 		return err

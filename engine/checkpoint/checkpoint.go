@@ -137,13 +137,17 @@ type Optimizer struct {
 
 // TrainerState is trainer_state.json: what a resume needs besides weights and moments.
 type TrainerState struct {
-	GlobalStep   int            `json:"global_step"`
-	LearningRate float64        `json:"learning_rate"`
-	DataCursor   int            `json:"data_cursor"`
-	Epoch        int            `json:"epoch"`
-	RNGState     string         `json:"rng_state"`
-	ConfigHash   string         `json:"config_hash"`
-	Metrics      events.Metrics `json:"metrics,omitempty"`
+	GlobalStep   int     `json:"global_step"`
+	LearningRate float64 `json:"learning_rate"`
+	DataCursor   int     `json:"data_cursor"`
+	Epoch        int     `json:"epoch"`
+	RNGState     string  `json:"rng_state"`
+	ConfigHash   string  `json:"config_hash"`
+	// The learning-rate schedule as planned when the run started: a resume with more steps
+	// keeps it, so the rate stays continuous (0 in checkpoints older than these fields).
+	ScheduleSteps int            `json:"schedule_steps,omitempty"`
+	WarmupSteps   int            `json:"warmup_steps,omitempty"`
+	Metrics       events.Metrics `json:"metrics,omitempty"`
 }
 
 // Checkpoint is everything a checkpoint folder holds. Optimizer and State are absent (nil)
@@ -376,16 +380,23 @@ func List(dir string) ([]Entry, error) {
 	return out, nil
 }
 
-// Prune deletes the oldest checkpoints under dir so that at most keep remain (keep ≤ 0 keeps
-// all), never deleting protect (the newest good checkpoint, say). It also removes leftovers of
-// interrupted saves.
-func Prune(dir string, keep int, protect string) error {
+// RemoveLeftovers deletes what interrupted saves and prunes left under dir: the hidden
+// .step-N.tmp-*, .step-N.old and .step-N.del folders, which List never shows. Only the run
+// folder's one writer may call it (a save in progress builds such a folder).
+func RemoveLeftovers(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".step-") {
 			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// Prune deletes the oldest checkpoints under dir so that at most keep remain (keep ≤ 0 keeps
+// all), never deleting protect (the newest good checkpoint, say). It also removes leftovers of
+// interrupted saves.
+func Prune(dir string, keep int, protect string) error {
+	RemoveLeftovers(dir)
 	if keep <= 0 {
 		return nil
 	}

@@ -392,3 +392,43 @@ func keys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Changes lists, key by key in declaration order, the settings in which c differs from old
+// ("max_steps: 10 → 20"), [monitor] thresholds included: what a resume reports when it goes
+// on with another configuration than the checkpoint's.
+func (c *Config) Changes(old *Config) []string {
+	var out []string
+	was := map[string]string{}
+	for _, l := range leaves(old) {
+		was[l.key] = fmtValue(l.v.Interface())
+	}
+	for _, l := range leaves(c) {
+		if now := fmtValue(l.v.Interface()); now != was[l.key] {
+			out = append(out, fmt.Sprintf("%s: %s → %s", l.key, was[l.key], now))
+		}
+	}
+	for _, k := range keys(mergeKeys(old.Monitor, c.Monitor)) {
+		show := func(m map[string]any) string {
+			v, ok := m[k]
+			if !ok {
+				return "(default)"
+			}
+			return fmtValue(v)
+		}
+		if a, b := show(old.Monitor), show(c.Monitor); a != b {
+			out = append(out, fmt.Sprintf("monitor.%s: %s → %s", k, a, b))
+		}
+	}
+	return out
+}
+
+func mergeKeys[V any](a, b map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}

@@ -103,10 +103,16 @@ type Schedule struct {
 	Kind   string // "constant", "linear", "cosine"
 	Warmup int    // warm-up steps
 	Total  int    // training steps
+	// Hold keeps the factor of step Total−1 for the steps at or past Total: a resumed run
+	// given more steps than it was planned for continues at its last rate, without a jump.
+	Hold bool
 }
 
 // Factor returns the multiplier of the base learning rate at step.
 func (s Schedule) Factor(step int) float64 {
+	if s.Hold && s.Total > 0 && step >= s.Total {
+		step = s.Total - 1
+	}
 	if step < s.Warmup {
 		return float64(step) / float64(max(1, s.Warmup))
 	}

@@ -107,3 +107,20 @@ func TestClipLeavesNonFiniteAlone(t *testing.T) {
 		t.Fatalf("norm %g", n)
 	}
 }
+
+func TestScheduleHoldContinuesPastTheHorizon(t *testing.T) {
+	s := Schedule{Kind: "linear", Warmup: 1, Total: 10, Hold: true}
+	last := s.Factor(9)
+	if math.Abs(last-1.0/9) > 1e-12 {
+		t.Fatalf("step 9: %g, want 1/9", last)
+	}
+	for _, step := range []int{10, 11, 50} {
+		if got := s.Factor(step); got != last {
+			t.Errorf("held step %d: %g, want %g (the horizon's last factor)", step, got, last)
+		}
+	}
+	s.Hold = false
+	if got := s.Factor(10); got != 0 {
+		t.Errorf("without Hold step 10: %g, want 0 as transformers' linear schedule", got)
+	}
+}
