@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -111,6 +112,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	var raw map[string]any
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
+	}
+	if err := checkTypes(raw, ""); err != nil {
+		return nil, err
 	}
 	f := fields(raw)
 	mt, _ := raw["model_type"].(string)
@@ -346,9 +350,81 @@ func (f fields) optionalInt(def int, keys ...string) (int, error) {
 	}
 	n, isNum := v.(float64)
 	if !isNum || n != math.Trunc(n) || math.Abs(n) > 1<<40 {
-		return 0, fmt.Errorf("%s: want an integer, got %v", k, v)
+		return 0, fmt.Errorf("%s: want an integer, got %s", k, describeJSON(v))
 	}
 	return int(n), nil
+}
+
+// keyKinds gives the JSON type of each config.json key this package reads (null is always
+// allowed: it means "absent"). A value of another type is an error naming the key, never a
+// silent fall back to the default: "rope_theta": "500000" would otherwise run with 10000.
+var keyKinds = map[string]string{
+	"model_type": "string", "activation_function": "string", "hidden_act": "string",
+	"rope_type": "string", "type": "string",
+	"vocab_size": "integer", "n_embd": "integer", "hidden_size": "integer", "n_layer": "integer",
+	"num_hidden_layers": "integer", "n_head": "integer", "num_attention_heads": "integer",
+	"n_positions": "integer", "n_ctx": "integer", "max_position_embeddings": "integer",
+	"n_inner": "integer", "intermediate_size": "integer", "num_key_value_heads": "integer",
+	"head_dim": "integer", "sliding_window": "integer", "original_max_position_embeddings": "integer",
+	"layer_norm_epsilon": "number", "rms_norm_eps": "number", "rope_theta": "number",
+	"partial_rotary_factor": "number", "factor": "number", "low_freq_factor": "number",
+	"high_freq_factor":    "number",
+	"tie_word_embeddings": "bool", "scale_attn_by_inverse_layer_idx": "bool", "scale_attn_weights": "bool",
+	"attention_bias": "bool", "mlp_bias": "bool", "use_sliding_window": "bool",
+	"rope_scaling": "object", "rope_parameters": "object",
+}
+
+// checkTypes checks the keys of raw (and of its rope tables) against keyKinds.
+func checkTypes(raw map[string]any, prefix string) error {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		v, kind := raw[k], keyKinds[k]
+		if v == nil || kind == "" {
+			continue
+		}
+		ok := false
+		switch n, isNum := v.(float64); kind {
+		case "string":
+			_, ok = v.(string)
+		case "number":
+			ok = isNum
+		case "integer":
+			ok = isNum && n == math.Trunc(n)
+		case "bool":
+			_, ok = v.(bool)
+		case "object":
+			var sub map[string]any
+			if sub, ok = v.(map[string]any); ok {
+				if err := checkTypes(sub, prefix+k+"."); err != nil {
+					return err
+				}
+			}
+		}
+		if !ok {
+			article := "a"
+			if kind == "integer" || kind == "object" {
+				article = "an"
+			}
+			return fmt.Errorf("%s%s: want %s %s, got %s", prefix, k, article, kind, describeJSON(v))
+		}
+	}
+	return nil
+}
+
+// describeJSON names a decoded JSON value with its type, so that "192" and 192 read apart.
+func describeJSON(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	case float64:
+		return fmt.Sprintf("the number %v", v)
+	}
+	return fmt.Sprint(v)
 }
 
 func (f fields) float(key string, def float64) float64 {

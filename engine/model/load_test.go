@@ -76,6 +76,18 @@ func TestLoadErrors(t *testing.T) {
 		{"rope scaling yarn", "llama-gqa", func(t *testing.T, d string) {
 			editConfig(t, d, func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 4} })
 		}, []string{"config.json", `rope_scaling type "yarn"`}},
+		{"rope_theta as a string", "llama-gqa", func(t *testing.T, d string) {
+			editConfig(t, d, func(m map[string]any) { m["rope_theta"] = "500000" })
+		}, []string{"config.json", `rope_theta: want a number, got the string "500000"`}},
+		{"hidden_size as a string", "llama-gqa", func(t *testing.T, d string) {
+			editConfig(t, d, func(m map[string]any) { m["hidden_size"] = "192" })
+		}, []string{"config.json", `hidden_size: want an integer, got the string "192"`}},
+		{"tie_word_embeddings as a string", "gpt2-tied", func(t *testing.T, d string) {
+			editConfig(t, d, func(m map[string]any) { m["tie_word_embeddings"] = "false" })
+		}, []string{"config.json", `tie_word_embeddings: want a bool, got the string "false"`}},
+		{"rope factor as a string", "llama-gqa", func(t *testing.T, d string) {
+			editConfig(t, d, func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": "4"} })
+		}, []string{"config.json", `rope_scaling.factor: want a number, got the string "4"`}},
 		{"no weights", "llama-gqa", func(t *testing.T, d string) { os.Remove(filepath.Join(d, "model.safetensors")) }, []string{"model.safetensors"}},
 		{"truncated weights", "gpt2-tied", func(t *testing.T, d string) {
 			p := filepath.Join(d, "model.safetensors")
