@@ -125,14 +125,19 @@ func resolveRun(flags *config.Flags) (cfg *config.Config, modelDir, modelName st
 }
 
 // builtinPrompts are the prompts of a run without --data: the synthetic corpus's held-out
-// prompts of the preset's domain (story for presets of other names).
+// prompts of the preset's domain (the preset it extends, for variants such as
+// math-aggressive; story for presets of other names).
 func builtinPrompts(cfg *config.Config) ([]data.Example, error) {
 	if cfg.Data != "" {
 		return nil, nil
 	}
+	name := cfg.Preset
+	if p, err := presets.Load(name); err == nil {
+		name = p.Root
+	}
 	domain := "story"
 	for _, d := range synth.Domains() {
-		if d == cfg.Preset {
+		if d == name {
 			domain = d
 		}
 	}

@@ -89,7 +89,14 @@ func printPresetsTable(stdout, stderr io.Writer, infos []presets.Info) {
 func otherRewards(p presets.Preset) string {
 	var parts []string
 	if p.NTL != nil {
-		parts = append(parts, fmt.Sprintf("ntl ×%s (%s, %s, tau %s)", num(p.NTL.Weight), p.NTL.Mode, p.NTL.Loss, num(p.NTL.Tau)))
+		mode, tau := string(p.NTL.Mode), "tau "+num(p.NTL.Tau)
+		if p.NTL.Mode == rewards.HybridMode {
+			mode += " " + num(p.NTL.ConfidenceWeight)
+		}
+		if p.NTL.Schedule != "" && p.NTL.Schedule != rewards.ScheduleConstant {
+			tau += "→" + num(p.NTL.TauEnd) + " " + p.NTL.Schedule
+		}
+		parts = append(parts, fmt.Sprintf("ntl ×%s (%s, %s, %s)", num(p.NTL.Weight), mode, p.NTL.Loss, tau))
 	}
 	if p.Correctness != nil {
 		parts = append(parts, fmt.Sprintf("correctness ×%s (%s)", num(p.Correctness.Weight), p.Correctness.Extraction))
@@ -140,11 +147,14 @@ func printPresetsJSON(w io.Writer, infos []presets.Info) error {
 		}
 		if p.NTL != nil {
 			pj.Rewards["ntl"] = struct {
-				Weight float64         `json:"weight"`
-				Mode   rewards.NTLMode `json:"mode"`
-				Loss   rewards.NTLLoss `json:"loss"`
-				Tau    float64         `json:"tau"`
-			}{p.NTL.Weight, p.NTL.Mode, p.NTL.Loss, p.NTL.Tau}
+				Weight              float64         `json:"weight"`
+				Mode                rewards.NTLMode `json:"mode"`
+				Loss                rewards.NTLLoss `json:"loss"`
+				Tau                 float64         `json:"tau"`
+				TauEnd              float64         `json:"tau_end"`
+				TemperatureSchedule string          `json:"temperature_schedule"`
+				ConfidenceWeight    float64         `json:"confidence_weight"`
+			}{p.NTL.Weight, p.NTL.Mode, p.NTL.Loss, p.NTL.Tau, p.NTL.TauEnd, p.NTL.Schedule, p.NTL.ConfidenceWeight}
 		}
 		if p.Correctness != nil {
 			pj.Rewards["correctness"] = struct {

@@ -16,8 +16,10 @@ func TestPresetsCommand(t *testing.T) {
 	if err := listPresets(&out, &errOut, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"story      built-in  0.1/0.3/0.6 ×1 step", "code", "technical",
-		"math       built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 1), correctness ×1 (flexible)"} {
+	for _, want := range []string{"story            built-in  0.1/0.3/0.6 ×1 step", "code", "technical",
+		"math             built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 1), correctness ×1 (flexible)",
+		"math-aggressive  built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 0.5), correctness ×1 (flexible)",
+		"math-forgiving   built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 2), correctness ×1 (flexible)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -27,6 +29,7 @@ func TestPresetsCommand(t *testing.T) {
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "story.toml"), []byte("description = \"mine\"\n[ppl]\nword = 1\n[format]\nweight = 0.5\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "bad.toml"), []byte("[ppl]\nword = 1\nwurd = 2\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "sched.toml"), []byte("extends = \"math\"\n[ntl]\nmode = \"hybrid\"\ntemperature_schedule = \"linear\"\ntau_end = 0.25\n"), 0o644)
 	out.Reset()
 	errOut.Reset()
 	err := listPresets(&out, &errOut, true)
@@ -43,10 +46,18 @@ func TestPresetsCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("--json output is not one JSON document: %v\n%s", err, out.String())
 	}
-	if len(doc.Presets) != 5 || doc.Presets[0].Source != filepath.Join(dir, "story.toml") || !doc.Presets[0].Overrides || doc.Presets[0].Rewards["format"] == nil {
+	if len(doc.Presets) != 8 || doc.Presets[0].Source != filepath.Join(dir, "story.toml") || !doc.Presets[0].Overrides || doc.Presets[0].Rewards["format"] == nil {
 		t.Errorf("presets %+v", doc.Presets)
 	}
-	if p := doc.Presets[4]; p.Name != "bad" || !strings.Contains(p.Error, "bad.toml:3: unknown key \"ppl.wurd\"") {
+	if p := doc.Presets[6]; p.Name != "bad" || !strings.Contains(p.Error, "bad.toml:3: unknown key \"ppl.wurd\"") {
 		t.Errorf("bad preset entry %+v", p)
+	}
+	if p := doc.Presets[7]; p.Name != "sched" || p.Rewards["ntl"].(map[string]any)["temperature_schedule"] != "linear" || p.Rewards["ntl"].(map[string]any)["tau_end"] != 0.25 {
+		t.Errorf("sched preset entry %+v", p)
+	}
+	out.Reset()
+	listPresets(&out, &errOut, false)
+	if want := "ntl ×1 (hybrid 0.2, wasserstein, tau 1→0.25 linear)"; !strings.Contains(out.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, out.String())
 	}
 }

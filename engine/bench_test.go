@@ -126,7 +126,7 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 		}
 		gs[i] = grpo.Sequence{LogP: lp, RefLogP: rl, Advantage: adv[i]}
 	}
-	res, err := grpo.Loss(gs, grpo.Params{Beta: 0.04, Epsilon: 0.2, EpsilonHigh: 0.2, LossType: grpo.LossDAPO, Tokens: total})
+	res, err := grpo.Loss(gs, grpo.Params{Beta: 0.04, Epsilon: 0.2, EpsilonHigh: 0.2, LossType: grpo.LossDAPO, Tokens: total, TopEntropyQuantile: 1})
 	if err != nil {
 		return ph, err
 	}

@@ -48,6 +48,7 @@ type microBatch struct {
 	Prompts     [][]int   `json:"prompts"`
 	Completions [][]int   `json:"completions"`
 	Rewards     []float64 `json:"rewards"`
+	Truncated   []bool    `json:"truncated,omitempty"` // ended without a stop token
 }
 
 type stepCase struct {
@@ -61,10 +62,46 @@ type stepCase struct {
 	MaxCompletionLength int          `json:"max_completion_length"`
 	NumGenerations      int          `json:"num_generations"`
 	MicroBatches        []microBatch `json:"micro_batches"`
+
+	ImportanceSamplingLevel  string  `json:"importance_sampling_level"`
+	MaskTruncatedCompletions bool    `json:"mask_truncated_completions"`
+	TopEntropyQuantile       float64 `json:"top_entropy_quantile"`
+	SAPOTemperaturePos       float64 `json:"sapo_temperature_pos"`
+	SAPOTemperatureNeg       float64 `json:"sapo_temperature_neg"`
+	VESPOKPos                float64 `json:"vespo_k_pos"`
+	VESPOLambdaPos           float64 `json:"vespo_lambda_pos"`
+	VESPOKNeg                float64 `json:"vespo_k_neg"`
+	VESPOLambdaNeg           float64 `json:"vespo_lambda_neg"`
+	// OldLoRA are the adapters at sampling time (num_iterations > 1: the completions were
+	// drawn before the last update); nil means logp_old = logp detached.
+	OldLoRA map[string]refLoRA `json:"old_lora,omitempty"`
 }
 
 func (c stepCase) String() string {
-	return fmt.Sprintf("%s/%s/%s/beta=%g/T=%g/ga=%d", c.Model, c.LossType, c.ScaleRewards, c.Beta, c.Temperature, len(c.MicroBatches))
+	return fmt.Sprintf("%s/%s/%s/%s/beta=%g/T=%g/ga=%d/mask=%v/rho=%g/old=%v", c.Model, c.LossType, c.ImportanceSamplingLevel,
+		c.ScaleRewards, c.Beta, c.Temperature, len(c.MicroBatches), c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.OldLoRA != nil)
+}
+
+// params are the case's loss parameters; tokens is the accumulated batch's loss tokens.
+func (c stepCase) params(tokens int) grpo.Params {
+	return grpo.Params{Beta: c.Beta, Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh, LossType: c.LossType,
+		MaxCompletionLength: c.MaxCompletionLength, Tokens: tokens, ImportanceSamplingLevel: c.ImportanceSamplingLevel,
+		MaskTruncatedCompletions: c.MaskTruncatedCompletions, TopEntropyQuantile: c.TopEntropyQuantile,
+		SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
+		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg}
+}
+
+// withTRLDefaults fills the options a case does not vary with TRL's defaults.
+func (c stepCase) withTRLDefaults() stepCase {
+	if c.ImportanceSamplingLevel == "" {
+		c.ImportanceSamplingLevel = grpo.LevelToken
+	}
+	if c.TopEntropyQuantile == 0 {
+		c.TopEntropyQuantile = 1
+	}
+	c.SAPOTemperaturePos, c.SAPOTemperatureNeg = 1, 1.05
+	c.VESPOKPos, c.VESPOLambdaPos, c.VESPOKNeg, c.VESPOLambdaNeg = 2, 3, 3, 2
+	return c
 }
 
 // stepResult is a step's loss, advantages and LoRA gradients (module → A, B), from either side.
@@ -125,14 +162,14 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 	m := p.model
 	p.set.ZeroGrad()
 	ga := len(c.MicroBatches)
-	total := 0
+	params := c.params(0)
 	for _, mb := range c.MicroBatches {
-		for _, comp := range mb.Completions {
-			total += len(comp)
+		for i, comp := range mb.Completions {
+			if !params.Masked(mb.truncated(i)) {
+				params.Tokens += len(comp)
+			}
 		}
 	}
-	params := grpo.Params{Beta: c.Beta, Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh, LossType: c.LossType,
-		MaxCompletionLength: c.MaxCompletionLength, Tokens: total}
 	T := float32(c.Temperature)
 	var res stepResult
 	tape := m.NewTape()
@@ -147,6 +184,12 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 		if err != nil {
 			return res, err
 		}
+		var old [][]float32
+		if c.OldLoRA != nil {
+			if old, err = p.logProbsWith(c.OldLoRA, seqs, T); err != nil {
+				return res, err
+			}
+		}
 		adv, _, err := grpo.Advantages(mb.Rewards, c.NumGenerations, c.ScaleRewards)
 		if err != nil {
 			return res, err
@@ -158,18 +201,24 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 		gs := make([]grpo.Sequence, len(seqs))
 		for i := range seqs {
 			pl, n := len(mb.Prompts[i]), len(mb.Completions[i])
-			lp, rl := make([]float64, n), make([]float64, n)
+			lp, rl, ent := make([]float64, n), make([]float64, n), make([]float64, n)
 			for k := 0; k < n; k++ {
-				lp[k], rl[k] = float64(tape.LogProbs[i][pl+k]), float64(ref[i][pl+k])
+				lp[k], rl[k], ent[k] = float64(tape.LogProbs[i][pl+k]), float64(ref[i][pl+k]), float64(tape.Entropy[i][pl+k])
 			}
-			gs[i] = grpo.Sequence{LogP: lp, RefLogP: rl, Advantage: adv[i]}
+			gs[i] = grpo.Sequence{LogP: lp, RefLogP: rl, Entropy: ent, Advantage: adv[i], Truncated: mb.truncated(i)}
+			if old != nil {
+				gs[i].OldLogP = make([]float64, n)
+				for k := range n {
+					gs[i].OldLogP[k] = float64(old[i][pl+k])
+				}
+			}
 		}
 		out, err := grpo.Loss(gs, params)
 		if err != nil {
 			return res, err
 		}
 		scale := 1.0
-		if c.LossType != grpo.LossDAPO {
+		if !grpo.GlobalTokens(c.LossType) {
 			scale = 1 / float64(ga)
 		}
 		res.Loss += out.Loss * scale
@@ -187,6 +236,43 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 	}
 	res.Grads = layerGrads(p.set)
 	return res, nil
+}
+
+func (mb microBatch) truncated(i int) bool { return mb.Truncated != nil && mb.Truncated[i] }
+
+// logProbsWith computes the policy's log-probs with the adapters' weights set to w (what they
+// were at sampling time), then puts the current weights back.
+func (p *stepPolicy) logProbsWith(w map[string]refLoRA, seqs [][]int, T float32) ([][]float32, error) {
+	saved := map[string][2][]float32{}
+	for _, l := range p.set.Layers {
+		saved[l.Module] = [2][]float32{append([]float32(nil), l.A...), append([]float32(nil), l.B...)}
+		copy(l.A, w[l.Module].A)
+		copy(l.B, w[l.Module].B)
+	}
+	defer func() {
+		for _, l := range p.set.Layers {
+			copy(l.A, saved[l.Module][0])
+			copy(l.B, saved[l.Module][1])
+		}
+	}()
+	return p.model.LogProbs(seqs, T)
+}
+
+// perturbed is p's adapters with every weight moved by noise of the given size: the policy
+// one optimizer step after the completions were drawn.
+func (p *stepPolicy) perturbed(rng *rand.Rand, size float32) map[string]refLoRA {
+	out := map[string]refLoRA{}
+	for _, l := range p.set.Layers {
+		r := refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale, A: append([]float32(nil), l.A...), B: append([]float32(nil), l.B...)}
+		for i := range r.A {
+			r.A[i] += size * float32(rng.NormFloat64())
+		}
+		for i := range r.B {
+			r.B[i] += size * float32(rng.NormFloat64())
+		}
+		out[l.Module] = r
+	}
+	return out
 }
 
 func layerGrads(set *lora.Set) map[string]struct {
@@ -318,9 +404,11 @@ func stepPolicies(t *testing.T) []*stepPolicy {
 }
 
 // TestGRPOStepMatchesTorch checks the loss and the LoRA gradients of a GRPO step on fixed
-// completions for every loss_type × scale_rewards × beta ∈ {0, 0.04}, on a GQA llama and a
-// gpt2, plus a temperature ≠ 1 and two accumulated micro-batches; and that the comparison
-// catches a wrong temperature and a wrong loss_type.
+// completions, on a GQA llama and a gpt2: every loss_type × importance_sampling_level, on- and
+// off-policy (num_iterations > 1) with truncation masking and the entropy filter; the first
+// four loss types × scale_rewards × beta ∈ {0, 0.04}, plus a temperature ≠ 1 and two
+// accumulated micro-batches; and that the comparison catches a wrong temperature, loss_type,
+// or a dropped option.
 func TestGRPOStepMatchesTorch(t *testing.T) {
 	const g = 4
 	policies := stepPolicies(t)
@@ -340,7 +428,31 @@ func TestGRPOStepMatchesTorch(t *testing.T) {
 			fixedBatch(rng, p.model.Config.Vocab, 2, g, []float64{0, 1, 0.5, 0.25, 0.6, 0.6, 0.6, 0.6}),
 		}
 		base := stepCase{Model: p.name, Temperature: 1, Epsilon: 0.2, EpsilonHigh: 0.28, MaxCompletionLength: 8,
-			NumGenerations: g, MicroBatches: []microBatch{one}}
+			NumGenerations: g, MicroBatches: []microBatch{one}}.withTRLDefaults()
+		// Every loss type at both importance-sampling levels, on-policy (num_iterations = 1)
+		// and one update after sampling (num_iterations > 1: logp_old from the adapters
+		// before the update), the latter with truncated completions masked, the entropy filter
+		// and β, over two micro-batches.
+		old := p.perturbed(rand.New(rand.NewPCG(23, 0)), 0.3)
+		masked := append([]microBatch(nil), two...)
+		for k := range masked {
+			masked[k].Truncated = make([]bool, len(masked[k].Completions))
+			for i := range masked[k].Truncated {
+				masked[k].Truncated[i] = (i+k)%3 == 0
+			}
+		}
+		for _, lt := range grpo.LossTypes {
+			for _, level := range []string{grpo.LevelToken, grpo.LevelSequence} {
+				c := base
+				c.LossType, c.ScaleRewards, c.ImportanceSamplingLevel = lt, grpo.ScaleGroup, level
+				checks = append(checks, check{c, c, true})
+				c.OldLoRA, c.MicroBatches, c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.Beta = old, masked, true, 0.4, 0.04
+				if lt == grpo.LossCISPO {
+					c.EpsilonHigh = 1.1 // cispo's cap on the weight itself, within reach of the ratios
+				}
+				checks = append(checks, check{c, c, true})
+			}
+		}
 		for _, lt := range []string{grpo.LossGRPO, grpo.LossBNPO, grpo.LossDrGRPO, grpo.LossDAPO} {
 			for _, sr := range []string{grpo.ScaleGroup, grpo.ScaleBatch, grpo.ScaleNone} {
 				for _, beta := range []float64{0, 0.04} {
@@ -366,6 +478,21 @@ func TestGRPOStepMatchesTorch(t *testing.T) {
 		wrongType := c
 		wrongType.LossType = grpo.LossBNPO
 		checks = append(checks, check{c, wrongType, false})
+		// … and on a dropped option: no entropy filter, no truncation mask, logp_old detached,
+		// token instead of sequence level.
+		c = base
+		c.LossType, c.ScaleRewards, c.MicroBatches, c.OldLoRA = grpo.LossDAPO, grpo.ScaleGroup, masked, old
+		c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.ImportanceSamplingLevel = true, 0.4, grpo.LevelSequence
+		for _, wrong := range []func(*stepCase){
+			func(w *stepCase) { w.TopEntropyQuantile = 1 },
+			func(w *stepCase) { w.MaskTruncatedCompletions = false },
+			func(w *stepCase) { w.OldLoRA = nil },
+			func(w *stepCase) { w.ImportanceSamplingLevel = grpo.LevelToken },
+		} {
+			w := c
+			wrong(&w)
+			checks = append(checks, check{c, w, false})
+		}
 	}
 	byName := map[string]*stepPolicy{}
 	for _, p := range policies {
@@ -434,25 +561,48 @@ func TestTrainStepMatchesTorch(t *testing.T) {
 		lossType, scale string
 		beta, temp      float64
 		ga              int
+		level           string
+		mask            bool
+		rho             float64
 	}{
-		{grpo.LossDAPO, grpo.ScaleGroup, 0.04, 0.8, 2},
-		{grpo.LossGRPO, grpo.ScaleBatch, 0.04, 1, 2},
-		{grpo.LossDrGRPO, grpo.ScaleNone, 0, 1.3, 1},
+		{grpo.LossDAPO, grpo.ScaleGroup, 0.04, 0.8, 2, grpo.LevelToken, false, 1},
+		{grpo.LossGRPO, grpo.ScaleBatch, 0.04, 1, 2, grpo.LevelSequence, true, 1},
+		{grpo.LossDrGRPO, grpo.ScaleNone, 0, 1.3, 1, grpo.LevelToken, true, 0.3},
+		{grpo.LossSAPO, grpo.ScaleGroup, 0.04, 1, 2, grpo.LevelToken, false, 0.5},
 	} {
-		name := fmt.Sprintf("%s-%s-beta%g-T%g-ga%d", tc.lossType, tc.scale, tc.beta, tc.temp, tc.ga)
+		name := fmt.Sprintf("%s-%s-beta%g-T%g-ga%d-%s-mask%v-rho%g", tc.lossType, tc.scale, tc.beta, tc.temp, tc.ga, tc.level, tc.mask, tc.rho)
 		c := tinyConfig(t, "story", 1)
 		c.Quant.Type = "none"
 		c.LoRA.InitLoRAWeights = false // random B: dA ≠ 0 and policy ≠ reference
 		c.MaxGradNorm = 0              // the raw gradients stay in the adapters
 		c.LossType, c.ScaleRewards, c.Beta, c.Temperature = tc.lossType, tc.scale, tc.beta, tc.temp
 		c.GradientAccumulationSteps = tc.ga
+		c.ImportanceSamplingLevel, c.MaskTruncatedCompletions, c.TopEntropyQuantile = tc.level, tc.mask, tc.rho
 		c.MaxCompletionLength = 10
+		if tc.mask {
+			c.MaxCompletionLength = 160 // long enough that some completions stop (EOS is 1 of 400 tokens)
+		}
 		c.RunName = fmt.Sprintf("run%d", i)
 		if err := c.Finish(); err != nil {
 			t.Fatal(err)
 		}
 		got, ref, sc := replayTrainStep(t, c)
 		sc.Model = name
+		if tc.mask { // the masking must have something to drop and something to keep
+			cut, all := 0, 0
+			for _, mb := range sc.MicroBatches {
+				for _, tr := range mb.Truncated {
+					all++
+					if tr {
+						cut++
+					}
+				}
+			}
+			t.Logf("%s: %d of %d completions truncated", name, cut, all)
+			if cut == 0 || cut == all {
+				t.Fatalf("%s: %d of %d completions truncated: the test needs both kinds", name, cut, all)
+			}
+		}
 		runs = append(runs, run{name, got, ref, sc})
 	}
 	models := map[string]refModel{}
@@ -494,7 +644,10 @@ func replayTrainStep(t *testing.T, c *config.Config) (stepResult, refModel, step
 	rng := e.stepRNG(e.step+1, 0)
 	sc := stepCase{Temperature: c.Temperature, LossType: c.LossType, ScaleRewards: c.ScaleRewards, Beta: c.Beta,
 		Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh, MaxCompletionLength: c.MaxCompletionLength,
-		NumGenerations: c.NumGenerations}
+		NumGenerations: c.NumGenerations, ImportanceSamplingLevel: c.ImportanceSamplingLevel,
+		MaskTruncatedCompletions: c.MaskTruncatedCompletions, TopEntropyQuantile: c.TopEntropyQuantile,
+		SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
+		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg}
 	for mb := 0; mb < max(1, c.GradientAccumulationSteps); mb++ {
 		b, err := e.generate(ctx, e.nextPrompts(c.PerDeviceTrainBatchSize), rng.Uint64())
 		if err != nil {
@@ -511,6 +664,7 @@ func replayTrainStep(t *testing.T, c *config.Config) (stepResult, refModel, step
 			m.Prompts = append(m.Prompts, r.prompt)
 			m.Completions = append(m.Completions, r.tokens)
 			m.Rewards = append(m.Rewards, r.reward)
+			m.Truncated = append(m.Truncated, r.cut)
 		}
 		sc.MicroBatches = append(sc.MicroBatches, m)
 	}

@@ -177,7 +177,8 @@ func (e *Engine) reward(b *batch) (map[string]float64, error) {
 		}
 		samples[i] = s
 	}
-	res, err := rewards.Compose(e.funcs, samples)
+	// Scheduled rewards (NTL's tau) take their value for the step being made.
+	res, err := rewards.Compose(rewards.AtProgress(e.funcs, rewards.Progress(e.step+1, e.cfg.MaxSteps)), samples)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"rlhfstation/engine/config"
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/model"
@@ -82,9 +83,16 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	rolloutSec := time.Since(t0).Seconds()
 
 	e.adapters.ZeroGrad()
-	params := grpo.Params{Beta: e.cfg.Beta, Epsilon: e.cfg.Epsilon, EpsilonHigh: e.cfg.EpsilonHigh,
-		LossType: e.cfg.LossType, MaxCompletionLength: e.cfg.MaxCompletionLength, Tokens: totalTokens}
-	var loss, kl, clipLow, clipHigh, clipRegion, entropy float64
+	params := lossParams(e.cfg)
+	for _, b := range batches {
+		for _, r := range b.rollouts {
+			if !params.Masked(r.cut) {
+				params.Tokens += len(r.tokens)
+			}
+		}
+	}
+	var loss float64
+	var lossStats grpo.Stats
 	tape := e.tape()
 	for _, b := range batches {
 		seqs := make([][]int, len(b.rollouts))
@@ -100,12 +108,11 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		gs := make([]grpo.Sequence, len(b.rollouts))
 		for i, r := range b.rollouts {
 			p := len(r.prompt)
-			lp := make([]float64, len(r.tokens))
+			lp, ent := make([]float64, len(r.tokens)), make([]float64, len(r.tokens))
 			for k := range r.tokens {
-				lp[k] = float64(tape.LogProbs[i][p+k])
-				entropy += float64(tape.Entropy[i][p+k]) / float64(totalTokens)
+				lp[k], ent[k] = float64(tape.LogProbs[i][p+k]), float64(tape.Entropy[i][p+k])
 			}
-			gs[i] = grpo.Sequence{LogP: lp, RefLogP: r.refLogP, Advantage: r.adv}
+			gs[i] = grpo.Sequence{LogP: lp, RefLogP: r.refLogP, Entropy: ent, Advantage: r.adv, Truncated: r.cut}
 		}
 		res, err := grpo.Loss(gs, params)
 		if err != nil {
@@ -115,15 +122,11 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		// Trainer divides by gradient_accumulation_steps); dapo is already normalised by
 		// the tokens of the whole accumulated batch.
 		scale := 1.0
-		if e.cfg.LossType != grpo.LossDAPO {
+		if !grpo.GlobalTokens(e.cfg.LossType) {
 			scale = 1 / float64(ga)
 		}
-		share := float64(b.tokens) / float64(max(totalTokens, 1))
 		loss += res.Loss * scale
-		kl += res.KL * share
-		clipLow += res.ClipLow * share
-		clipHigh += res.ClipHigh * share
-		clipRegion += res.ClipRegion * share
+		lossStats.Add(res.Stats)
 		dlogp := make([][]float32, len(seqs))
 		for i, r := range b.rollouts {
 			d := make([]float32, len(seqs[i]))
@@ -151,10 +154,12 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	stepSec := time.Since(t0).Seconds()
 
 	metrics := events.Metrics{
-		"loss": loss, "kl": kl, "entropy": entropy, "grad_norm": gradNorm, "learning_rate": lr,
-		"clip_ratio/low_mean": clipLow, "clip_ratio/high_mean": clipHigh, "clip_ratio/region_mean": clipRegion,
+		"loss": loss, "grad_norm": gradNorm, "learning_rate": lr,
 		"frac_reward_zero_std": zeroStd,
 		"perf/step_seconds":    stepSec, "perf/rollout_seconds": rolloutSec,
+	}
+	for k, v := range lossStats.Metrics() {
+		metrics[k] = v
 	}
 	mean, std := stats.MeanStd(allRewards)
 	metrics["reward"], metrics["reward_std"] = mean, std
@@ -208,6 +213,15 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// lossParams are the loss settings of the configuration (Tokens left to the step).
+func lossParams(c *config.Config) grpo.Params {
+	return grpo.Params{Beta: c.Beta, Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh, LossType: c.LossType,
+		ImportanceSamplingLevel: c.ImportanceSamplingLevel, MaskTruncatedCompletions: c.MaskTruncatedCompletions,
+		TopEntropyQuantile: c.TopEntropyQuantile, SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
+		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg,
+		MaxCompletionLength: c.MaxCompletionLength}
 }
 
 // tape returns the policy's training tape, made once and reused.

@@ -16,6 +16,7 @@ import (
 
 // fileLayout is a preset file as written. Pointers tell "absent" from zero.
 type fileLayout struct {
+	Extends     string `toml:"extends"`
 	Description string `toml:"description"`
 	PPL         *struct {
 		Weight     *float64            `toml:"weight"`
@@ -26,10 +27,13 @@ type fileLayout struct {
 		Thresholds *rewards.Thresholds `toml:"thresholds"`
 	} `toml:"ppl"`
 	NTL *struct {
-		Weight *float64 `toml:"weight"`
-		Mode   *string  `toml:"mode"`
-		Loss   *string  `toml:"loss"`
-		Tau    *float64 `toml:"tau"`
+		Weight              *float64 `toml:"weight"`
+		Mode                *string  `toml:"mode"`
+		Loss                *string  `toml:"loss"`
+		Tau                 *float64 `toml:"tau"`
+		TauEnd              *float64 `toml:"tau_end"`
+		TemperatureSchedule *string  `toml:"temperature_schedule"`
+		ConfidenceWeight    *float64 `toml:"confidence_weight"`
 	} `toml:"ntl"`
 	Correctness *struct {
 		Weight     *float64 `toml:"weight"`
@@ -45,7 +49,14 @@ type fileLayout struct {
 const (
 	defaultWeight = 1.0
 	defaultTau    = 1.0
+	// defaultConfidence is hybrid NTL's weight of the completion's other digits: the answer
+	// against the ground truth is what the reward is for, the worked digits' confidence a
+	// smaller share.
+	defaultConfidence = 0.2
 )
+
+// maxExtends bounds a chain of presets extending one another (a cycle would be endless).
+const maxExtends = 8
 
 // keyError is one problem at one key; errors are reported together, in line order.
 type keyError struct {
@@ -54,24 +65,51 @@ type keyError struct {
 }
 
 // Decode parses and validates preset text. source names it in errors: the file's path, or
-// SourceBuiltIn. Unknown keys and bad values are errors naming the key and its line.
+// SourceBuiltIn. Unknown keys and bad values are errors naming the key and its line. A preset
+// with `extends = "NAME"` starts from preset NAME (the built-in one when NAME is its own
+// name) and changes only the keys it sets.
 func Decode(name, source string, data []byte) (Preset, error) {
+	p, _, err := decode(name, source, data, 0)
+	return p, err
+}
+
+func decode(name, source string, data []byte, depth int) (Preset, *fileLayout, error) {
 	label := source
 	if source == SourceBuiltIn {
 		label = "built-in preset " + name
 	}
 	doc := string(data)
 	var f fileLayout
+	root := name
+	var head struct {
+		Extends string `toml:"extends"`
+	}
+	if _, err := toml.Decode(doc, &head); err == nil && head.Extends != "" {
+		if depth >= maxExtends {
+			return Preset{}, nil, fmt.Errorf("%s: extends %q: more than %d presets extend one another (a cycle?)", label, head.Extends, maxExtends)
+		}
+		base, baseData, baseSource, err := find(head.Extends, head.Extends == name)
+		if err == nil {
+			var layout *fileLayout
+			base, layout, err = decode(head.Extends, baseSource, baseData, depth+1)
+			if err == nil {
+				f, root = *layout, base.Root
+			}
+		}
+		if err != nil {
+			return Preset{}, nil, fmt.Errorf("%s: extends %q: %w", label, head.Extends, err)
+		}
+	}
 	md, err := toml.Decode(doc, &f)
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) && pe.Position.Line > 0 {
-			return Preset{}, fmt.Errorf("%s:%d: %s", label, pe.Position.Line, pe.Message)
+			return Preset{}, nil, fmt.Errorf("%s:%d: %s", label, pe.Position.Line, pe.Message)
 		}
 		if m := decodeErrorLine.FindStringSubmatch(err.Error()); m != nil {
-			return Preset{}, fmt.Errorf("%s:%s: %s: %s", label, m[1], m[2], m[3])
+			return Preset{}, nil, fmt.Errorf("%s:%s: %s: %s", label, m[1], m[2], m[3])
 		}
-		return Preset{}, fmt.Errorf("%s: %v", label, err)
+		return Preset{}, nil, fmt.Errorf("%s: %v", label, err)
 	}
 	var errs []keyError
 	bad := func(key string, format string, args ...any) {
@@ -88,7 +126,7 @@ func Decode(name, source string, data []byte) (Preset, error) {
 		errs = append(errs, keyError{keyLine(doc, k), fmt.Sprintf("unknown key %q", k.String())})
 	}
 
-	p := Preset{Name: name, Source: source, Description: f.Description, GRPO: f.GRPO}
+	p := Preset{Name: name, Source: source, Description: f.Description, GRPO: f.GRPO, Extends: f.Extends, Root: root}
 	weight := func(key string, w *float64) float64 {
 		if w == nil {
 			return defaultWeight
@@ -152,6 +190,25 @@ func Decode(name, source string, data []byte) (Preset, error) {
 			}
 			p.NTL.Tau = *s.Tau
 		}
+		p.NTL.TauEnd, p.NTL.Schedule, p.NTL.ConfidenceWeight = p.NTL.Tau, rewards.ScheduleConstant, defaultConfidence
+		if s.TauEnd != nil {
+			if !(*s.TauEnd > 0) || *s.TauEnd > 1e300 {
+				bad("ntl.tau_end", "tau_end %v must be a finite number above 0", *s.TauEnd)
+			}
+			p.NTL.TauEnd = *s.TauEnd
+		}
+		if s.TemperatureSchedule != nil {
+			if err := rewards.ParseScheduleKind(*s.TemperatureSchedule); err != nil {
+				bad("ntl.temperature_schedule", "%v", err)
+			}
+			p.NTL.Schedule = *s.TemperatureSchedule
+		}
+		if s.ConfidenceWeight != nil {
+			if !(*s.ConfidenceWeight >= 0 && *s.ConfidenceWeight <= 1) {
+				bad("ntl.confidence_weight", "confidence_weight %v must be in [0, 1]", *s.ConfidenceWeight)
+			}
+			p.NTL.ConfidenceWeight = *s.ConfidenceWeight
+		}
 	}
 	if s := f.Correctness; s != nil {
 		p.Correctness = &Correctness{Weight: weight("correctness.weight", s.Weight), Extraction: rewards.Flexible}
@@ -180,9 +237,9 @@ func Decode(name, source string, data []byte) (Preset, error) {
 				msgs[i] = fmt.Sprintf("%s: %s", label, e.msg)
 			}
 		}
-		return Preset{}, errors.New(strings.Join(msgs, "\n"))
+		return Preset{}, nil, errors.New(strings.Join(msgs, "\n"))
 	}
-	return p, nil
+	return p, &f, nil
 }
 
 // decodeErrorLine picks apart BurntSushi/toml's type errors ("toml: line 10 (last key

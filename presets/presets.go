@@ -21,8 +21,10 @@ import (
 //go:embed builtin/*.toml
 var builtin embed.FS
 
-// BuiltIn lists the embedded presets in display order.
-var BuiltIn = []string{"story", "technical", "code", "math"}
+// BuiltIn lists the embedded presets in display order. math-aggressive and math-forgiving
+// extend math with the NTL temperatures users know: tau 0.5 (only near-exact digit
+// distributions earn the reward) and tau 2.0 (digits near the answer earn partial credit).
+var BuiltIn = []string{"story", "technical", "code", "math", "math-aggressive", "math-forgiving"}
 
 // Default is the preset a run uses when none is named.
 const Default = "story"
@@ -40,6 +42,9 @@ type Preset struct {
 	NTL         *NTL
 	Correctness *Correctness
 	Format      *Format
+	// Extends is the preset this one starts from ("" for none); Root is the end of that
+	// chain (the preset itself when it extends none): what built-in prompts a run uses.
+	Extends, Root string
 	// GRPO holds the [grpo] table as decoded (int64, float64, string, bool, []any, map[string]any);
 	// the engine's configuration checks its keys and types.
 	GRPO map[string]any
@@ -59,6 +64,12 @@ type NTL struct {
 	Mode   rewards.NTLMode
 	Loss   rewards.NTLLoss
 	Tau    float64
+	// Schedule (temperature_schedule: constant, linear, cosine) moves tau from Tau at the first
+	// step to TauEnd at the last.
+	Schedule string
+	TauEnd   float64
+	// ConfidenceWeight is hybrid mode's weight of the confidence term.
+	ConfidenceWeight float64
 }
 
 // Correctness is the answer-correctness reward's settings.
@@ -108,25 +119,32 @@ func isBuiltIn(name string) bool {
 
 // Load gives the preset called name: the user's file when there is one, else the built-in.
 func Load(name string) (Preset, error) {
-	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
-		return Preset{}, fmt.Errorf("bad preset name %q", name)
+	_, data, source, err := find(name, false)
+	if err != nil {
+		return Preset{}, err
 	}
-	if p := userFile(name); p != "" {
+	return Decode(name, source, data)
+}
+
+// find reads preset name's file: the user's when there is one (unless builtinOnly), else the
+// built-in. The Preset returned is empty; the file's bytes and source are what count.
+func find(name string, builtinOnly bool) (Preset, []byte, string, error) {
+	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return Preset{}, nil, "", fmt.Errorf("bad preset name %q", name)
+	}
+	if p := userFile(name); p != "" && !builtinOnly {
 		data, err := os.ReadFile(p)
-		if err != nil {
-			return Preset{}, err
-		}
-		return Decode(name, p, data)
+		return Preset{}, data, p, err
 	}
 	if isBuiltIn(name) {
 		data, err := builtin.ReadFile("builtin/" + name + ".toml")
-		if err != nil {
-			return Preset{}, err
-		}
-		return Decode(name, SourceBuiltIn, data)
+		return Preset{}, data, SourceBuiltIn, err
+	}
+	if builtinOnly {
+		return Preset{}, nil, "", fmt.Errorf("no built-in preset %q", name)
 	}
 	names, _ := Names()
-	return Preset{}, fmt.Errorf("unknown preset %q (presets: %s)", name, strings.Join(names, ", "))
+	return Preset{}, nil, "", fmt.Errorf("unknown preset %q (presets: %s)", name, strings.Join(names, ", "))
 }
 
 // Names lists every preset name: the built-in ones in order, then the user's, sorted.
@@ -182,6 +200,74 @@ func List() ([]Info, error) {
 	return infos, err
 }
 
+// RewardNames lists the preset's reward sections in their fixed order (ppl, ntl, correctness,
+// format; those the preset has, weight 0 included): what the entries of reward_weights stand for.
+func (p Preset) RewardNames() []string {
+	var out []string
+	for _, w := range p.weights() {
+		out = append(out, w.name)
+	}
+	return out
+}
+
+// WithRewardWeights is p with the weights of its reward sections replaced by w, one per
+// section in RewardNames order: TRL's reward_weights. A weight of 0 turns a reward off.
+func (p Preset) WithRewardWeights(w []float64) (Preset, error) {
+	ws := p.weights()
+	if len(w) != len(ws) {
+		return p, fmt.Errorf("reward_weights has %d values but preset %s has %d rewards (%s)", len(w), p.Name, len(ws), strings.Join(p.RewardNames(), ", "))
+	}
+	for i, x := range w {
+		if !validWeight(x) {
+			return p, fmt.Errorf("reward_weights[%d] = %v (%s): must be a finite number not below 0", i, x, ws[i].name)
+		}
+	}
+	// Copy the sections so that p's own are left as they were.
+	if p.PPL != nil {
+		c := *p.PPL
+		p.PPL = &c
+	}
+	if p.NTL != nil {
+		c := *p.NTL
+		p.NTL = &c
+	}
+	if p.Correctness != nil {
+		c := *p.Correctness
+		p.Correctness = &c
+	}
+	if p.Format != nil {
+		c := *p.Format
+		p.Format = &c
+	}
+	for i, sw := range p.weights() {
+		*sw.weight = w[i]
+	}
+	return p, nil
+}
+
+type sectionWeight struct {
+	name   string
+	weight *float64
+}
+
+// weights are the reward sections' weights, in RewardNames order.
+func (p Preset) weights() []sectionWeight {
+	var out []sectionWeight
+	if p.PPL != nil {
+		out = append(out, sectionWeight{"ppl", &p.PPL.Weight})
+	}
+	if p.NTL != nil {
+		out = append(out, sectionWeight{"ntl", &p.NTL.Weight})
+	}
+	if p.Correctness != nil {
+		out = append(out, sectionWeight{"correctness", &p.Correctness.Weight})
+	}
+	if p.Format != nil {
+		out = append(out, sectionWeight{"format", &p.Format.Weight})
+	}
+	return out
+}
+
 // Funcs builds the preset's weighted reward functions for the engine (and the score
 // command). baselines are the perplexity baselines B_l; vocab, the digit tokens, is needed
 // only when the preset uses NTL. Rewards with weight 0 are left out.
@@ -195,7 +281,10 @@ func (p Preset) Funcs(baselines rewards.Levels, vocab *rewards.DigitVocab) ([]re
 		fs = append(fs, rewards.Weighted{Func: f, Weight: p.PPL.Weight})
 	}
 	if p.NTL != nil && p.NTL.Weight > 0 {
-		f := rewards.NTL{Vocab: vocab, Mode: p.NTL.Mode, Loss: p.NTL.Loss, Tau: p.NTL.Tau}
+		f := rewards.NTL{Vocab: vocab, Mode: p.NTL.Mode, Loss: p.NTL.Loss, Tau: p.NTL.Tau, ConfidenceWeight: p.NTL.ConfidenceWeight}
+		if p.NTL.Schedule != "" && p.NTL.Schedule != rewards.ScheduleConstant {
+			f.Schedule = &rewards.TauSchedule{Kind: p.NTL.Schedule, Start: p.NTL.Tau, End: p.NTL.TauEnd}
+		}
 		if vocab == nil {
 			return nil, fmt.Errorf("preset %s uses NTL: %w", p.Name, rewards.ErrNoDigitTokens)
 		}

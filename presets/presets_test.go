@@ -2,6 +2,8 @@ package presets
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +27,11 @@ func TestBuiltInPresets(t *testing.T) {
 		"technical": {Word: 0.4, Phrase: 0.4, Sentence: 0.2},
 		"code":      {Word: 0.4, Phrase: 0.5, Sentence: 0.1},
 		"math":      {Word: 0.2, Phrase: 0.3, Sentence: 0.5},
+		// The math variants inherit everything but NTL's tau.
+		"math-aggressive": {Word: 0.2, Phrase: 0.3, Sentence: 0.5},
+		"math-forgiving":  {Word: 0.2, Phrase: 0.3, Sentence: 0.5},
 	}
+	tau := map[string]float64{"math": 1, "math-aggressive": 0.5, "math-forgiving": 2}
 	for _, name := range BuiltIn {
 		p, err := Load(name)
 		if err != nil {
@@ -45,15 +51,19 @@ func TestBuiltInPresets(t *testing.T) {
 				t.Errorf("%s: threshold %d = %+v, want %+v", name, k, th, rewards.DefaultThresholds[k])
 			}
 		}
-		if name == "math" {
-			if p.NTL == nil || p.NTL.Mode != rewards.FinalAnswerMode || p.NTL.Loss != rewards.Wasserstein || p.NTL.Tau != 1 || p.NTL.Weight <= 0 {
-				t.Errorf("math NTL: %+v", p.NTL)
+		if strings.HasPrefix(name, "math") {
+			if p.NTL == nil || p.NTL.Mode != rewards.FinalAnswerMode || p.NTL.Loss != rewards.Wasserstein || p.NTL.Tau != tau[name] ||
+				p.NTL.TauEnd != tau[name] || p.NTL.Schedule != rewards.ScheduleConstant || p.NTL.Weight <= 0 {
+				t.Errorf("%s NTL: %+v", name, p.NTL)
+			}
+			if p.Root != "math" || (name != "math") != (p.Extends == "math") {
+				t.Errorf("%s: root %q extends %q", name, p.Root, p.Extends)
 			}
 			if p.Correctness == nil || p.Correctness.Weight <= 0 {
 				t.Errorf("math correctness: %+v", p.Correctness)
 			}
-		} else if p.NTL != nil || p.Correctness != nil || p.Format != nil {
-			t.Errorf("%s has rewards other than perplexity", name)
+		} else if p.NTL != nil || p.Correctness != nil || p.Format != nil || p.Root != name {
+			t.Errorf("%s has rewards other than perplexity, or root %q", name, p.Root)
 		}
 	}
 	if _, err := Load("nope"); err == nil || !strings.Contains(err.Error(), "story, technical, code, math") {
@@ -87,6 +97,41 @@ func TestPresetFuncs(t *testing.T) {
 	}
 }
 
+// reward_weights replace the weights of the preset's sections in order, a 0 turning one off,
+// and leave the loaded preset as it was.
+func TestRewardWeights(t *testing.T) {
+	noUserPresets(t)
+	p, _ := Load("math")
+	if got := strings.Join(p.RewardNames(), ","); got != "ppl,ntl,correctness" {
+		t.Fatalf("math reward names %s", got)
+	}
+	q, err := p.WithRewardWeights([]float64{0, 0.5, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab, _ := rewards.NewDigitVocab([]int{5, 6}, []int{1, 2})
+	fs, err := q.Funcs(rewards.Levels{Word: 10, Phrase: 10, Sentence: 10}, vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fs {
+		got = append(got, fmt.Sprintf("%s×%g", f.Func.Name(), f.Weight))
+	}
+	if strings.Join(got, ",") != "ntl×0.5,correctness×2" {
+		t.Errorf("weighted functions %v", got)
+	}
+	if p.PPL.Weight != 1 || p.NTL.Weight != 1 {
+		t.Errorf("the loaded preset changed: ppl ×%v ntl ×%v", p.PPL.Weight, p.NTL.Weight)
+	}
+	if _, err := p.WithRewardWeights([]float64{1, 1}); err == nil || !strings.Contains(err.Error(), "reward_weights has 2 values but preset math has 3 rewards (ppl, ntl, correctness)") {
+		t.Errorf("wrong count: %v", err)
+	}
+	if _, err := p.WithRewardWeights([]float64{1, math.Inf(1), 1}); err == nil || !strings.Contains(err.Error(), "reward_weights[1]") {
+		t.Errorf("infinite weight: %v", err)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	cases := []struct {
 		doc  string
@@ -103,6 +148,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"[ppl]\nword = 1\nshape = \"cubic\"\n", []string{`f.toml:3: ppl.shape: unknown reward shape "cubic"`}},
 		{"[ntl]\nmode = \"digits\"\nloss = \"l1\"\ntau = 0\n", []string{
 			`f.toml:2: ntl.mode: unknown NTL mode "digits"`, `f.toml:3: ntl.loss: unknown NTL loss "l1"`, `f.toml:4: ntl.tau: tau 0`}},
+		{"[ntl]\ntemperature_schedule = \"step\"\nconfidence_weight = 2.0\n", []string{
+			`f.toml:2: ntl.temperature_schedule: unknown temperature_schedule "step"`, `f.toml:3: ntl.confidence_weight: confidence_weight 2`}},
 		{"[correctness]\nextraction = \"fuzzy\"\n", []string{`f.toml:2: correctness.extraction: unknown extraction "fuzzy"`}},
 		{"[ntl]\n\ntau = \"a\"\n", []string{`f.toml:3: ntl.tau: incompatible types`}},
 		{"[ppl]\nword = 1\nword = 2\n", []string{`f.toml:3: `}},
@@ -134,7 +181,8 @@ func TestDecodeErrors(t *testing.T) {
 	if p.PPL.Weight != 1 || p.PPL.Levels != (rewards.Weights{Sentence: 1}) || p.PPL.Shape != rewards.Step || len(p.PPL.Thresholds) != 5 {
 		t.Errorf("ppl defaults: %+v", *p.PPL)
 	}
-	if *p.NTL != (NTL{Weight: 1, Mode: rewards.FinalAnswerMode, Loss: rewards.Wasserstein, Tau: 1}) || p.Format.Weight != 2 {
+	if *p.NTL != (NTL{Weight: 1, Mode: rewards.FinalAnswerMode, Loss: rewards.Wasserstein, Tau: 1, TauEnd: 1,
+		Schedule: rewards.ScheduleConstant, ConfidenceWeight: 0.2}) || p.Format.Weight != 2 {
 		t.Errorf("ntl defaults: %+v, format %+v", *p.NTL, *p.Format)
 	}
 	if p.GRPO["beta"] != 0.1 || p.GRPO["num_generations"] != int64(4) || p.GRPO["lr"] != int64(3) {
@@ -189,9 +237,66 @@ func TestUserPresets(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	want := "story@story.toml!,technical@built-in,code@built-in,math@built-in,broken@broken.toml(error),poems@poems.toml"
+	want := "story@story.toml!,technical@built-in,code@built-in,math@built-in,math-aggressive@built-in,math-forgiving@built-in,broken@broken.toml(error),poems@poems.toml"
 	if strings.Join(got, ",") != want {
 		t.Errorf("list = %v\nwant %v", strings.Join(got, ","), want)
+	}
+}
+
+// A preset that extends another starts from it and changes only the keys it sets; one that
+// extends its own name starts from the built-in preset of that name.
+func TestExtends(t *testing.T) {
+	dir := noUserPresets(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, doc string) string {
+		p := filepath.Join(dir, name+".toml")
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("math", "extends = \"math\"\n[ntl]\nmode = \"hybrid\"\nconfidence_weight = 0.3\n[grpo]\nbeta = 0.01\n")
+	write("cool", "extends = \"math\"\n[ntl]\ntemperature_schedule = \"cosine\"\ntau = 2.0\ntau_end = 0.5\n[grpo]\ntemperature = 0.9\n")
+	aPath := write("a", "extends = \"b\"\n")
+	write("b", "extends = \"a\"\n")
+	badPath := write("bad", "extends = \"math-forgiving\"\n[ntl]\ntau_end = -1\n")
+	write("nobase", "extends = \"nothing\"\n")
+
+	m, err := Load("math")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NTL.Mode != rewards.HybridMode || m.NTL.ConfidenceWeight != 0.3 || m.NTL.Tau != 1 || m.Correctness == nil || m.GRPO["beta"] != 0.01 || m.Root != "math" {
+		t.Errorf("user math over built-in math: %+v ntl %+v", m, m.NTL)
+	}
+	// cool extends the user's math (which extends the built-in): all three layers show.
+	c, err := Load("cool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NTL.Mode != rewards.HybridMode || c.NTL.Schedule != rewards.ScheduleCosine || c.NTL.Tau != 2 || c.NTL.TauEnd != 0.5 ||
+		c.GRPO["beta"] != 0.01 || c.GRPO["temperature"] != 0.9 || c.PPL.Levels.Sentence != 0.5 || c.Root != "math" {
+		t.Errorf("cool: %+v ntl %+v grpo %v", c, c.NTL, c.GRPO)
+	}
+	vocab, _ := rewards.NewDigitVocab([]int{5, 6}, []int{1, 2})
+	fs, err := c.Funcs(rewards.Levels{Word: 10, Phrase: 10, Sentence: 10}, vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ntl := fs[1].Func.(rewards.NTL)
+	if ntl.Schedule == nil || *ntl.Schedule != (rewards.TauSchedule{Kind: rewards.ScheduleCosine, Start: 2, End: 0.5}) || ntl.ConfidenceWeight != 0.3 {
+		t.Errorf("cool's NTL function: %+v", ntl)
+	}
+	if _, err := Load("a"); err == nil || !strings.Contains(err.Error(), aPath+`: extends "b"`) || !strings.Contains(err.Error(), "(a cycle?)") {
+		t.Errorf("cycle: %v", err)
+	}
+	if _, err := Load("bad"); err == nil || !strings.Contains(err.Error(), badPath+":3: ntl.tau_end: tau_end -1") {
+		t.Errorf("bad value over a base: %v", err)
+	}
+	if _, err := Load("nobase"); err == nil || !strings.Contains(err.Error(), `extends "nothing": unknown preset "nothing"`) {
+		t.Errorf("unknown base: %v", err)
 	}
 }
 

@@ -177,10 +177,12 @@ func (NTL) Name() string { return "ntl" }
 
 // Score gives each sample its ntl_reward (NaN where not applicable), and the batch metrics
 // ntl/loss and ntl/reward (means over applicable samples), ntl/total_digits,
-// ntl/correct_digits (sums) and ntl/digit_accuracy (their ratio).
+// ntl/correct_digits (sums), ntl/digit_accuracy (their ratio), ntl/temperature (tau), and in
+// hybrid mode ntl/answer_loss and ntl/confidence_loss (means where present).
 func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	values := make([]float64, len(samples))
 	losses := make([]float64, len(samples))
+	answer, confidence := make([]float64, len(samples)), make([]float64, len(samples))
 	total, correct := 0, 0
 	for i, s := range samples {
 		r, err := n.ScoreCompletion(NTLInput{Text: s.Completion, IDs: s.IDs, Spans: s.Spans, Answer: s.Answer, DigitLogits: s.DigitLogits})
@@ -188,6 +190,7 @@ func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 			return nil, nil, fmt.Errorf("sample %d: %w", i, err)
 		}
 		values[i], losses[i] = r.Reward, r.Loss
+		answer[i], confidence[i] = r.AnswerLoss, r.ConfidenceLoss
 		total += r.Total
 		correct += r.Correct
 	}
@@ -195,12 +198,17 @@ func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 		"ntl/total_digits":   float64(total),
 		"ntl/correct_digits": float64(correct),
 		"ntl/digit_accuracy": math.NaN(),
+		"ntl/temperature":    n.Tau,
 	}
 	if total > 0 {
 		metrics["ntl/digit_accuracy"] = float64(correct) / float64(total)
 	}
 	metrics["ntl/loss"], _ = stats.NaNMeanStd(losses)
 	metrics["ntl/reward"], _ = stats.NaNMeanStd(values)
+	if n.Mode == HybridMode {
+		metrics["ntl/answer_loss"], _ = stats.NaNMeanStd(answer)
+		metrics["ntl/confidence_loss"], _ = stats.NaNMeanStd(confidence)
+	}
 	return values, metrics, nil
 }
 

@@ -112,6 +112,10 @@ type NTLMode string
 const (
 	FinalAnswerMode NTLMode = "final_answer" // the answer's digits against the ground truth
 	AllTokensMode   NTLMode = "all_tokens"   // every digit token against the sampled digit
+	// HybridMode mixes the two: the answer's digits against the ground truth, and every other
+	// digit token of the completion against its sampled digit as a confidence term,
+	// ntl_loss = (1 − w)·answer + w·confidence with w = NTL.ConfidenceWeight.
+	HybridMode NTLMode = "hybrid"
 )
 
 // NTLLoss is the per-position distance between p(d) and a target digit.
@@ -126,10 +130,10 @@ const (
 // ParseNTLMode and ParseNTLLoss check names from presets.
 func ParseNTLMode(s string) (NTLMode, error) {
 	switch NTLMode(s) {
-	case FinalAnswerMode, AllTokensMode:
+	case FinalAnswerMode, AllTokensMode, HybridMode:
 		return NTLMode(s), nil
 	}
-	return "", fmt.Errorf("unknown NTL mode %q (want \"final_answer\" or \"all_tokens\")", s)
+	return "", fmt.Errorf("unknown NTL mode %q (want \"final_answer\", \"all_tokens\" or \"hybrid\")", s)
 }
 
 // ParseNTLLoss checks an NTL loss name.
@@ -191,6 +195,10 @@ type NTL struct {
 	Mode  NTLMode
 	Loss  NTLLoss
 	Tau   float64 // ntl_reward = exp(−ntl_loss / tau)
+	// ConfidenceWeight is hybrid mode's weight w of the confidence term, in [0, 1].
+	ConfidenceWeight float64
+	// Schedule, when set, moves Tau over the run (At gives the NTL of a point of the run).
+	Schedule *TauSchedule
 }
 
 // NTLInput is one completion as NTL needs it.
@@ -216,13 +224,18 @@ func DigitRows(rows [][]float32) func(pos int) []float32 {
 }
 
 // NTLResult is one completion's NTL. Applicable is false (and the values NaN) when there is
-// nothing to score: no ground truth in final_answer mode, no digit token in all_tokens mode.
+// nothing to score: no ground truth in final_answer and hybrid modes, no digit token in
+// all_tokens mode. In hybrid mode Total and Correct count the answer's positions, and
+// AnswerLoss and ConfidenceLoss are the two terms (ConfidenceLoss NaN without other digits,
+// and then Loss = AnswerLoss); in the other modes both are NaN.
 type NTLResult struct {
-	Loss       float64 `json:"loss"`
-	Reward     float64 `json:"reward"`
-	Total      int     `json:"total_digits"`   // scored positions
-	Correct    int     `json:"correct_digits"` // positions whose argmax digit is the target
-	Applicable bool    `json:"applicable"`
+	Loss           float64 `json:"loss"`
+	Reward         float64 `json:"reward"`
+	Total          int     `json:"total_digits"`   // scored positions
+	Correct        int     `json:"correct_digits"` // positions whose argmax digit is the target
+	Applicable     bool    `json:"applicable"`
+	AnswerLoss     float64 `json:"-"`
+	ConfidenceLoss float64 `json:"-"`
 }
 
 // Accuracy is Correct / Total.
@@ -247,7 +260,22 @@ func (n NTL) Validate() error {
 	if !(n.Tau > 0) || math.IsInf(n.Tau, 0) {
 		return fmt.Errorf("NTL tau = %v: it must be a finite number above 0", n.Tau)
 	}
+	if !(n.ConfidenceWeight >= 0 && n.ConfidenceWeight <= 1) {
+		return fmt.Errorf("NTL confidence_weight = %v: it must be in [0, 1]", n.ConfidenceWeight)
+	}
+	if n.Schedule != nil {
+		return n.Schedule.Validate()
+	}
 	return nil
+}
+
+// At is the NTL of a point of the run (progress 0 at the first step, 1 at the last): its
+// tau from the schedule. Without a schedule it is n itself.
+func (n NTL) At(progress float64) Func {
+	if n.Schedule != nil {
+		n.Tau = n.Schedule.At(progress)
+	}
+	return n
 }
 
 // digitPos is one scored position: the distribution there and its target.
@@ -259,41 +287,62 @@ type digitPos struct {
 
 // ScoreCompletion computes one completion's NTL.
 func (n NTL) ScoreCompletion(in NTLInput) (NTLResult, error) {
+	nan := NTLResult{Loss: math.NaN(), Reward: math.NaN(), AnswerLoss: math.NaN(), ConfidenceLoss: math.NaN()}
 	if len(in.IDs) != len(in.Spans) {
-		return NTLResult{}, fmt.Errorf("rewards: %d token ids but %d spans", len(in.IDs), len(in.Spans))
+		return nan, fmt.Errorf("rewards: %d token ids but %d spans", len(in.IDs), len(in.Spans))
 	}
-	var pos []digitPos
+	var pos, conf []digitPos
 	var err error
-	if n.Mode == AllTokensMode {
-		pos, err = n.allTokens(in)
-	} else {
-		pos, err = n.finalAnswer(in)
+	switch n.Mode {
+	case AllTokensMode:
+		pos, err = n.allTokens(in, Span{})
+	case HybridMode:
+		var answer Span
+		if pos, answer, err = n.finalAnswer(in); err == nil && len(pos) > 0 {
+			conf, err = n.allTokens(in, answer)
+		}
+	default:
+		pos, _, err = n.finalAnswer(in)
 	}
 	if err != nil || len(pos) == 0 {
-		return NTLResult{Loss: math.NaN(), Reward: math.NaN()}, err
+		return nan, err
 	}
-	r := NTLResult{Total: len(pos), Applicable: true}
-	for _, q := range pos {
-		if q.absent {
-			r.Loss += n.Loss.Max()
-			continue
-		}
-		r.Loss += n.Loss.Cost(q.p, q.target)
-		if argmaxDigit(q.p) == q.target {
-			r.Correct++
+	r := nan
+	r.Applicable, r.Total = true, len(pos)
+	r.Loss, r.Correct = n.cost(pos)
+	if n.Mode == HybridMode {
+		r.AnswerLoss = r.Loss
+		if len(conf) > 0 {
+			r.ConfidenceLoss, _ = n.cost(conf)
+			r.Loss = (1-n.ConfidenceWeight)*r.AnswerLoss + n.ConfidenceWeight*r.ConfidenceLoss
 		}
 	}
-	r.Loss /= float64(len(pos))
 	r.Reward = math.Exp(-r.Loss / n.Tau)
 	return r, nil
 }
 
-// allTokens: every position whose token is a digit token, against the digit sampled there.
-func (n NTL) allTokens(in NTLInput) ([]digitPos, error) {
+// cost is the mean loss over the positions and the number whose argmax digit is the target.
+func (n NTL) cost(pos []digitPos) (loss float64, correct int) {
+	for _, q := range pos {
+		if q.absent {
+			loss += n.Loss.Max()
+			continue
+		}
+		loss += n.Loss.Cost(q.p, q.target)
+		if argmaxDigit(q.p) == q.target {
+			correct++
+		}
+	}
+	return loss / float64(len(pos)), correct
+}
+
+// allTokens: every position whose token is a digit token, against the digit sampled there,
+// leaving out tokens that overlap the bytes skip (the answer, in hybrid mode).
+func (n NTL) allTokens(in NTLInput, skip Span) ([]digitPos, error) {
 	var pos []digitPos
 	for i, id := range in.IDs {
 		k, ok := n.Vocab.Index(id)
-		if !ok {
+		if !ok || in.Spans[i].Start < skip.End && skip.Start < in.Spans[i].End {
 			continue
 		}
 		p, err := n.probsAt(in, i)
@@ -308,11 +357,12 @@ func (n NTL) allTokens(in NTLInput) ([]digitPos, error) {
 // finalAnswer aligns the answer's digits with the ground truth's, right-aligned on the units
 // (and left-aligned after the decimal point). Target digits the completion lacks cost the
 // maximum; digits the completion has beyond the target's are compared with 0, the value the
-// target has there. The sign is not compared (correctness does that).
-func (n NTL) finalAnswer(in NTLInput) ([]digitPos, error) {
+// target has there. The sign is not compared (correctness does that). It also returns the
+// answer's bytes (empty when the completion has no number).
+func (n NTL) finalAnswer(in NTLInput) ([]digitPos, Span, error) {
 	truth, ok := normalizeNumber(GroundTruth(in.Answer))
 	if !ok {
-		return nil, nil // no numeric ground truth: not applicable
+		return nil, Span{}, nil // no numeric ground truth: not applicable
 	}
 	tInt, tFrac := splitDigits(truth)
 	ans, found := FinalAnswer(in.Text)
@@ -321,8 +371,9 @@ func (n NTL) finalAnswer(in NTLInput) ([]digitPos, error) {
 		for k := range pos {
 			pos[k].absent = true
 		}
-		return pos, nil
+		return pos, Span{}, nil
 	}
+	span := Span{ans.Start, ans.End}
 	// The answer's digits with their byte offsets, integer and fraction parts.
 	var aInt, aFrac []int
 	dot := strings.LastIndexByte(in.Text[ans.Start:ans.End], '.')
@@ -361,7 +412,7 @@ func (n NTL) finalAnswer(in NTLInput) ([]digitPos, error) {
 			target = tInt[len(tInt)-1-k]
 		}
 		if err := add(at, target, k < len(tInt)); err != nil {
-			return nil, err
+			return nil, span, err
 		}
 	}
 	// Fraction part, from the tenths rightwards.
@@ -374,10 +425,10 @@ func (n NTL) finalAnswer(in NTLInput) ([]digitPos, error) {
 			target = tFrac[k]
 		}
 		if err := add(at, target, k < len(tFrac)); err != nil {
-			return nil, err
+			return nil, span, err
 		}
 	}
-	return pos, nil
+	return pos, span, nil
 }
 
 // splitDigits gives the digit values of a normalised number's integer and fraction parts.

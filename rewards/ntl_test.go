@@ -2,6 +2,7 @@ package rewards
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -268,4 +269,107 @@ func TestNTLBatchMetrics(t *testing.T) {
 	near(t, "ntl/digit_accuracy", m["ntl/digit_accuracy"], 0.75)
 	near(t, "ntl/loss", m["ntl/loss"], 2.25)
 	near(t, "ntl/reward", m["ntl/reward"], (1+math.Exp(-4.5))/2)
+}
+
+func TestNTLHybrid(t *testing.T) {
+	v := testDigitVocab(t)
+	half := map[int]float64{6: 0.5, 7: 0.5}            // digits 5 and 6: wasserstein to 5 is 0.5
+	split := map[int]float64{7: 0.25, 8: 0.5, 9: 0.25} // digits 6, 7, 8: mean 7, wasserstein to 7 is 0.5
+	sure2 := map[int]float64{3: 1}
+	n := NTL{Vocab: v, Mode: HybridMode, Loss: Wasserstein, Tau: 1, ConfidenceWeight: 0.2}
+	score := func(answer string, rows map[int]map[int]float64, ids ...int) NTLResult {
+		t.Helper()
+		text, ids, spans := completion(ids...)
+		r := make([][]float32, len(ids))
+		for pos, probs := range rows {
+			r[pos] = logitsFor(v, probs)
+		}
+		res, err := n.ScoreCompletion(NTLInput{Text: text, IDs: ids, Spans: spans, Answer: answer, DigitLogits: DigitRows(r)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// "The 5 answer\n#### 72": the answer's " 7" and "2" against 72 (0.5 and 0: 0.25), the
+	// worked "5" against its sampled 5 (0.5): 0.8·0.25 + 0.2·0.5 = 0.3.
+	r := score("72", map[int]map[int]float64{2: half, 6: split, 7: sure2}, 16, 15, 6, 17, 18, 14, 11, 3)
+	if !r.Applicable || math.Abs(r.Loss-0.3) > 1e-6 || math.Abs(r.AnswerLoss-0.25) > 1e-6 ||
+		math.Abs(r.ConfidenceLoss-0.5) > 1e-6 || r.Total != 2 || r.Correct != 2 || math.Abs(r.Reward-math.Exp(-0.3)) > 1e-6 {
+		t.Errorf("hybrid: %+v, want loss 0.3 (answer 0.25, confidence 0.5), 2 of 2 digits", r)
+	}
+	// No other digit: the answer term alone.
+	r = score("72", map[int]map[int]float64{1: split, 2: sure2}, 14, 11, 3)
+	if math.Abs(r.Loss-0.25) > 1e-6 || !math.IsNaN(r.ConfidenceLoss) {
+		t.Errorf("hybrid without other digits: %+v, want loss 0.25", r)
+	}
+	// "The 5 answer": its last number, 5, is the answer (units against 2: 0.5·3 + 0.5·4; the
+	// missing tens cost the maximum 9), and no digit is left for the confidence term.
+	r = score("72", map[int]map[int]float64{2: half}, 16, 15, 6, 17)
+	if want := (9 + (0.5*3 + 0.5*4)) / 2; math.Abs(r.Loss-want) > 1e-6 || !math.IsNaN(r.ConfidenceLoss) {
+		t.Errorf("hybrid, last number as the answer: %+v, want loss %v", r, want)
+	}
+	// Without ground truth: not applicable, as in final_answer mode.
+	r = score("", map[int]map[int]float64{2: half}, 16, 15, 6, 17)
+	if r.Applicable {
+		t.Errorf("hybrid without ground truth: %+v", r)
+	}
+	// Batch metrics carry both terms and the temperature.
+	text, ids, spans := completion(16, 15, 6, 17, 18, 14, 11, 3)
+	rows := make([][]float32, len(ids))
+	rows[2], rows[6], rows[7] = logitsFor(v, half), logitsFor(v, split), logitsFor(v, sure2)
+	_, m, err := n.Score([]Sample{{Completion: text, IDs: ids, Spans: spans, Answer: "72", DigitLogits: DigitRows(rows)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// float32 logits: within 1e-6.
+	if math.Abs(m["ntl/answer_loss"]-0.25) > 1e-6 || math.Abs(m["ntl/confidence_loss"]-0.5) > 1e-6 {
+		t.Errorf("ntl/answer_loss %v, ntl/confidence_loss %v, want 0.25 and 0.5", m["ntl/answer_loss"], m["ntl/confidence_loss"])
+	}
+	near(t, "ntl/temperature", m["ntl/temperature"], 1)
+	if err := (NTL{Vocab: v, Mode: HybridMode, Loss: MSE, Tau: 1, ConfidenceWeight: 1.5}).Validate(); err == nil {
+		t.Error("confidence_weight 1.5 accepted")
+	}
+	if _, err := ParseNTLMode("hybrid"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestTauSchedule(t *testing.T) {
+	lin := TauSchedule{Kind: ScheduleLinear, Start: 2, End: 0.5}
+	cos := TauSchedule{Kind: ScheduleCosine, Start: 2, End: 0.5}
+	con := TauSchedule{Kind: ScheduleConstant, Start: 2, End: 0.5}
+	for _, c := range []struct {
+		s          TauSchedule
+		step, want float64
+	}{
+		{lin, 1, 2}, {lin, 3, 1.25}, {lin, 5, 0.5},
+		{cos, 1, 2}, {cos, 2, 0.5 + 1.5*(1+math.Sqrt(0.5))/2}, {cos, 3, 1.25}, {cos, 5, 0.5},
+		{con, 1, 2}, {con, 5, 2},
+	} {
+		near(t, fmt.Sprintf("%s at step %g of 5", c.s.Kind, c.step), c.s.At(Progress(int(c.step), 5)), c.want)
+	}
+	if Progress(1, 1) != 0 || Progress(9, 5) != 1 {
+		t.Error("progress outside a run")
+	}
+	// The engine's view: AtProgress sets the scheduled NTL's tau; its reward and the logged
+	// ntl/temperature follow.
+	v := testDigitVocab(t)
+	text, ids, spans := completion(14, 11, 3)
+	sample := Sample{Completion: text, IDs: ids, Spans: spans, Answer: "72",
+		DigitLogits: DigitRows([][]float32{nil, logitsFor(v, map[int]float64{7: 0.25, 8: 0.5, 9: 0.25}), logitsFor(v, map[int]float64{3: 1})})}
+	funcs := []Weighted{{Func: NTL{Vocab: v, Mode: FinalAnswerMode, Loss: Wasserstein, Tau: 2, Schedule: &lin}, Weight: 1}}
+	res, err := Compose(AtProgress(funcs, Progress(5, 5)), []Sample{sample})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "ntl/temperature at the end", res.Metrics["ntl/temperature"], 0.5)
+	if want := math.Exp(-0.25 / 0.5); math.Abs(res.Total[0]-want) > 1e-6 { // float32 logits
+		t.Errorf("reward at tau 0.5: %v, want %v", res.Total[0], want)
+	}
+	if err := (TauSchedule{Kind: "step", Start: 1, End: 1}).Validate(); err == nil {
+		t.Error("unknown schedule accepted")
+	}
+	if err := (TauSchedule{Kind: ScheduleLinear, Start: 1, End: 0}).Validate(); err == nil {
+		t.Error("tau_end 0 accepted")
+	}
 }

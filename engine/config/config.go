@@ -39,34 +39,47 @@ type Config struct {
 	RunName         string `toml:"run_name"`   // "" = <yyyymmdd-hhmmss>-<preset>
 
 	// GRPO and optimisation, with TRL GRPOConfig's names.
-	LearningRate              float64 `toml:"learning_rate" grpo:""`
-	Beta                      float64 `toml:"beta" grpo:""`
-	Epsilon                   float64 `toml:"epsilon" grpo:""`
-	EpsilonHigh               float64 `toml:"epsilon_high" grpo:""` // = epsilon unless set
-	NumGenerations            int     `toml:"num_generations" grpo:""`
-	MaxCompletionLength       int     `toml:"max_completion_length" grpo:""`
-	MaxPromptLength           int     `toml:"max_prompt_length" grpo:""`
-	Temperature               float64 `toml:"temperature" grpo:""`
-	TopP                      float64 `toml:"top_p" grpo:""`
-	TopK                      int     `toml:"top_k" grpo:""` // 0 = off
-	NumIterations             int     `toml:"num_iterations" grpo:""`
-	ScaleRewards              string  `toml:"scale_rewards" grpo:"" enum:"group,batch,none"`
-	LossType                  string  `toml:"loss_type" grpo:"" enum:"grpo,bnpo,dr_grpo,dapo"`
-	MaxGradNorm               float64 `toml:"max_grad_norm" grpo:""` // 0 = no clipping
-	PerDeviceTrainBatchSize   int     `toml:"per_device_train_batch_size" grpo:""`
-	GradientAccumulationSteps int     `toml:"gradient_accumulation_steps" grpo:""`
-	MaxSteps                  int     `toml:"max_steps" grpo:""`
-	LoggingSteps              int     `toml:"logging_steps" grpo:""`
-	SaveSteps                 int     `toml:"save_steps" grpo:""`       // 0 = only at the end
-	SaveTotalLimit            int     `toml:"save_total_limit" grpo:""` // 0 = keep all
-	Seed                      int64   `toml:"seed" grpo:""`
-	LRSchedulerType           string  `toml:"lr_scheduler_type" grpo:"" enum:"constant,linear,cosine"`
-	WarmupSteps               int     `toml:"warmup_steps" grpo:""`
-	WarmupRatio               float64 `toml:"warmup_ratio" grpo:""`
-	WeightDecay               float64 `toml:"weight_decay" grpo:""`
-	AdamBeta1                 float64 `toml:"adam_beta1" grpo:""`
-	AdamBeta2                 float64 `toml:"adam_beta2" grpo:""`
-	AdamEpsilon               float64 `toml:"adam_epsilon" grpo:""`
+	LearningRate             float64 `toml:"learning_rate" grpo:""`
+	Beta                     float64 `toml:"beta" grpo:""`
+	Epsilon                  float64 `toml:"epsilon" grpo:""`
+	EpsilonHigh              float64 `toml:"epsilon_high" grpo:""` // = epsilon unless set
+	NumGenerations           int     `toml:"num_generations" grpo:""`
+	MaxCompletionLength      int     `toml:"max_completion_length" grpo:""`
+	MaxPromptLength          int     `toml:"max_prompt_length" grpo:""`
+	Temperature              float64 `toml:"temperature" grpo:""`
+	TopP                     float64 `toml:"top_p" grpo:""`
+	TopK                     int     `toml:"top_k" grpo:""` // 0 = off
+	NumIterations            int     `toml:"num_iterations" grpo:""`
+	StepsPerGeneration       int     `toml:"steps_per_generation" grpo:""` // 0 = gradient_accumulation_steps
+	ScaleRewards             string  `toml:"scale_rewards" grpo:"" enum:"group,batch,none"`
+	LossType                 string  `toml:"loss_type" grpo:"" enum:"grpo,bnpo,dr_grpo,dapo,cispo,sapo,luspo,vespo"`
+	ImportanceSamplingLevel  string  `toml:"importance_sampling_level" grpo:"" enum:"token,sequence"`
+	MaskTruncatedCompletions bool    `toml:"mask_truncated_completions" grpo:""`
+	TopEntropyQuantile       float64 `toml:"top_entropy_quantile" grpo:""`
+	// RewardWeights, when not empty, replace the preset's reward weights: one per reward
+	// section of the preset, in the order `rlhfstation presets` lists them.
+	RewardWeights             []float64 `toml:"reward_weights" grpo:""`
+	SAPOTemperatureNeg        float64   `toml:"sapo_temperature_neg" grpo:""`
+	SAPOTemperaturePos        float64   `toml:"sapo_temperature_pos" grpo:""`
+	VESPOKPos                 float64   `toml:"vespo_k_pos" grpo:""`
+	VESPOLambdaPos            float64   `toml:"vespo_lambda_pos" grpo:""`
+	VESPOKNeg                 float64   `toml:"vespo_k_neg" grpo:""`
+	VESPOLambdaNeg            float64   `toml:"vespo_lambda_neg" grpo:""`
+	MaxGradNorm               float64   `toml:"max_grad_norm" grpo:""` // 0 = no clipping
+	PerDeviceTrainBatchSize   int       `toml:"per_device_train_batch_size" grpo:""`
+	GradientAccumulationSteps int       `toml:"gradient_accumulation_steps" grpo:""`
+	MaxSteps                  int       `toml:"max_steps" grpo:""`
+	LoggingSteps              int       `toml:"logging_steps" grpo:""`
+	SaveSteps                 int       `toml:"save_steps" grpo:""`       // 0 = only at the end
+	SaveTotalLimit            int       `toml:"save_total_limit" grpo:""` // 0 = keep all
+	Seed                      int64     `toml:"seed" grpo:""`
+	LRSchedulerType           string    `toml:"lr_scheduler_type" grpo:"" enum:"constant,linear,cosine"`
+	WarmupSteps               int       `toml:"warmup_steps" grpo:""`
+	WarmupRatio               float64   `toml:"warmup_ratio" grpo:""`
+	WeightDecay               float64   `toml:"weight_decay" grpo:""`
+	AdamBeta1                 float64   `toml:"adam_beta1" grpo:""`
+	AdamBeta2                 float64   `toml:"adam_beta2" grpo:""`
+	AdamEpsilon               float64   `toml:"adam_epsilon" grpo:""`
 
 	LoRA  LoRA  `toml:"lora"`
 	Quant Quant `toml:"quant"`
@@ -104,7 +117,11 @@ type Modules []string
 // AllLinear reports whether m targets every linear layer.
 func (m Modules) AllLinear() bool { return len(m) == 1 && m[0] == AllLinear }
 
-// Default returns the defaults of DESIGN §5 (TRL's and PEFT's where DESIGN is silent).
+// Default returns the defaults: TRL GRPOConfig's (as of TRL 0.19 and since: beta 0.0,
+// loss_type dapo) and PEFT's, except where LoRA or this program's scale give a reason
+// (README "Defaults"): learning_rate 1e-5 (TRL 1e-6, for full fine-tuning; LoRA adapters
+// need about ten times more), max_completion_length 128 (TRL 512), per_device_train_batch_size
+// counted in prompts, save_steps 50.
 func Default() *Config {
 	return &Config{
 		Preset:    "story",
@@ -112,7 +129,7 @@ func Default() *Config {
 		OutputDir: "runs",
 
 		LearningRate:              1e-5,
-		Beta:                      0.04,
+		Beta:                      0.0,
 		Epsilon:                   0.2,
 		EpsilonHigh:               0.2,
 		NumGenerations:            8,
@@ -124,6 +141,14 @@ func Default() *Config {
 		NumIterations:             1,
 		ScaleRewards:              "group",
 		LossType:                  "dapo",
+		ImportanceSamplingLevel:   "token",
+		TopEntropyQuantile:        1.0,
+		SAPOTemperatureNeg:        1.05,
+		SAPOTemperaturePos:        1.0,
+		VESPOKPos:                 2.0,
+		VESPOLambdaPos:            3.0,
+		VESPOKNeg:                 3.0,
+		VESPOLambdaNeg:            2.0,
 		MaxGradNorm:               1.0,
 		PerDeviceTrainBatchSize:   4,
 		GradientAccumulationSteps: 1,
@@ -165,6 +190,15 @@ func (c *Config) Finish() error {
 		c.EpsilonHigh = c.Epsilon
 	}
 	return c.Validate()
+}
+
+// GenerationSteps is steps_per_generation as TRL resolves it: the micro-steps one generation
+// batch serves, gradient_accumulation_steps unless set.
+func (c *Config) GenerationSteps() int {
+	if c.StepsPerGeneration > 0 {
+		return c.StepsPerGeneration
+	}
+	return c.GradientAccumulationSteps
 }
 
 // Validate checks every value, returning one error that lists each problem with the value's origin.
@@ -225,6 +259,26 @@ func (c *Config) Validate() error {
 	}
 	atLeast("top_k", c.TopK, 0)
 	atLeast("num_iterations", c.NumIterations, 1)
+	atLeast("steps_per_generation", c.StepsPerGeneration, 0)
+	if !(c.TopEntropyQuantile >= 0 && c.TopEntropyQuantile <= 1) {
+		bad("top_entropy_quantile", c.TopEntropyQuantile, "must be in [0, 1] (1 keeps every token)")
+	}
+	for _, w := range c.RewardWeights {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			bad("reward_weights", c.RewardWeights, "must be finite numbers not below 0")
+			break
+		}
+	}
+	positive("sapo_temperature_neg", c.SAPOTemperatureNeg)
+	positive("sapo_temperature_pos", c.SAPOTemperaturePos)
+	nonNegative("vespo_k_pos", c.VESPOKPos)
+	nonNegative("vespo_k_neg", c.VESPOKNeg)
+	nonNegative("vespo_lambda_pos", c.VESPOLambdaPos)
+	nonNegative("vespo_lambda_neg", c.VESPOLambdaNeg)
+	if c.LossType == "cispo" && c.EpsilonHigh <= 1 {
+		// TRL accepts it, but a cap at or below 1 only scales the learning rate down.
+		bad("epsilon_high", c.EpsilonHigh, "loss_type cispo caps the importance weight itself at epsilon_high: set it above 1 (ScaleRL uses 5.0)")
+	}
 	nonNegative("max_grad_norm", c.MaxGradNorm)
 	atLeast("per_device_train_batch_size", c.PerDeviceTrainBatchSize, 1)
 	atLeast("gradient_accumulation_steps", c.GradientAccumulationSteps, 1)
@@ -379,6 +433,12 @@ func fmtValue(v any) string {
 		return "[" + strings.Join(q, ", ") + "]"
 	case float64:
 		return formatFloat(v)
+	case []float64:
+		q := make([]string, len(v))
+		for i, f := range v {
+			q[i] = formatFloat(f)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
 	}
 	return fmt.Sprint(v)
 }

@@ -29,7 +29,18 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"learning_rate", c.LearningRate, 1e-5},
-		{"beta", c.Beta, 0.04},
+		{"beta", c.Beta, 0.0},
+		{"importance_sampling_level", c.ImportanceSamplingLevel, "token"},
+		{"mask_truncated_completions", c.MaskTruncatedCompletions, false},
+		{"top_entropy_quantile", c.TopEntropyQuantile, 1.0},
+		{"steps_per_generation", c.GenerationSteps(), 1},
+		{"reward_weights", len(c.RewardWeights), 0},
+		{"sapo_temperature_neg", c.SAPOTemperatureNeg, 1.05},
+		{"sapo_temperature_pos", c.SAPOTemperaturePos, 1.0},
+		{"vespo_k_pos", c.VESPOKPos, 2.0},
+		{"vespo_lambda_pos", c.VESPOLambdaPos, 3.0},
+		{"vespo_k_neg", c.VESPOKNeg, 3.0},
+		{"vespo_lambda_neg", c.VESPOLambdaNeg, 2.0},
 		{"epsilon", c.Epsilon, 0.2},
 		{"epsilon_high", c.EpsilonHigh, 0.2},
 		{"num_generations", c.NumGenerations, 8},
@@ -301,6 +312,50 @@ func TestScaleRewardsBoolean(t *testing.T) {
 	if c.ScaleRewards != "none" {
 		t.Errorf("scale_rewards false → %q, want none", c.ScaleRewards)
 	}
+	// TRL's boolean forms in a preset's [grpo] table too: true is "group".
+	c = Default()
+	c.ScaleRewards = "batch"
+	if err := c.Apply(map[string]any{"scale_rewards": true}, "preset p [grpo]"); err != nil || c.ScaleRewards != "group" {
+		t.Errorf("scale_rewards true → %q (%v), want group", c.ScaleRewards, err)
+	}
+}
+
+func TestGRPOOptionsValidation(t *testing.T) {
+	path := writeTOML(t, `importance_sampling_level = "batch"
+top_entropy_quantile = 1.5
+reward_weights = [1, -0.5]
+loss_type = "cispo"
+steps_per_generation = -1
+sapo_temperature_neg = 0
+`)
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("invalid values accepted")
+	}
+	for _, want := range []string{
+		`importance_sampling_level = "batch" (` + path + ":1): must be one of token, sequence",
+		"top_entropy_quantile = 1.5 (" + path + ":2): must be in [0, 1]",
+		"reward_weights = [1.0, -0.5] (" + path + ":3): must be finite numbers not below 0",
+		"epsilon_high = 0.2 (default): loss_type cispo caps the importance weight itself",
+		"steps_per_generation = -1 (" + path + ":5): must be at least 0",
+		"sapo_temperature_neg = 0.0 (" + path + ":6): must be greater than 0",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	_, err = Load(writeTOML(t, "reward_weights = [1, \"x\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), `:1: reward_weights: want a list of numbers, element 1 is the string "x"`) {
+		t.Errorf("reward_weights with a string: %v", err)
+	}
+	_, err = Load(writeTOML(t, "reward_weights = 1.0\n"))
+	if err == nil || !strings.Contains(err.Error(), "reward_weights: want a list of numbers, got the float 1.0") {
+		t.Errorf("reward_weights as a number: %v", err)
+	}
+	c, err := Load(writeTOML(t, "loss_type = \"cispo\"\nepsilon_high = 5.0\n"))
+	if err != nil || c.EpsilonHigh != 5 {
+		t.Errorf("cispo with epsilon_high 5: %v", err)
+	}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -317,6 +372,11 @@ num_generations = 4
 top_k = 50
 top_p = 0.95
 loss_type = "dr_grpo"
+importance_sampling_level = "sequence"
+mask_truncated_completions = true
+top_entropy_quantile = 0.2
+reward_weights = [1, 0.5, 0.0]
+steps_per_generation = 2
 lr_scheduler_type = "cosine"
 warmup_ratio = 0.1
 seed = -3
@@ -365,6 +425,11 @@ max = 8.0
 	if a.Model != `/models/tiny "q"` || a.LoRA.Alpha != 8 || a.Seed != -3 || a.Monitor["window"] != int64(30) {
 		t.Errorf("values: model %q alpha %v seed %d monitor %v", a.Model, a.LoRA.Alpha, a.Seed, a.Monitor)
 	}
+	if a.ImportanceSamplingLevel != "sequence" || !a.MaskTruncatedCompletions || a.TopEntropyQuantile != 0.2 ||
+		!reflect.DeepEqual(a.RewardWeights, []float64{1, 0.5, 0}) || a.GenerationSteps() != 2 {
+		t.Errorf("GRPO options: level %q mask %v rho %v weights %v steps_per_generation %d", a.ImportanceSamplingLevel,
+			a.MaskTruncatedCompletions, a.TopEntropyQuantile, a.RewardWeights, a.GenerationSteps())
+	}
 	// Defaults round-trip too, all-linear as a string.
 	d := Default()
 	if err := d.Write(out); err != nil {
@@ -393,7 +458,7 @@ max = 8.0
 
 func TestMap(t *testing.T) {
 	m := Default().Map()
-	if m["beta"] != 0.04 || m["lora"].(map[string]any)["target_modules"] != AllLinear || m["quant"].(map[string]any)["blocksize"] != 64 {
+	if m["beta"] != 0.0 || m["lora"].(map[string]any)["target_modules"] != AllLinear || m["quant"].(map[string]any)["blocksize"] != 64 {
 		t.Errorf("map %v", m)
 	}
 }

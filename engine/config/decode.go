@@ -200,6 +200,21 @@ func set(dst reflect.Value, v any) error {
 			return nil
 		}
 		return fmt.Errorf(`want a list of module names or "all-linear", got %s`, describe(v))
+	case []float64:
+		list, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("want a list of numbers, got %s", describe(v))
+		}
+		var f []float64 // an empty list is no list: nil, as the default
+		for i, e := range list {
+			x, ok := asFloat(e)
+			if !ok {
+				return fmt.Errorf("want a list of numbers, element %d is %s", i, describe(e))
+			}
+			f = append(f, x)
+		}
+		dst.Set(reflect.ValueOf(f))
+		return nil
 	}
 	switch dst.Kind() {
 	case reflect.String:
@@ -224,21 +239,26 @@ func set(dst reflect.Value, v any) error {
 		}
 		return fmt.Errorf("want an integer, got %s", describe(v))
 	case reflect.Float64:
-		if i, ok := asInt(v); ok {
-			dst.SetFloat(float64(i))
-			return nil
-		}
-		switch v := v.(type) {
-		case float64:
-			dst.SetFloat(v)
-			return nil
-		case float32:
-			dst.SetFloat(float64(v))
+		if f, ok := asFloat(v); ok {
+			dst.SetFloat(f)
 			return nil
 		}
 		return fmt.Errorf("want a number, got %s", describe(v))
 	}
 	return fmt.Errorf("cannot set a %s", dst.Type())
+}
+
+func asFloat(v any) (float64, bool) {
+	if i, ok := asInt(v); ok {
+		return float64(i), true
+	}
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case float32:
+		return float64(v), true
+	}
+	return 0, false
 }
 
 func asInt(v any) (int64, bool) {

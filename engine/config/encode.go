@@ -56,6 +56,13 @@ func encodeValue(v reflect.Value) string {
 		}
 		return "[" + strings.Join(q, ", ") + "]"
 	}
+	if f, ok := v.Interface().([]float64); ok {
+		q := make([]string, len(f))
+		for i, x := range f {
+			q[i] = formatFloat(x)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
 	switch v.Kind() {
 	case reflect.String:
 		return quote(v.String())

@@ -1,12 +1,16 @@
 // Package grpo holds the maths of Group Relative Policy Optimization as DESIGN §5 states it
-// (names follow TRL's GRPOConfig): group advantages, the clipped per-token surrogate with the
-// k3 KL penalty, and the loss aggregations. It works on per-token log-probabilities and returns
-// the gradient of the loss with respect to them; the model turns that into parameter gradients.
+// (names and definitions follow TRL's GRPOConfig and GRPOTrainer): group advantages, the
+// per-token policy terms of every loss_type with the k3 KL penalty, importance sampling at
+// token or sequence level (GSPO), truncated-completion masking, the high-entropy token filter,
+// the loss aggregations and the clip metrics. It works on per-token log-probabilities and
+// returns the gradient of the loss with respect to them; the model turns that into parameter
+// gradients.
 package grpo
 
 import (
 	"fmt"
 	"math"
+	"sort"
 )
 
 // Scale modes of scale_rewards.
@@ -22,6 +26,19 @@ const (
 	LossBNPO   = "bnpo"
 	LossDrGRPO = "dr_grpo"
 	LossDAPO   = "dapo"
+	LossCISPO  = "cispo"
+	LossSAPO   = "sapo"
+	LossLUSPO  = "luspo"
+	LossVESPO  = "vespo"
+)
+
+// LossTypes lists every loss_type, for validation and messages.
+var LossTypes = []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO, LossCISPO, LossSAPO, LossLUSPO, LossVESPO}
+
+// Levels of importance_sampling_level.
+const (
+	LevelToken    = "token"
+	LevelSequence = "sequence"
 )
 
 // stdEps is added to the standard deviation before dividing (DESIGN §5).
@@ -91,23 +108,85 @@ func stdUnbiased(x []float64) float64 {
 type Params struct {
 	Beta        float64 // KL coefficient
 	Epsilon     float64 // lower clip: ratio ≥ 1 − Epsilon
-	EpsilonHigh float64 // upper clip: ratio ≤ 1 + EpsilonHigh
+	EpsilonHigh float64 // upper clip: ratio ≤ 1 + EpsilonHigh (cispo: the weight's cap itself)
 	LossType    string
+	// ImportanceSamplingLevel is "token" (one ratio per token; "" means token) or "sequence"
+	// (GSPO: one ratio per sequence, exp of the mean log-ratio over its tokens).
+	ImportanceSamplingLevel string
+	// MaskTruncatedCompletions drops completions that ended without a stop token from the
+	// loss (and from the token counts and metrics), as DAPO recommends.
+	MaskTruncatedCompletions bool
+	// TopEntropyQuantile is ρ: the policy term keeps only tokens whose entropy is at least the
+	// (1 − ρ) quantile of the batch's entropies. 1 keeps every token; it must be set (the zero
+	// value keeps only the highest-entropy tokens, as in TRL).
+	TopEntropyQuantile float64
+	// SAPO's gate temperatures for positive and non-positive advantages.
+	SAPOTemperaturePos, SAPOTemperatureNeg float64
+	// VESPO's Gamma weighting: power k and decay λ for non-negative and negative advantages.
+	VESPOKPos, VESPOLambdaPos, VESPOKNeg, VESPOLambdaNeg float64
 	// MaxCompletionLength is the dr_grpo denominator's length.
 	MaxCompletionLength int
-	// Tokens is the number of completion tokens in the whole accumulated batch: dapo divides
-	// by it so that the gradient of every micro-batch adds up to one bnpo over the batch.
-	// Zero means this micro-batch alone.
+	// Tokens is the number of loss tokens in the whole accumulated batch (completions dropped
+	// by MaskTruncatedCompletions not counted): dapo, cispo and vespo divide by it so that the
+	// gradients of every micro-batch add up to one normalisation over the batch. Zero means
+	// this micro-batch alone.
 	Tokens int
 }
+
+// Validate checks the values the loss depends on.
+func (p Params) Validate() error {
+	known := false
+	for _, t := range LossTypes {
+		known = known || p.LossType == t
+	}
+	switch {
+	case !known:
+		return fmt.Errorf("grpo: loss_type %q is not one of %v", p.LossType, LossTypes)
+	case p.ImportanceSamplingLevel != "" && p.ImportanceSamplingLevel != LevelToken && p.ImportanceSamplingLevel != LevelSequence:
+		return fmt.Errorf("grpo: importance_sampling_level %q is not token or sequence", p.ImportanceSamplingLevel)
+	case !(p.TopEntropyQuantile >= 0 && p.TopEntropyQuantile <= 1):
+		return fmt.Errorf("grpo: top_entropy_quantile %v is not in [0, 1]", p.TopEntropyQuantile)
+	case p.LossType == LossDrGRPO && p.MaxCompletionLength < 1:
+		return fmt.Errorf("grpo: dr_grpo needs max_completion_length ≥ 1")
+	case p.LossType == LossSAPO && !(p.SAPOTemperaturePos > 0 && p.SAPOTemperatureNeg > 0):
+		return fmt.Errorf("grpo: sapo needs temperatures above 0")
+	}
+	return nil
+}
+
+func (p Params) sequenceLevel() bool { return p.ImportanceSamplingLevel == LevelSequence }
+
+// clipped reports whether the loss type uses the clipped surrogate (and logs clip ratios).
+func (p Params) clipped() bool {
+	switch p.LossType {
+	case LossGRPO, LossBNPO, LossDrGRPO, LossDAPO, LossLUSPO:
+		return true
+	}
+	return false
+}
+
+// GlobalTokens reports whether a loss type divides by the loss tokens of the whole accumulated
+// batch (Params.Tokens): its micro-batch losses add up. The others are means per micro-batch,
+// which gradient accumulation averages.
+func GlobalTokens(lossType string) bool {
+	return lossType == LossDAPO || lossType == LossCISPO || lossType == LossVESPO
+}
+
+// Masked reports whether MaskTruncatedCompletions drops a completion from the loss.
+func (p Params) Masked(truncated bool) bool { return p.MaskTruncatedCompletions && truncated }
 
 // Sequence is one completion's tokens as the loss sees them.
 type Sequence struct {
 	LogP    []float64 // log-prob of each completion token under the policy (logits / temperature)
 	OldLogP []float64 // the same at sampling time; nil means LogP detached (num_iterations = 1)
 	RefLogP []float64 // under the reference (adapters off)
+	// Entropy of the policy's distribution at each token (logits / temperature); needed when
+	// TopEntropyQuantile < 1, and logged as `entropy` when given.
+	Entropy []float64
 	// Advantage is the completion's group advantage.
 	Advantage float64
+	// Truncated: the completion ended at max_completion_length, without a stop token.
+	Truncated bool
 }
 
 // Result of the loss over a (micro-)batch.
@@ -115,104 +194,369 @@ type Result struct {
 	Loss float64
 	// Grad[i][t] = ∂Loss/∂LogP[i][t].
 	Grad [][]float64
-	// Means over tokens (bnpo-style), as TRL logs them.
-	KL, ClipLow, ClipHigh, ClipRegion float64
+	// Stats are the metrics' sums: add those of every micro-batch, then read Metrics.
+	Stats Stats
 }
 
-// Loss computes the per-token loss of DESIGN §5,
+// Stats accumulate the loss metrics over the micro-batches of a step. Token means are over
+// the loss tokens (masked completions left out); with sequence-level importance sampling the
+// ratio metrics are per sequence, over every sequence, as TRL computes them.
+type Stats struct {
+	LossType                string
+	Tokens, Seqs            float64 // loss tokens and sequences seen
+	KL, Entropy             float64 // sums over loss tokens
+	HasEntropy              bool
+	ClipLow, ClipHigh       float64 // sums of the clip indicators
+	ClipRegion, CISPOClip   float64
+	ClipCount               float64 // what those sums are over: tokens, or sequences
+	ClipLowMin, ClipHighMax float64 // over sequences (NaN before any)
+	PhiSum                  float64 // vespo: Σ φ over sequences
+}
+
+// Add accumulates another micro-batch's stats (the zero Stats is an empty accumulator).
+func (s *Stats) Add(o Stats) {
+	if s.LossType == "" {
+		*s = o
+		return
+	}
+	s.Tokens += o.Tokens
+	s.Seqs += o.Seqs
+	s.KL += o.KL
+	s.Entropy += o.Entropy
+	s.HasEntropy = s.HasEntropy && o.HasEntropy
+	s.ClipLow += o.ClipLow
+	s.ClipHigh += o.ClipHigh
+	s.ClipRegion += o.ClipRegion
+	s.CISPOClip += o.CISPOClip
+	s.ClipCount += o.ClipCount
+	s.ClipLowMin = nanMin(s.ClipLowMin, o.ClipLowMin)
+	s.ClipHighMax = nanMax(s.ClipHighMax, o.ClipHighMax)
+	s.PhiSum += o.PhiSum
+}
+
+// Metrics are the step metrics with TRL's names: kl, entropy (when entropies were given) and,
+// by loss type, clip_ratio/{low_mean,low_min,high_mean,high_max,region_mean},
+// cispo_clip_ratio or vespo/phi_seq_mean. low_min and high_max are the least and greatest
+// per-sequence clip shares of the step.
+func (s Stats) Metrics() map[string]float64 {
+	out := map[string]float64{"kl": ratio(s.KL, s.Tokens)}
+	if s.HasEntropy {
+		out["entropy"] = ratio(s.Entropy, s.Tokens)
+	}
+	switch s.LossType {
+	case LossCISPO:
+		out["cispo_clip_ratio"] = ratio(s.CISPOClip, s.ClipCount)
+	case LossSAPO:
+	case LossVESPO:
+		out["vespo/phi_seq_mean"] = ratio(s.PhiSum, s.Seqs)
+	default:
+		out["clip_ratio/low_mean"] = ratio(s.ClipLow, s.ClipCount)
+		out["clip_ratio/high_mean"] = ratio(s.ClipHigh, s.ClipCount)
+		out["clip_ratio/region_mean"] = ratio(s.ClipRegion, s.ClipCount)
+		out["clip_ratio/low_min"] = s.ClipLowMin
+		out["clip_ratio/high_max"] = s.ClipHighMax
+	}
+	return out
+}
+
+// ratio is num/den with den clamped to at least 1, as TRL's masked means are.
+func ratio(num, den float64) float64 { return num / math.Max(den, 1) }
+
+func nanMin(a, b float64) float64 {
+	if math.IsNaN(a) || b < a {
+		return b
+	}
+	return a
+}
+
+func nanMax(a, b float64) float64 {
+	if math.IsNaN(a) || b > a {
+		return b
+	}
+	return a
+}
+
+// Loss computes the GRPO loss of a micro-batch and its gradient with respect to each token's
+// log-prob. With the importance weight w (per token: exp(logp − logp_old); per sequence:
+// exp(Σ_t (logp − logp_old) / |y|)), advantage A and KL_t = exp(ref − logp) − (ref − logp) − 1,
+// the per-token policy term is, by loss_type,
 //
-//	loss_t = −min(ratio·A, clamp(ratio, 1−ε, 1+ε_high)·A) + β·KL_t,
-//	ratio  = exp(logp − logp_old),  KL_t = exp(ref − logp) − (ref − logp) − 1,
+//	grpo, bnpo, dr_grpo, dapo, luspo: −min(w·A, clamp(w, 1−ε, 1+ε_high)·A)
+//	cispo: −sg(min(w, ε_high))·A·logp
+//	sapo:  −σ(τ(w − 1))·(4/τ)·A,  τ = τ_pos if A > 0 else τ_neg
+//	vespo: −sg(φ(W))·A·logp,  W = exp(Σ_t (logp − logp_old)), φ(W) = e^λ W^k e^{−λW}
 //
-// aggregated by p.LossType, with its gradient with respect to each token's log-prob. With a
-// detached old log-prob the ratio is 1 in value but not in gradient: ∂ratio/∂logp = ratio.
+// multiplied by the entropy filter (top_entropy_quantile), plus β·KL_t, then aggregated over
+// the loss tokens (a masked truncated completion has none): grpo and sapo average each
+// sequence's tokens, then the sequences; bnpo divides by the micro-batch's tokens; dr_grpo by
+// sequences × max_completion_length; dapo, cispo and vespo by the accumulated batch's tokens;
+// luspo sums each sequence's tokens (its loss times its length) and averages the sequences.
+// With a detached old log-prob the weight is 1 in value but not in gradient: ∂w/∂logp = w.
 func Loss(seqs []Sequence, p Params) (Result, error) {
 	res := Result{Grad: make([][]float64, len(seqs))}
-	total := 0
-	for _, s := range seqs {
-		total += len(s.LogP)
+	if err := p.Validate(); err != nil {
+		return res, err
 	}
-	// weight(i) is the aggregation's factor for a token of sequence i.
-	var weight func(i int) float64
-	switch p.LossType {
-	case LossGRPO:
-		weight = func(i int) float64 {
-			return 1 / float64(max(len(seqs[i].LogP), 1)) / float64(max(len(seqs), 1))
-		}
-	case LossBNPO:
-		weight = func(int) float64 { return 1 / float64(max(total, 1)) }
-	case LossDrGRPO:
-		if p.MaxCompletionLength < 1 {
-			return res, fmt.Errorf("grpo: dr_grpo needs max_completion_length ≥ 1")
-		}
-		weight = func(int) float64 { return 1 / float64(max(len(seqs), 1)*p.MaxCompletionLength) }
-	case LossDAPO:
-		n := p.Tokens
-		if n == 0 {
-			n = total
-		}
-		weight = func(int) float64 { return 1 / float64(max(n, 1)) }
-	default:
-		return res, fmt.Errorf("grpo: loss_type %q is not one of grpo, bnpo, dr_grpo, dapo", p.LossType)
-	}
-	var kl, low, high, region float64
+	n := len(seqs)
+	active := make([]float64, n) // loss tokens of each sequence
+	local := 0.0
 	for i, s := range seqs {
-		if len(s.RefLogP) != len(s.LogP) || (s.OldLogP != nil && len(s.OldLogP) != len(s.LogP)) {
+		if len(s.RefLogP) != len(s.LogP) || (s.OldLogP != nil && len(s.OldLogP) != len(s.LogP)) ||
+			(s.Entropy != nil && len(s.Entropy) != len(s.LogP)) {
 			return res, fmt.Errorf("grpo: sequence %d: log-prob lengths differ", i)
 		}
-		w := weight(i)
-		a := s.Advantage
-		g := make([]float64, len(s.LogP))
+		if !p.Masked(s.Truncated) {
+			active[i] = float64(len(s.LogP))
+			local += active[i]
+		}
+	}
+	keep, err := entropyFilter(seqs, active, p.TopEntropyQuantile)
+	if err != nil {
+		return res, err
+	}
+	// weight(i) is the aggregation's factor for a loss token of sequence i.
+	var weight func(i int) float64
+	switch p.LossType {
+	case LossGRPO, LossSAPO:
+		weight = func(i int) float64 { return 1 / math.Max(active[i], 1) / float64(max(n, 1)) }
+	case LossBNPO:
+		weight = func(int) float64 { return 1 / math.Max(local, 1) }
+	case LossDrGRPO:
+		weight = func(int) float64 { return 1 / float64(max(n, 1)*p.MaxCompletionLength) }
+	case LossDAPO, LossCISPO, LossVESPO:
+		tokens := float64(p.Tokens)
+		if p.Tokens == 0 {
+			tokens = local
+		}
+		weight = func(int) float64 { return 1 / math.Max(tokens, 1) }
+	case LossLUSPO:
+		weight = func(int) float64 { return 1 / float64(max(n, 1)) }
+	}
+	st := Stats{LossType: p.LossType, Seqs: float64(n), Tokens: local, HasEntropy: n > 0,
+		ClipLowMin: math.NaN(), ClipHighMax: math.NaN()}
+	seqLevel := p.sequenceLevel()
+	for i, s := range seqs {
+		w, a, m := weight(i), s.Advantage, active[i] > 0
+		st.HasEntropy = st.HasEntropy && s.Entropy != nil
+		logRatio := make([]float64, len(s.LogP))
 		for t, lp := range s.LogP {
-			old := lp
 			if s.OldLogP != nil {
-				old = s.OldLogP[t]
+				logRatio[t] = lp - s.OldLogP[t]
 			}
-			ratio := math.Exp(lp - old)
-			clipped := math.Min(math.Max(ratio, 1-p.Epsilon), 1+p.EpsilonHigh)
-			un, cl := ratio*a, clipped*a
-			var lt, dt float64
-			switch {
-			case un < cl:
-				lt, dt = -un, -ratio*a
-			case un > cl:
-				lt = -cl
-				if ratio > 1-p.Epsilon && ratio < 1+p.EpsilonHigh {
-					dt = -ratio * a
+		}
+		// The sequence's importance weight (GSPO) or none.
+		seqCoef := 1.0
+		if seqLevel && m {
+			seqCoef = math.Exp(sum(logRatio) / active[i])
+		}
+		// vespo's detached Gamma weight of the sequence's summed log-ratio.
+		phi := 0.0
+		if p.LossType == LossVESPO {
+			phi = p.vespoWeight(logRatio, m, a)
+			st.PhiSum += phi
+		}
+		g := make([]float64, len(s.LogP))
+		seqDC := 0.0 // ∂Loss/∂(sequence weight), spread over the tokens after the loop
+		var low, high float64
+		for t, lp := range s.LogP {
+			coef := seqCoef
+			if !seqLevel {
+				coef = math.Exp(logRatio[t])
+			}
+			if m && (keep == nil || keep[i][t]) {
+				var val, dc, dlp float64 // term, ∂term/∂coef, ∂term/∂logp directly
+				switch p.LossType {
+				case LossCISPO:
+					k := math.Min(coef, p.EpsilonHigh)
+					val, dlp = -k*a*lp, -k*a
+				case LossVESPO:
+					val, dlp = -phi*a*lp, -phi*a
+				case LossSAPO:
+					tau := p.SAPOTemperatureNeg
+					if a > 0 {
+						tau = p.SAPOTemperaturePos
+					}
+					sg := sigmoid(tau * (coef - 1))
+					val, dc = -sg*4/tau*a, -4*sg*(1-sg)*a
+				default:
+					val, dc = clippedTerm(coef, a, 1-p.Epsilon, 1+p.EpsilonHigh)
 				}
-			default: // equal: torch.minimum splits the gradient between both sides
-				lt = -un
-				dt = -0.5 * ratio * a
-				if ratio >= 1-p.Epsilon && ratio <= 1+p.EpsilonHigh {
-					dt -= 0.5 * ratio * a
+				res.Loss += w * val
+				g[t] += w * dlp
+				if seqLevel {
+					seqDC += w * dc
+				} else {
+					g[t] += w * dc * coef
 				}
+			}
+			if !m {
+				continue
 			}
 			d := s.RefLogP[t] - lp
 			klT := math.Exp(d) - d - 1
-			kl += klT
+			st.KL += klT
+			if s.Entropy != nil {
+				st.Entropy += s.Entropy[t]
+			}
 			if p.Beta != 0 {
-				lt += p.Beta * klT
-				dt += p.Beta * (1 - math.Exp(d))
+				res.Loss += w * p.Beta * klT
+				g[t] += w * p.Beta * (1 - math.Exp(d))
 			}
-			res.Loss += w * lt
-			g[t] = w * dt
-			lowClip := ratio < 1-p.Epsilon && a < 0
-			highClip := ratio > 1+p.EpsilonHigh && a > 0
-			if lowClip {
-				low++
+			if !seqLevel {
+				l, h, c := clipFlags(coef, a, p)
+				low, high = low+l, high+h
+				st.ClipLow, st.ClipHigh, st.CISPOClip = st.ClipLow+l, st.ClipHigh+h, st.CISPOClip+c
+				st.ClipRegion += math.Max(l, h)
+				st.ClipCount++
 			}
-			if highClip {
-				high++
+		}
+		if seqLevel {
+			for t := range g {
+				if m {
+					g[t] += seqDC * seqCoef / active[i]
+				}
 			}
-			if lowClip || highClip {
-				region++
-			}
+			l, h, c := clipFlags(seqCoef, a, p)
+			low, high = l, h
+			st.ClipLow, st.ClipHigh, st.CISPOClip = st.ClipLow+l, st.ClipHigh+h, st.CISPOClip+c
+			st.ClipRegion += math.Max(l, h)
+			st.ClipCount++
+			st.ClipLowMin, st.ClipHighMax = nanMin(st.ClipLowMin, low), nanMax(st.ClipHighMax, high)
+		} else if m { // a sequence without loss tokens has no share (NaN in TRL, skipped)
+			st.ClipLowMin = nanMin(st.ClipLowMin, low/active[i])
+			st.ClipHighMax = nanMax(st.ClipHighMax, high/active[i])
 		}
 		res.Grad[i] = g
 	}
-	if total > 0 {
-		n := float64(total)
-		res.KL, res.ClipLow, res.ClipHigh, res.ClipRegion = kl/n, low/n, high/n, region/n
-	}
+	res.Stats = st
 	return res, nil
+}
+
+// clippedTerm is −min(c·A, clamp(c, lo, hi)·A) and its derivative with respect to c, with
+// PyTorch's subgradients: clamp passes the gradient on [lo, hi] inclusive, and on a tie
+// torch.minimum gives each side half.
+func clippedTerm(c, a, lo, hi float64) (val, dc float64) {
+	cl := math.Min(math.Max(c, lo), hi)
+	un, cv := c*a, cl*a
+	inside := c >= lo && c <= hi
+	switch {
+	case un < cv:
+		return -un, -a
+	case un > cv:
+		if inside {
+			return -cv, -a
+		}
+		return -cv, 0
+	default:
+		dc = -0.5 * a
+		if inside {
+			dc -= 0.5 * a
+		}
+		return -un, dc
+	}
+}
+
+// clipFlags are the clip indicators of a weight: low (w < 1−ε with A < 0) and high
+// (w > 1+ε_high with A > 0) for the clipped losses, cispo's (w > ε_high with A > 0).
+func clipFlags(c, a float64, p Params) (low, high, cispo float64) {
+	if p.LossType == LossCISPO {
+		if c > p.EpsilonHigh && a > 0 {
+			cispo = 1
+		}
+		return
+	}
+	if !p.clipped() {
+		return
+	}
+	if c < 1-p.Epsilon && a < 0 {
+		low = 1
+	}
+	if c > 1+p.EpsilonHigh && a > 0 {
+		high = 1
+	}
+	return
+}
+
+// vespoWeight is VESPO's φ(W) = exp(λ + k·log W − λ·W) of the sequence's summed log-ratio
+// (each clamped to ±20, the sum to [ln 1e-8, 20]); k, λ by the sign of the advantage
+// (non-negative: the _pos pair), λ at least 1e-4, non-finite φ as 0.
+func (p Params) vespoWeight(logRatio []float64, active bool, a float64) float64 {
+	s := 0.0
+	if active {
+		for _, r := range logRatio {
+			s += math.Max(-20, math.Min(20, r))
+		}
+	}
+	logW := math.Max(math.Log(1e-8), math.Min(20, s))
+	k, lambda := p.VESPOKNeg, p.VESPOLambdaNeg
+	if a >= 0 {
+		k, lambda = p.VESPOKPos, p.VESPOLambdaPos
+	}
+	lambda = math.Max(lambda, 1e-4)
+	phi := math.Exp(lambda + k*logW - lambda*math.Exp(logW))
+	if math.IsNaN(phi) || math.IsInf(phi, 0) {
+		return 0
+	}
+	return phi
+}
+
+// entropyFilter is top_entropy_quantile's mask: keep[i][t] when the token's entropy is at
+// least the (1 − ρ) quantile of the entropies of the loss tokens (nil when ρ = 1 keeps all).
+func entropyFilter(seqs []Sequence, active []float64, rho float64) ([][]bool, error) {
+	if rho >= 1 {
+		return nil, nil
+	}
+	var all []float64
+	for i, s := range seqs {
+		if active[i] == 0 {
+			continue
+		}
+		if s.Entropy == nil {
+			return nil, fmt.Errorf("grpo: top_entropy_quantile %v needs the entropies of sequence %d", rho, i)
+		}
+		all = append(all, s.Entropy...)
+	}
+	keep := make([][]bool, len(seqs))
+	for i := range keep {
+		keep[i] = make([]bool, len(seqs[i].LogP))
+	}
+	if len(all) == 0 {
+		return keep, nil
+	}
+	thr := Quantile(all, 1-rho)
+	for i, s := range seqs {
+		if active[i] == 0 {
+			continue
+		}
+		for t, h := range s.Entropy {
+			keep[i][t] = h >= thr
+		}
+	}
+	return keep, nil
+}
+
+// Quantile is torch.quantile's default (linear) q-quantile of x: the sorted values at ranks
+// floor and ceil of q·(n−1), interpolated as torch.lerp does (from the nearer end), so that
+// ties with the threshold fall the same way. x is sorted in place.
+func Quantile(x []float64, q float64) float64 {
+	sort.Float64s(x)
+	rank := q * float64(len(x)-1)
+	lo := int(math.Floor(rank))
+	hi := int(math.Ceil(rank))
+	w := rank - float64(lo)
+	a, b := x[lo], x[hi]
+	if w < 0.5 {
+		return a + w*(b-a)
+	}
+	return b - (b-a)*(1-w)
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+func sum(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v
+	}
+	return s
 }

@@ -9,10 +9,18 @@ script adds what a GRPO step puts on top of it, written from DESIGN section 5:
   - policy log-probs: log_softmax(logits / T) with the adapters, gathered at the completion
     tokens; reference log-probs: the same with the adapters off (no gradient).
   - group advantages from the rewards (scale_rewards group, batch or none; std + 1e-4).
-  - the per-token loss -min(ratio A, clamp(ratio, 1-eps, 1+eps_high) A) + beta KL_t with
-    ratio = exp(logp - logp.detach()) and KL_t = exp(ref - logp) - (ref - logp) - 1, aggregated
-    by loss_type; with several micro-batches dapo divides by the tokens of all of them and the
-    other types average the micro-batches' losses (gradient accumulation).
+  - the per-token policy term of each loss_type with the importance weight w = exp(logp - old)
+    per token, or exp(mean(logp - old)) per sequence (GSPO); old = logp.detach() unless the
+    case gives "old_lora", the adapters at sampling time (num_iterations > 1):
+      grpo, bnpo, dr_grpo, dapo, luspo: -min(w A, clamp(w, 1-eps, 1+eps_high) A)
+      cispo: -sg(min(w, eps_high)) A logp;  sapo: -sigmoid(tau (w - 1)) 4/tau A
+      vespo: -sg(phi(W)) A logp with W = exp(sum(logp - old)), phi = e^lam W^k e^(-lam W)
+    times the entropy filter (top_entropy_quantile rho: the token's entropy at least the
+    (1 - rho) quantile of the micro-batch's), plus beta KL_t, KL_t = exp(ref - logp) - (ref - logp) - 1;
+    completions marked truncated have no loss token with mask_truncated_completions;
+    aggregated by loss_type; with several micro-batches dapo, cispo and vespo divide by the
+    loss tokens of all of them and the other types average the micro-batches' losses
+    (gradient accumulation).
 
 Everything runs in float64, so the reference's own rounding is far below the test's tolerance.
 
@@ -21,12 +29,17 @@ Input (stdin, JSON):
                                                     "a": [R*I], "b": [O*R]}}}},
    "cases": [{"model": NAME, "temperature": T, "loss_type": L, "scale_rewards": SR,
               "beta": B, "epsilon": E, "epsilon_high": EH, "max_completion_length": M,
-              "num_generations": G,
-              "micro_batches": [{"prompts": [[ids]], "completions": [[ids]], "rewards": [r]}]}]}
+              "num_generations": G, "importance_sampling_level": "token"|"sequence",
+              "mask_truncated_completions": bool, "top_entropy_quantile": RHO,
+              "sapo_temperature_pos"/"_neg", "vespo_k_pos"/"_lambda_pos"/"_k_neg"/"_lambda_neg",
+              "old_lora": {MODULE: {...}} (optional),
+              "micro_batches": [{"prompts": [[ids]], "completions": [[ids]], "rewards": [r],
+                                 "truncated": [bool]}]}]}
 Output (stdout, JSON):
   {"results": [{"loss": L, "loss_scale": (the aggregation of |loss_t|), "advantages": [[a]], "grads": {MODULE: {"a": [...], "b": [...]}}}]}
 """
 import json
+import math
 import os
 import sys
 
@@ -65,42 +78,89 @@ def merged(cfg, base, lora, params):
 
 
 def completion_logps(cfg, w, prompt, completion, temperature):
-    """log p(completion[k] | prompt, completion[<k]) under softmax(logits / T)."""
+    """log p(completion[k] | prompt, completion[<k]) under softmax(logits / T), and the entropy
+    of each of those distributions (detached)."""
     seq = list(prompt) + list(completion)
     logits = reference.forward(cfg, w, seq)
-    lp = torch.log_softmax(logits[:-1] / temperature, dim=-1)
-    lp = lp.gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
-    return lp[len(prompt) - 1:]
+    logp_all = torch.log_softmax(logits[:-1] / temperature, dim=-1)
+    lp = logp_all.gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
+    ent = -(logp_all.exp() * logp_all).sum(-1).detach()
+    return lp[len(prompt) - 1:], ent[len(prompt) - 1:]
+
+
+def quantile(x, q):
+    """torch.quantile's linear interpolation, as TRL thresholds the entropies."""
+    return torch.quantile(x, q).item()
 
 
 def micro_loss(case, per_seq, adv, n_all_tokens):
     """The micro-batch's loss (per-token GRPO terms aggregated by loss_type), and the same
-    aggregation of |term|: the scale the loss's tolerance is relative to."""
+    aggregation of |term|: the scale the loss's tolerance is relative to.
+
+    per_seq holds (logp, ref, old, entropy, truncated) per completion; old is None for
+    num_iterations = 1 (logp detached). A completion dropped by mask_truncated_completions
+    has no loss token; the entropy filter keeps the policy term of tokens whose entropy is at
+    least the (1 - rho) quantile of the micro-batch's loss tokens (the KL term stays)."""
     eps, eps_high, beta = case["epsilon"], case["epsilon_high"], case["beta"]
+    lt = case["loss_type"]
+    level = case.get("importance_sampling_level") or "token"
+    rho = case.get("top_entropy_quantile", 1.0)
+    kept = [not (case.get("mask_truncated_completions") and trunc) for (_, _, _, _, trunc) in per_seq]
+    thr = None
+    if rho < 1.0:
+        ents = [e for (_, _, _, e, _), k in zip(per_seq, kept) if k]
+        thr = quantile(torch.cat(ents), 1 - rho) if ents else float("inf")
     terms = []
-    for (lp, ref), a in zip(per_seq, adv):
-        ratio = torch.exp(lp - lp.detach())
-        clipped = torch.clamp(ratio, 1 - eps, 1 + eps_high)
-        t = -torch.minimum(ratio * a, clipped * a)
+    for (lp, ref, old, ent, _), a, k in zip(per_seq, adv, kept):
+        if not k:
+            terms.append(lp[:0])  # no loss token
+            continue
+        log_ratio = lp - (lp.detach() if old is None else old)
+        if level == "sequence":
+            w = torch.exp(log_ratio.mean()).expand(lp.numel())
+        else:
+            w = torch.exp(log_ratio)
+        if lt == "cispo":
+            t = -torch.clamp(w, max=eps_high).detach() * a * lp
+        elif lt == "sapo":
+            tau = case["sapo_temperature_pos"] if a > 0 else case["sapo_temperature_neg"]
+            t = -torch.sigmoid(tau * (w - 1)) * 4 / tau * a
+        elif lt == "vespo":
+            with torch.no_grad():
+                lw = torch.clamp(torch.clamp(log_ratio, -20, 20).sum(), math.log(1e-8), 20.0)
+                kk, lam = ((case["vespo_k_pos"], case["vespo_lambda_pos"]) if a >= 0
+                           else (case["vespo_k_neg"], case["vespo_lambda_neg"]))
+                lam = max(lam, 1e-4)
+                phi = torch.exp(lam + kk * lw - lam * torch.exp(lw))
+            t = -phi * a * lp
+        else:
+            clipped = torch.clamp(w, 1 - eps, 1 + eps_high)
+            t = -torch.minimum(w * a, clipped * a)
+        if thr is not None:
+            t = t * (ent >= thr).to(DT)
         if beta != 0:
             t = t + beta * (torch.exp(ref - lp) - (ref - lp) - 1)
         terms.append(t)
-    lt = case["loss_type"]
     n_seq = len(terms)
     n_tok = sum(t.numel() for t in terms)
 
     def aggregate(ts):
-        if lt == "grpo":
+        if lt in ("grpo", "sapo"):
             return sum(t.sum() / max(t.numel(), 1) for t in ts) / n_seq
         if lt == "bnpo":
             return sum(t.sum() for t in ts) / max(n_tok, 1)
         if lt == "dr_grpo":
             return sum(t.sum() for t in ts) / (n_seq * case["max_completion_length"])
-        if lt == "dapo":
+        if lt in ("dapo", "cispo", "vespo"):
             return sum(t.sum() for t in ts) / max(n_all_tokens, 1)
+        if lt == "luspo":
+            return sum(t.sum() for t in ts) / n_seq
         raise ValueError(lt)
 
-    return aggregate(terms), aggregate([t.detach().abs() for t in terms]).item()
+    total = aggregate(terms)
+    if not torch.is_tensor(total):
+        total = torch.zeros((), dtype=DT)
+    return total, float(aggregate([t.detach().abs() for t in terms]))
 
 
 def run_case(case, model):
@@ -109,9 +169,17 @@ def run_case(case, model):
     params = {m: {"a": torch.tensor(s["a"], dtype=DT).view(s["r"], s["in"]).requires_grad_(True),
                   "b": torch.tensor(s["b"], dtype=DT).view(s["out"], s["r"]).requires_grad_(True)}
               for m, s in lora.items()}
+    old_w = None
+    if case.get("old_lora"):  # the adapters at sampling time: num_iterations > 1
+        old_params = {m: {"a": torch.tensor(s["a"], dtype=DT).view(s["r"], s["in"]),
+                          "b": torch.tensor(s["b"], dtype=DT).view(s["out"], s["r"])}
+                      for m, s in case["old_lora"].items()}
+        old_w = merged(cfg, base, case["old_lora"], old_params)
     mbs = case["micro_batches"]
     ga = len(mbs)
-    n_all = sum(len(c) for mb in mbs for c in mb["completions"])
+    masking = case.get("mask_truncated_completions")
+    n_all = sum(len(c) for mb in mbs for c, tr in zip(mb["completions"], mb.get("truncated") or [False] * len(mb["completions"]))
+                if not (masking and tr))
     total = torch.zeros((), dtype=DT)
     scale = 0.0
     advs = []
@@ -121,16 +189,20 @@ def run_case(case, model):
             adv = advantages(mb["rewards"], case["num_generations"], case["scale_rewards"])
             advs.append(adv.tolist())
             per_seq = []
-            for p, c in zip(mb["prompts"], mb["completions"]):
-                lp = completion_logps(cfg, w, p, c, T)
+            truncated = mb.get("truncated") or [False] * len(mb["completions"])
+            for p, c, tr in zip(mb["prompts"], mb["completions"], truncated):
+                lp, ent = completion_logps(cfg, w, p, c, T)
                 key = (case["model"], T, tuple(p), tuple(c))
                 if key not in REF:  # the reference depends on the sequence alone
                     with torch.no_grad():
-                        REF[key] = completion_logps(cfg, base, p, c, T)
-                ref = REF[key]
-                per_seq.append((lp, ref))
-            loss, size = micro_loss(case, per_seq, adv, n_all)
-            if case["loss_type"] != "dapo":
+                        REF[key] = completion_logps(cfg, base, p, c, T)[0]
+                old = None
+                if old_w is not None:
+                    with torch.no_grad():
+                        old = completion_logps(cfg, old_w, p, c, T)[0]
+                per_seq.append((lp, REF[key], old, ent, tr))
+            loss, size = micro_loss(case, per_seq, adv.tolist(), n_all)
+            if case["loss_type"] not in ("dapo", "cispo", "vespo"):
                 loss, size = loss / ga, size / ga  # the accumulated micro-batches average
             total, scale = total + loss, scale + size
         total.backward()

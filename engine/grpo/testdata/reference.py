@@ -1,9 +1,13 @@
-# Independent reference for engine/grpo: DESIGN §5's GRPO loss written directly in PyTorch,
-# with the gradient taken by autograd. Reads a JSON case on stdin, prints a JSON result.
+# Independent reference for engine/grpo: DESIGN §5's GRPO loss with every TRL option, written
+# directly in PyTorch on padded tensors as TRL's GRPOTrainer forms it, with the gradient taken by
+# autograd. Reads a JSON case on stdin, prints a JSON result.
 import json
+import math
 import sys
 
 import torch
+
+DT = torch.float64
 
 
 def advantages(rewards, g, scale):
@@ -21,54 +25,124 @@ def advantages(rewards, g, scale):
 
 
 def loss(case):
+    """The loss of one micro-batch as TRL's GRPOTrainer._compute_loss forms it, on padded
+    [B, T] tensors with a completion mask, written from its definitions; autograd gives the
+    gradient with respect to the per-token log-probs."""
     p = case["params"]
     seqs = case["seqs"]
     n = len(seqs)
     width = max(len(s["logp"]) for s in seqs)
-    logp = torch.zeros(n, width, dtype=torch.float64)
-    ref = torch.zeros(n, width, dtype=torch.float64)
-    old = torch.zeros(n, width, dtype=torch.float64)
-    mask = torch.zeros(n, width, dtype=torch.float64)
-    adv = torch.tensor([s["adv"] for s in seqs], dtype=torch.float64).unsqueeze(1)
+    pad = lambda key: torch.stack([
+        torch.cat([torch.tensor(s[key], dtype=DT), torch.zeros(width - len(s[key]), dtype=DT)])
+        for s in seqs])
+    logp = pad("logp").requires_grad_(True)
+    ref = pad("ref")
+    mask = torch.stack([torch.cat([torch.ones(len(s["logp"]), dtype=DT), torch.zeros(width - len(s["logp"]), dtype=DT)])
+                        for s in seqs])
+    if p.get("mask_truncated"):
+        truncated = torch.tensor([bool(s.get("truncated")) for s in seqs])
+        mask = mask * (~truncated).to(DT).unsqueeze(1)
+    adv = torch.tensor([s["adv"] for s in seqs], dtype=DT).unsqueeze(1)
     has_old = any(s.get("old") is not None for s in seqs)
-    for i, s in enumerate(seqs):
-        k = len(s["logp"])
-        logp[i, :k] = torch.tensor(s["logp"], dtype=torch.float64)
-        ref[i, :k] = torch.tensor(s["ref"], dtype=torch.float64)
-        if s.get("old") is not None:
-            old[i, :k] = torch.tensor(s["old"], dtype=torch.float64)
-        mask[i, :k] = 1
-    logp.requires_grad_(True)
-    old_lp = old if has_old else logp.detach()
-    ratio = torch.exp(logp - old_lp)
-    clipped = torch.clamp(ratio, 1 - p["epsilon"], 1 + p["epsilon_high"])
-    per_token = -torch.min(ratio * adv, clipped * adv)
+    old = pad("old") if has_old else logp.detach()
+    has_ent = all(s.get("entropy") is not None for s in seqs)
+    ent = pad("entropy") if has_ent else None
+
+    rho = p.get("top_entropy_quantile", 1.0)
+    entropy_mask = None
+    if rho < 1.0:
+        active = ent[mask.bool()]
+        if active.numel() == 0:
+            entropy_mask = torch.zeros_like(mask, dtype=torch.bool)
+        else:
+            thr = torch.quantile(active, 1 - rho)
+            entropy_mask = ((ent * mask) >= thr) & mask.bool()
+
+    log_ratio = logp - old
+    level = p.get("importance_sampling_level") or "token"
+    if level == "token":
+        log_w = log_ratio
+    else:
+        log_w = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+    coef_1 = torch.exp(log_w)
     kl = torch.exp(ref - logp) - (ref - logp) - 1
+
+    lt = p["loss_type"]
+    eps, eps_high = p["epsilon"], p["epsilon_high"]
+    phi = None
+    if lt == "cispo":
+        per_token = -torch.clamp(coef_1, max=eps_high).detach() * adv * logp
+    elif lt in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
+        coef_2 = torch.clamp(coef_1, 1 - eps, 1 + eps_high)
+        per_token = -torch.min(coef_1 * adv, coef_2 * adv)
+    elif lt == "sapo":
+        tau = torch.where(adv > 0, torch.tensor(p["sapo_temperature_pos"], dtype=DT),
+                          torch.tensor(p["sapo_temperature_neg"], dtype=DT))
+        per_token = -torch.sigmoid(tau * (coef_1 - 1)) * 4 / tau * adv
+    elif lt == "vespo":
+        with torch.no_grad():
+            s = torch.sum(torch.clamp(log_ratio, -20.0, 20.0) * mask, dim=-1, keepdim=True)
+            log_ws = torch.clamp(s, math.log(1e-8), 20.0)
+            nonneg = adv >= 0
+            k = torch.where(nonneg, torch.tensor(p["vespo_k_pos"], dtype=DT), torch.tensor(p["vespo_k_neg"], dtype=DT))
+            lam = torch.where(nonneg, torch.tensor(p["vespo_lambda_pos"], dtype=DT),
+                              torch.tensor(p["vespo_lambda_neg"], dtype=DT)).clamp(min=1e-4)
+            phi = torch.exp(lam + k * log_ws - lam * torch.exp(log_ws)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+        per_token = -phi * adv * logp
+    else:
+        raise ValueError(lt)
+    per_token = per_token.expand(n, width)
+    if entropy_mask is not None:
+        per_token = per_token * entropy_mask
     if p["beta"] != 0:
         per_token = per_token + p["beta"] * kl
-    lt = p["loss_type"]
-    if lt == "grpo":
-        total = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+    if lt in ("grpo", "sapo"):
+        total = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     elif lt == "bnpo":
-        total = (per_token * mask).sum() / mask.sum().clamp(min=1)
+        total = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
     elif lt == "dr_grpo":
         total = (per_token * mask).sum() / (n * p["max_completion_length"])
-    else:  # dapo: normalised by the tokens of the whole accumulated batch
-        total = (per_token * mask).sum() / (p.get("tokens") or mask.sum().item())
+    elif lt in ("dapo", "cispo", "vespo"):  # by the loss tokens of the whole accumulated batch
+        tokens = p.get("tokens") or mask.sum().item()
+        total = (per_token * mask).sum() / max(tokens, 1)
+    else:  # luspo: each sequence's loss times its length, averaged over the sequences
+        total = (per_token * mask).sum(-1).mean()
     total.backward()
-    low = ((ratio < 1 - p["epsilon"]) & (adv < 0)).double()
-    high = ((ratio > 1 + p["epsilon_high"]) & (adv > 0)).double()
-    region = ((low + high) > 0).double()
-    count = mask.sum()
-    grads = [logp.grad[i, : len(s["logp"])].tolist() for i, s in enumerate(seqs)]
-    return {
+
+    def masked_mean(x):  # per token over the mask, or per sequence over all sequences
+        if x.shape[1] == 1:
+            return (x.sum() / max(x.shape[0], 1)).item()
+        return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
+
+    def seq_means(x):  # each sequence's share (NaN for a sequence without loss tokens)
+        if x.shape[1] == 1:
+            return x.squeeze(1)
+        return (x * mask).sum(-1) / mask.sum(-1)
+
+    out = {
         "loss": total.item(),
-        "grad": grads,
-        "kl": ((kl * mask).sum() / count).item(),
-        "clip_low": ((low * mask).sum() / count).item(),
-        "clip_high": ((high * mask).sum() / count).item(),
-        "clip_region": ((region * mask).sum() / count).item(),
+        "grad": [logp.grad[i, : len(s["logp"])].tolist() for i, s in enumerate(seqs)],
+        "metrics": {"kl": masked_mean(kl)},
     }
+    m = out["metrics"]
+    if has_ent:
+        m["entropy"] = masked_mean(ent)
+    if lt in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
+        low = ((coef_1 < 1 - eps) & (adv < 0)).to(DT)
+        high = ((coef_1 > 1 + eps_high) & (adv > 0)).to(DT)
+        region = ((low + high) > 0).to(DT)
+        m["clip_ratio/low_mean"] = masked_mean(low)
+        m["clip_ratio/high_mean"] = masked_mean(high)
+        m["clip_ratio/region_mean"] = masked_mean(region)
+        lows, highs = seq_means(low), seq_means(high)
+        m["clip_ratio/low_min"] = lows[~torch.isnan(lows)].min().item()
+        m["clip_ratio/high_max"] = highs[~torch.isnan(highs)].max().item()
+    elif lt == "cispo":
+        m["cispo_clip_ratio"] = masked_mean(((coef_1 > eps_high) & (adv > 0)).to(DT))
+    elif lt == "vespo":
+        m["vespo/phi_seq_mean"] = masked_mean(phi)
+    return out
 
 
 def main():

@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"rlhfstation/engine/config"
+)
+
+// Until off-policy steps are wired, a run refuses num_iterations > 1 and steps_per_generation
+// ≠ gradient_accumulation_steps instead of ignoring them; reward_weights must match the
+// preset's rewards. All three are refused before the model is read.
+func TestNewRefusesGRPOOptions(t *testing.T) {
+	for _, tc := range []struct {
+		set  func(c *config.Config)
+		want string
+	}{
+		{func(c *config.Config) { c.NumIterations = 2 }, "num_iterations = 2, steps_per_generation = 1: reusing a generation batch"},
+		{func(c *config.Config) { c.StepsPerGeneration = 3 }, "steps_per_generation = 3"},
+		{func(c *config.Config) { c.RewardWeights = []float64{1, 2} }, "reward_weights has 2 values but preset story has 1 rewards (ppl)"},
+	} {
+		c := tinyConfig(t, "story", 1)
+		tc.set(c)
+		_, err := New(c, Options{ModelDir: t.TempDir(), ModelName: "none", Prompts: prompts(t, "story")})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
