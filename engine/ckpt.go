@@ -196,8 +196,10 @@ func (e *Engine) resume(runDir string) error {
 	if h := e.cfg.Hash(); c.State.ConfigHash != "" && h != c.State.ConfigHash {
 		if oldErr != nil {
 			e.logf("the configuration differs from the one the checkpoint was made with (its config.toml does not load: %v); continuing with the new one", oldErr)
-		} else {
-			e.logf("resuming with %s", strings.Join(e.cfg.Changes(old), "; "))
+		} else if ch := e.cfg.Changes(old); len(ch) > 0 {
+			e.logf("resuming with %s", strings.Join(ch, "; "))
+		} else { // only keys this version adds, at their defaults, tell the two apart
+			e.logf("resuming with the settings of its config.toml; keys added since take their defaults")
 		}
 	}
 	e.keepSchedule(c.State, old)
