@@ -44,6 +44,9 @@ func runBatch(s streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := engine.CheckConfig(cfg); err != nil {
+		return usagef("%v", err)
+	}
 	var setupLines atomic.Int64 // printed during New; the engine repeats them as log events
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(s.stderr, format+"\n", a...)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,5 +67,48 @@ func TestWorkstationNeedsATerminal(t *testing.T) {
 	code, _, stderr := runCaptured(t)
 	if code != 2 || !strings.Contains(stderr, "--batch") {
 		t.Fatalf("exit %d, %s", code, stderr)
+	}
+}
+
+// A typo in [monitor] is a usage error naming the file and line, found before any model
+// loads (so before the minutes a real model takes).
+func TestMonitorTypoIsRefusedBeforeTheModelLoads(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	cfg := filepath.Join(t.TempDir(), "run.toml")
+	os.WriteFile(cfg, []byte("max_steps = 3\n\n[monitor]\nkl_max = 0.5\nkl_maxx = 0.4\n"), 0o644)
+	out := t.TempDir()
+	code, stdout, stderr := runCaptured(t, "--batch", "--config", cfg, "--out", out)
+	if code != 2 || !strings.Contains(stderr, "run.toml:5: [monitor] unknown key \"kl_maxx\"") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if strings.Contains(stderr+stdout, "loaded") {
+		t.Errorf("the model was loaded before the check:\n%s", stderr)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("a failed start left %v in the output folder", ents)
+	}
+}
+
+// Random bytes as --data: the baselines overflow, and the run is refused naming the text,
+// with no stub run folder left behind.
+func TestRandomBytesAsDataAreRefusedWithoutAStubFolder(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	data := filepath.Join(t.TempDir(), "random.bin")
+	b := make([]byte, 64<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	os.WriteFile(data, b, 0o644)
+	out := t.TempDir()
+	code, stdout, stderr := runCaptured(t, "--batch", "--model", testmodel.Dir(t), "--data", data, "--out", out, "--steps", "2")
+	if code != 1 || !strings.Contains(stderr, "baseline text") || !strings.Contains(stderr, "perplexity") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, "Inf") && strings.Contains(stderr, "json") {
+		t.Errorf("the JSON encoder met the +Inf: %s", stderr)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("a failed start left %v in the output folder", ents)
 	}
 }

@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/BurntSushi/toml"
 
@@ -32,18 +34,21 @@ func (a *adapter) Backward(dx, dy, x []float32, rows int) {
 	a.layer.Backward(dx, dy, x, &a.act)
 }
 
-// decodeMonitor sets the [monitor] table's keys onto th, refusing unknown keys.
-func decodeMonitor(table map[string]any, th *monitor.Thresholds) error {
-	var buf bytes.Buffer
-	if err := toml.NewEncoder(&buf).Encode(table); err != nil {
-		return err
+// decodeMonitor sets the [monitor] table's keys onto th one at a time, refusing unknown keys
+// and values of the wrong type; the error's key is the offending one.
+func decodeMonitor(table map[string]any, th *monitor.Thresholds) (key string, err error) {
+	for _, k := range slices.Sorted(maps.Keys(table)) {
+		var buf bytes.Buffer
+		if err := toml.NewEncoder(&buf).Encode(map[string]any{k: table[k]}); err != nil {
+			return k, err
+		}
+		md, err := toml.Decode(buf.String(), th)
+		if err != nil {
+			return k, err
+		}
+		if len(md.Undecoded()) > 0 {
+			return k, fmt.Errorf("unknown key %q", k)
+		}
 	}
-	md, err := toml.Decode(buf.String(), th)
-	if err != nil {
-		return err
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return fmt.Errorf("unknown key %q", und[0].String())
-	}
-	return nil
+	return "", nil
 }

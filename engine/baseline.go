@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"rlhfstation/engine/data"
@@ -40,7 +41,16 @@ func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
-	return rewards.ComputeBaselines(levels)
+	b, err := rewards.ComputeBaselines(levels)
+	var se *rewards.SampleError
+	if errors.As(err, &se) {
+		text := []rune(samples[se.Sample].Text)
+		if len(text) > 60 {
+			text = append(text[:60], '…')
+		}
+		return b, fmt.Errorf("baseline text %q: %w", string(text), err)
+	}
+	return b, err
 }
 
 // BaselineSample is a text to score with the tokens that condition it.

@@ -65,6 +65,11 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		}
 	}
 	e.preset = preset
+	// Every check that needs no model comes before the minutes of loading one.
+	th, err := monitorThresholds(cfg)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
 
 	mc, err := model.LoadConfig(opts.ModelDir)
 	if err != nil {
@@ -112,10 +117,6 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	e.funcs, err = e.preset.Funcs(e.base.Levels, e.digits)
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", e.preset.Name, err)
-	}
-	th, err := monitorThresholds(cfg)
-	if err != nil {
-		return nil, err
 	}
 	e.mon = monitor.New(th)
 	e.mon.Now = e.now
@@ -260,13 +261,32 @@ func referenceTexts(ex []data.Example) []data.Example {
 	return out
 }
 
+// ConfigError is a setting New refuses before any work: a bad usage, not a failed run.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// CheckConfig runs the checks of cfg that need no model: what a front end calls as soon as
+// it has resolved a configuration. New runs them too.
+func CheckConfig(cfg *config.Config) error {
+	if _, err := monitorThresholds(cfg); err != nil {
+		return &ConfigError{err}
+	}
+	return nil
+}
+
 func monitorThresholds(cfg *config.Config) (monitor.Thresholds, error) {
 	th := monitor.DefaultThresholds()
 	if len(cfg.Monitor) == 0 {
 		return th, nil
 	}
-	// The [monitor] table arrives decoded; it is mapped onto the struct's toml names strictly.
-	if err := decodeMonitor(cfg.Monitor, &th); err != nil {
+	// The [monitor] table arrives decoded; it is mapped onto the struct's toml names strictly,
+	// and a problem is reported at the file and line that set the key.
+	if key, err := decodeMonitor(cfg.Monitor, &th); err != nil {
+		return th, fmt.Errorf("%s: [monitor] %w", cfg.Origin("monitor."+key), err)
+	}
+	if err := th.Validate(); err != nil {
 		return th, fmt.Errorf("[monitor]: %w", err)
 	}
 	return th, nil

@@ -49,23 +49,46 @@ type Baselines struct {
 	Source        string           `json:"source"` // the reference data the samples came from
 }
 
+// SampleError names the reference sample whose level cannot make a baseline.
+type SampleError struct {
+	Sample int    // index into the samples given to ComputeBaselines
+	Level  string // word, phrase or sentence
+	Value  float64
+	Why    string
+}
+
+func (e *SampleError) Error() string {
+	return fmt.Sprintf("sample %d: %s perplexity %g %s", e.Sample, e.Level, e.Value, e.Why)
+}
+
 // ComputeBaselines aggregates the levels of reference samples: B_l is the geometric mean of
-// P_l over the samples, with each level's sample std and percentiles. Samples with a
-// non-finite or non-positive level (texts with no word) are left out.
+// P_l over the samples, with each level's sample std and percentiles. Samples with a NaN or
+// non-positive level (texts with no word) are left out; a sample whose perplexity overflows
+// (+Inf), or levels too spread for their std to exist, are a SampleError naming the sample.
 func ComputeBaselines(samples []Levels) (Baselines, error) {
 	var word, phrase, sentence []float64
-	for _, s := range samples {
+	var index []int
+	for i, s := range samples {
+		for _, l := range []struct {
+			name string
+			v    float64
+		}{{"word", s.Word}, {"phrase", s.Phrase}, {"sentence", s.Sentence}} {
+			if math.IsInf(l.v, 0) {
+				return Baselines{}, &SampleError{Sample: i, Level: l.name, Value: l.v, Why: "overflows: the model finds this text impossibly unlikely (is it text at all?)"}
+			}
+		}
 		if !positiveFinite(s.Word) || !positiveFinite(s.Phrase) || !positiveFinite(s.Sentence) {
 			continue
 		}
 		word = append(word, s.Word)
 		phrase = append(phrase, s.Phrase)
 		sentence = append(sentence, s.Sentence)
+		index = append(index, i)
 	}
 	if len(word) == 0 {
 		return Baselines{}, errors.New("no sample with words to compute baselines from")
 	}
-	return Baselines{
+	b := Baselines{
 		Format:  BaselinesFormat,
 		Levels:  Levels{geometricMean(word), geometricMean(phrase), geometricMean(sentence)},
 		Samples: len(word),
@@ -75,7 +98,24 @@ func ComputeBaselines(samples []Levels) (Baselines, error) {
 			Phrase:   percentiles(phrase),
 			Sentence: percentiles(sentence),
 		},
-	}, nil
+	}
+	for _, l := range []struct {
+		name string
+		std  float64
+		xs   []float64
+	}{{"word", b.Std.Word, word}, {"phrase", b.Std.Phrase, phrase}, {"sentence", b.Std.Sentence, sentence}} {
+		if math.IsInf(l.std, 0) || math.IsNaN(l.std) {
+			top := 0
+			for i, x := range l.xs {
+				if x > l.xs[top] {
+					top = i
+				}
+			}
+			return Baselines{}, &SampleError{Sample: index[top], Level: l.name, Value: l.xs[top],
+				Why: "is so large that the samples' spread overflows: the model finds this text impossibly unlikely (is it text at all?)"}
+		}
+	}
+	return b, nil
 }
 
 func positiveFinite(x float64) bool { return x > 0 && !math.IsInf(x, 1) }

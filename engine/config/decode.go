@@ -131,6 +131,9 @@ func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly 
 				} else if k == "monitor" {
 					c.Monitor = mergeMaps(c.Monitor, sub)
 					c.setOrigin(key, where(source, loc, path))
+					for sk := range sub { // the monitor package checks these keys: say where each was set
+						c.setOrigin(key+"."+sk, where(source, loc, append(path[:len(path):len(path)], sk)))
+					}
 				} else {
 					walk(sub, path)
 				}
