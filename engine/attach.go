@@ -20,6 +20,11 @@ func AttachAdapter(m *model.Model, dir string) (*lora.Set, error) {
 	if cfg.UseDoRA {
 		return nil, fmt.Errorf("%s: DoRA adapters are not supported", dir)
 	}
+	for _, t := range tensors {
+		if i := model.FirstNonFinite(t.Data); i >= 0 {
+			return nil, fmt.Errorf("%s: adapter tensor %s holds %v at index %d: an adapter with non-finite weights computes nothing usable", dir, t.Name, t.Data[i], i)
+		}
+	}
 	lc := lora.Config{R: cfg.R, Alpha: cfg.LoraAlpha, TargetModules: cfg.TargetModules, RSLoRA: cfg.UseRSLoRA}
 	names := map[string]bool{}
 	for _, t := range tensors {

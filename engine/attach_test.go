@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,5 +48,33 @@ func TestAttachAdapterReproducesPolicy(t *testing.T) {
 	}
 	if _, err := AttachAdapter(fresh, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a checkpoint") {
 		t.Errorf("empty folder: %v", err)
+	}
+}
+
+// An adapter holding a NaN is refused when attached (score, generate, eval), naming the
+// tensor, instead of producing empty output.
+func TestAttachRefusesANonFiniteAdapter(t *testing.T) {
+	c := tinyConfig(t, "story", 1)
+	_, e, err := run(t, c, "", "story")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.RunDir(), "checkpoints", checkpoint.Name(1))
+	cfg, ts, err := checkpoint.LoadAdapter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts[3].Data[2] = float32(math.Inf(-1))
+	bad := t.TempDir()
+	if err := checkpoint.SaveAdapter(bad, cfg, ts); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := model.Load(tinyModelDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = AttachAdapter(fresh, bad)
+	if err == nil || !strings.Contains(err.Error(), ts[3].Name) || !strings.Contains(err.Error(), "-Inf at index 2") {
+		t.Fatalf("non-finite adapter: %v", err)
 	}
 }

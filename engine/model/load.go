@@ -80,8 +80,30 @@ func Load(dir string) (*Model, error) {
 		if err := loadParam(set, p, names[p.Name]); err != nil {
 			return nil, err
 		}
+		if i := FirstNonFinite(p.Data); i >= 0 {
+			return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",
+				weightFiles(set, dir), names[p.Name], p.Data[i], i)
+		}
+	}
+	for name, w := range quantized {
+		for _, scales := range [][]float32{w.Absmax, w.NestedAbsmax, {w.Offset}} {
+			if i := FirstNonFinite(scales); i >= 0 {
+				return nil, fmt.Errorf("%s: the 4-bit scales of %s hold %v: a model with non-finite weights computes nothing usable",
+					weightFiles(set, dir), name, scales[i])
+			}
+		}
 	}
 	return m, nil
+}
+
+// FirstNonFinite returns the index of the first NaN or ±Inf in x, −1 when there is none.
+func FirstNonFinite(x []float32) int {
+	for i, v := range x {
+		if v-v != 0 { // NaN and ±Inf alone give a non-zero (NaN) difference
+			return i
+		}
+	}
+	return -1
 }
 
 // loadQuantized reads the linear weight sp when the set holds it in bitsandbytes' 4-bit

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,6 +89,18 @@ func TestLoadErrors(t *testing.T) {
 		{"rope factor as a string", "llama-gqa", func(t *testing.T, d string) {
 			editConfig(t, d, func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": "4"} })
 		}, []string{"config.json", `rope_scaling.factor: want a number, got the string "4"`}},
+		{"NaN weight", "llama-gqa", func(t *testing.T, d string) {
+			rewriteTensors(t, d, func(ts []safetensors.Tensor) []safetensors.Tensor {
+				for i, x := range ts {
+					if x.Name == "model.layers.1.mlp.up_proj.weight" {
+						v := make([]float32, x.Shape[0]*x.Shape[1])
+						v[7] = float32(math.NaN())
+						ts[i] = safetensors.F32Tensor(x.Name, x.Shape, v)
+					}
+				}
+				return ts
+			})
+		}, []string{"model.safetensors", "model.layers.1.mlp.up_proj.weight", "NaN at index 7"}},
 		{"no weights", "llama-gqa", func(t *testing.T, d string) { os.Remove(filepath.Join(d, "model.safetensors")) }, []string{"model.safetensors"}},
 		{"truncated weights", "gpt2-tied", func(t *testing.T, d string) {
 			p := filepath.Join(d, "model.safetensors")
