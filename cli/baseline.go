@@ -4,24 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"rlhfstation/engine"
-	"rlhfstation/engine/data"
-	"rlhfstation/engine/model"
-	"rlhfstation/engine/tokenizer"
 	"rlhfstation/rewards"
 )
 
 func init() {
 	register(command{name: "baseline", summary: "compute the perplexity baselines of a reference text set (baselines.json)", order: 55, run: runBaseline})
 }
-
-// baselineChunkTokens is DESIGN §6.1's largest baseline sample.
-const baselineChunkTokens = 256
 
 func runBaseline(s streams, args []string) error {
 	fs := newFlagSet("baseline", "baseline --model DIR --data FILE [--out baselines.json] [--max-samples N] [--json]\n\n"+
@@ -35,7 +28,7 @@ func runBaseline(s streams, args []string) error {
 	dataPath := fs.String("data", "", "reference texts `FILE` (required)")
 	out := fs.String("out", "baselines.json", "output `FILE`")
 	maxSamples := fs.Int("max-samples", 0, "stop after `N` samples (0: all)")
-	chunk := fs.Int("chunk-tokens", baselineChunkTokens, "largest sample in tokens")
+	chunk := fs.Int("chunk-tokens", engine.BaselineChunkTokens, "largest sample in tokens")
 	asJSON := fs.Bool("json", false, "print the baselines document on stdout too")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -50,14 +43,12 @@ func runBaseline(s streams, args []string) error {
 	if *maxSamples < 0 || *chunk < 1 {
 		return usagef("--max-samples must be ≥ 0 and --chunk-tokens ≥ 1")
 	}
-	dir, err := resolveModelDir(*modelFlag)
+	dir, err := engine.ModelDir(*modelFlag)
 	if err != nil {
 		return err
 	}
-	b, err := computeBaselines(baselineOptions{
-		ModelDir: dir, Data: *dataPath, MaxSamples: *maxSamples, ChunkTokens: *chunk,
-		Progress: newBaselineProgress(s.stderr, "scoring"),
-	})
+	b, err := engine.BaselinesOfFile(dir, *dataPath, engine.BaselineOptions{MaxSamples: *maxSamples, ChunkTokens: *chunk,
+		Progress: newBaselineProgress(s.stderr, "scoring")})
 	if err != nil {
 		return err
 	}
@@ -72,52 +63,6 @@ func runBaseline(s streams, args []string) error {
 	printBaselines(s.stdout, b)
 	fmt.Fprintf(s.stdout, "wrote %s\n", *out)
 	return nil
-}
-
-// baselineOptions are computeBaselines' inputs.
-type baselineOptions struct {
-	ModelDir    string
-	Data        string
-	MaxSamples  int
-	ChunkTokens int
-	Progress    func(done, total int) // may be nil
-}
-
-// computeBaselines scores a reference text set with the model folder's model and
-// tokenizer and aggregates the samples' levels into baselines, hashes included.
-func computeBaselines(o baselineOptions) (rewards.Baselines, error) {
-	modelHash, tokHash, err := rewards.FolderHashes(o.ModelDir)
-	if err != nil {
-		return rewards.Baselines{}, err
-	}
-	tok, err := tokenizer.Load(filepath.Join(o.ModelDir, "tokenizer.json"))
-	if err != nil {
-		return rewards.Baselines{}, err
-	}
-	m, err := model.Load(o.ModelDir)
-	if err != nil {
-		return rewards.Baselines{}, err
-	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return rewards.Baselines{}, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", o.ModelDir, tok.VocabSize(), m.Config.Vocab)
-	}
-	examples, format, err := data.ReadDocuments(o.Data)
-	if err != nil {
-		return rewards.Baselines{}, err
-	}
-	b, err := engine.ComputeBaselines(m, tok, examples, engine.BaselineOptions{Format: format, Separator: "\n",
-		ChunkTokens: o.ChunkTokens, MaxSamples: o.MaxSamples, Progress: o.Progress})
-	if err != nil {
-		return rewards.Baselines{}, fmt.Errorf("%s: %w", o.Data, err)
-	}
-	b.ModelHash, b.TokenizerHash = modelHash, tokHash
-	b.Created = time.Now().UTC().Truncate(time.Second)
-	if abs, err := filepath.Abs(o.Data); err == nil {
-		b.Source = abs
-	} else {
-		b.Source = o.Data
-	}
-	return b, nil
 }
 
 func printBaselines(w io.Writer, b rewards.Baselines) {

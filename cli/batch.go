@@ -11,9 +11,6 @@ import (
 
 	"rlhfstation/engine"
 	"rlhfstation/engine/config"
-	"rlhfstation/engine/data"
-	"rlhfstation/engine/data/synth"
-	"rlhfstation/presets"
 )
 
 func init() {
@@ -40,7 +37,7 @@ func runBatch(s streams, args []string) error {
 	if len(rest) > 0 {
 		return usagef("--batch takes no positional arguments (got %q)", rest[0])
 	}
-	cfg, modelDir, modelName, err := resolveRun(flags)
+	cfg, opts, err := engine.ResolveRun(flags)
 	if err != nil {
 		return err
 	}
@@ -48,16 +45,11 @@ func runBatch(s streams, args []string) error {
 		return usagef("%v", err)
 	}
 	var setupLines atomic.Int64 // printed during New; the engine repeats them as log events
-	logf := func(format string, a ...any) {
+	opts.Log = func(format string, a ...any) {
 		fmt.Fprintf(s.stderr, format+"\n", a...)
 		setupLines.Add(1)
 	}
-	prompts, err := builtinPrompts(cfg)
-	if err != nil {
-		return err
-	}
-	e, err := engine.New(cfg, engine.Options{ModelDir: modelDir, ModelName: modelName, Prompts: prompts,
-		Resume: flags.Resume(), Log: logf})
+	e, err := engine.New(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -79,80 +71,4 @@ func runBatch(s streams, args []string) error {
 		return nil
 	}
 	return err
-}
-
-// resolveRun builds the run configuration and picks the model folder. The built-in model
-// brings run defaults of its own (small batches, a learning rate for its size), layered under
-// the preset's [grpo] table.
-func resolveRun(flags *config.Flags) (cfg *config.Config, modelDir, modelName string, err error) {
-	presetTable := func(name string) (map[string]any, string, error) {
-		p, err := presets.Load(name)
-		if err != nil {
-			return nil, "", err
-		}
-		return p.GRPO, "preset " + name + " [grpo]", nil
-	}
-	cfg, err = flags.Resolve(presetTable)
-	if err != nil {
-		return nil, "", "", usageError{err.Error()}
-	}
-	if cfg.Model != "" {
-		return cfg, cfg.Model, cfg.Model, nil
-	}
-	if env := os.Getenv("RLHFSTATION_MODEL"); env != "" {
-		cfg.Model = env
-		return cfg, env, env, nil
-	}
-	dir, err := builtinModelDir()
-	if err != nil {
-		return nil, "", "", err
-	}
-	withBuiltin := func(name string) (map[string]any, string, error) {
-		table, source, err := presetTable(name)
-		if err != nil {
-			return nil, "", err
-		}
-		merged := map[string]any{}
-		for k, v := range builtinRunDefaults {
-			merged[k] = v
-		}
-		for k, v := range table {
-			merged[k] = v
-		}
-		return merged, "built-in model defaults + " + source, nil
-	}
-	if cfg, err = flags.Resolve(withBuiltin); err != nil {
-		return nil, "", "", usageError{err.Error()}
-	}
-	return cfg, dir, "built-in", nil
-}
-
-// builtinPrompts are the prompts of a run without --data: the synthetic corpus's held-out
-// prompts of the preset's domain (the preset it extends, for variants such as
-// math-aggressive; story for presets of other names).
-func builtinPrompts(cfg *config.Config) ([]data.Example, error) {
-	if cfg.Data != "" {
-		return nil, nil
-	}
-	name := cfg.Preset
-	if p, err := presets.Load(name); err == nil {
-		name = p.Root
-	}
-	domain := "story"
-	for _, d := range synth.Domains() {
-		if d == name {
-			domain = d
-		}
-	}
-	ps, err := synth.Prompts(domain, cfg.Seed, 512)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]data.Example, len(ps))
-	for i, p := range ps {
-		// The reference continuation is what the baselines are computed on (DESIGN §6.1's
-		// "reference answers where the data has them").
-		out[i] = data.Example{Prompt: p.Prompt, Answer: p.Answer, Text: p.Reference}
-	}
-	return out, nil
 }

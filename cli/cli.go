@@ -10,6 +10,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"rlhfstation/engine"
 )
 
 // Exit codes of DESIGN §12.
@@ -89,8 +91,13 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitOK
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	var ce *engine.ConfigError
+	switch {
+	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "rlhfstation:", ue.msg)
+		return exitUsage
+	case errors.As(err, &ce):
+		fmt.Fprintln(stderr, "rlhfstation:", ce)
 		return exitUsage
 	}
 	var ee exitError

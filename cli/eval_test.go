@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rlhfstation/engine"
 )
 
 // The built-in model, before any run, answers about half of its small problems at once with
@@ -15,7 +17,7 @@ func TestEvalBuiltin(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var r evalResult
+	var r engine.EvalResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -37,7 +39,7 @@ func TestEvalDataFile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var r evalResult
+	var r engine.EvalResult
 	json.Unmarshal([]byte(out), &r)
 	if r.Prompts != 1 || r.SampledCorrect != 0 || r.GreedyCorrect != 0 {
 		t.Errorf("an answer no completion can give: %+v", r)

@@ -48,7 +48,7 @@ func runGenerate(s streams, args []string) error {
 		}
 		prompt = string(b)
 	}
-	_, m, tok, err := mf.load(s.stderr)
+	_, m, tok, err := mf.load(s.stderr, "")
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"rlhfstation/engine"
-	"rlhfstation/engine/config"
 	"rlhfstation/engine/monitor"
 )
 
@@ -28,23 +27,13 @@ func inspectCheckpoint(ckpt, ref string) (string, float64, error) {
 // replayPolicies are the policies of replayed runs, loaded on first use per run folder.
 var replayPolicies sync.Map // run folder → *engine.Policy
 
-// generateFromRunCheckpoint generates from a checkpoint of a finished run: the model and the
-// quantization come from the run's config.toml (checkpoints/step-N/../../config.toml).
+// generateFromRunCheckpoint generates from a checkpoint of a finished run
+// (RUNDIR/checkpoints/step-N), with the policy of the run's model and quantization.
 func generateFromRunCheckpoint(ckpt, prompt string) (string, error) {
 	runDir := filepath.Dir(filepath.Dir(ckpt))
 	v, ok := replayPolicies.Load(runDir)
 	if !ok {
-		cfg, err := config.Load(filepath.Join(runDir, "config.toml"))
-		if err != nil {
-			return "", err
-		}
-		dir := cfg.Model
-		if dir == "" {
-			if dir, err = builtinModelDir(); err != nil {
-				return "", err
-			}
-		}
-		p, err := engine.LoadPolicy(dir, cfg.Quant)
+		p, err := engine.LoadRunPolicy(runDir)
 		if err != nil {
 			return "", err
 		}

@@ -3,7 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-
+	"rlhfstation/engine"
 	"rlhfstation/quant"
 )
 
@@ -48,7 +48,7 @@ func runQuantize(s streams, args []string) error {
 	if err := opt.Check(); err != nil {
 		return usagef("--blocksize %d: one of %v", *bs, quant.BlockSizes)
 	}
-	dir, err := resolveModelDir(*modelFlag)
+	dir, err := engine.ModelDir(*modelFlag)
 	if err != nil {
 		return err
 	}

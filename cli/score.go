@@ -38,7 +38,7 @@ func runScore(s streams, args []string) error {
 	if len(texts) == 0 {
 		return usagef("score needs at least one TEXT")
 	}
-	dir, m, tok, err := mf.load(s.stderr)
+	dir, m, tok, err := mf.load(s.stderr, "")
 	if err != nil {
 		return err
 	}

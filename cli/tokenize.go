@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"rlhfstation/engine"
+	"rlhfstation/engine/tokenizer"
 	"strconv"
 	"strings"
-
-	"rlhfstation/engine/tokenizer"
 )
 
 func init() {
@@ -35,7 +35,7 @@ func runTokenize(s streams, args []string) error {
 		}
 		text = string(b)
 	}
-	dir, err := resolveModelDir(*model)
+	dir, err := engine.ModelDir(*model)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func runWorkstation(s streams, args []string) error {
 	if !isTerminal(s.stdout) || !isTerminal(s.stdin) {
 		return usagef("the workstation needs a terminal; use rlhfstation --batch for a headless run")
 	}
-	defaults, _, _, err := resolveRun(flags)
+	defaults, _, err := engine.ResolveRun(flags)
 	if err != nil {
 		return err
 	}
@@ -68,20 +68,16 @@ func runWorkstation(s streams, args []string) error {
 				}
 			}
 		}
-		cfg, dir, name, err := resolveRun(flags)
+		cfg, opts, err := engine.ResolveRun(flags)
 		if err != nil {
 			return tui.Session{}, err
 		}
-		prompts, err := builtinPrompts(cfg)
-		if err != nil {
-			return tui.Session{}, err
-		}
-		e, err := engine.New(cfg, engine.Options{ModelDir: dir, ModelName: name, Prompts: prompts, Resume: flags.Resume()})
+		e, err := engine.New(cfg, opts)
 		if err != nil {
 			return tui.Session{}, err
 		}
 		mu.Lock()
-		eng, modelDir = e, dir
+		eng, modelDir = e, opts.ModelDir
 		mu.Unlock()
 		go func() { runErr <- e.Run(ctx) }()
 		return tui.Session{Events: e.Events(), Control: e, RunDir: e.RunDir()}, nil

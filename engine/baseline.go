@@ -3,12 +3,17 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
 	"rlhfstation/rewards"
 )
+
+// BaselineChunkTokens is DESIGN §6.1's largest baseline sample, in tokens.
+const BaselineChunkTokens = 256
 
 // baselineBatch is how many samples go through the scorer per progress update.
 const baselineBatch = 8
@@ -17,7 +22,7 @@ const baselineBatch = 8
 type BaselineOptions struct {
 	Format      data.Format           // how the examples were read (answers after prompts, documents…)
 	Separator   string                // between a prompt and its answer: "\n" for GSM8K/JSONL files, "" for a run, whose completions follow their prompt directly
-	ChunkTokens int                   // largest sample, in tokens (DESIGN §6.1: 256)
+	ChunkTokens int                   // largest sample, in tokens; 0 for BaselineChunkTokens
 	MaxSamples  int                   // 0: all
 	Progress    func(done, total int) // may be nil
 }
@@ -28,7 +33,7 @@ type BaselineOptions struct {
 func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example, o BaselineOptions) (rewards.Baselines, error) {
 	chunk := o.ChunkTokens
 	if chunk <= 0 {
-		chunk = 256
+		chunk = BaselineChunkTokens
 	}
 	samples := BaselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, o.Format, o.Separator, chunk, o.MaxSamples)
 	if len(samples) == 0 {
@@ -51,6 +56,37 @@ func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.
 		return b, fmt.Errorf("baseline text %q: %w", string(text), err)
 	}
 	return b, err
+}
+
+// BaselinesOfFile computes the baselines of the reference texts in the file dataPath (GSM8K,
+// JSONL with prompt and answer or text, plain text) with the model folder modelDir, stamped
+// with the folder's hashes, the time and the file. The file decides o's Format and Separator.
+func BaselinesOfFile(modelDir, dataPath string, o BaselineOptions) (rewards.Baselines, error) {
+	modelHash, tokHash, err := rewards.FolderHashes(modelDir)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	m, tok, err := LoadModel(modelDir)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	examples, format, err := data.ReadDocuments(dataPath)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	o.Format, o.Separator = format, "\n"
+	b, err := ComputeBaselines(m, tok, examples, o)
+	if err != nil {
+		return rewards.Baselines{}, fmt.Errorf("%s: %w", dataPath, err)
+	}
+	b.ModelHash, b.TokenizerHash = modelHash, tokHash
+	b.Created = time.Now().UTC().Truncate(time.Second)
+	if abs, err := filepath.Abs(dataPath); err == nil {
+		b.Source = abs
+	} else {
+		b.Source = dataPath
+	}
+	return b, nil
 }
 
 // BaselineSample is a text to score with the tokens that condition it.

@@ -36,7 +36,8 @@ type Options struct {
 	ModelDir string
 	// ModelName is how events name the model ("built-in" or the folder).
 	ModelName string
-	// Prompts are the built-in prompts, used when the config names no data file.
+	// Prompts are used when the config names no data file; nil for the built-in prompts of
+	// the preset's domain.
 	Prompts []data.Example
 	// Resume is a run folder to continue, "" for a new run.
 	Resume string
@@ -67,6 +68,7 @@ type Engine struct {
 	mon      *monitor.Monitor
 	sampler  monitor.Sampler
 
+	device  string // where it computes (SelectDevice)
 	runDir  string
 	runName string
 	step    int // optimizer steps done

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"rlhfstation/engine/builtin"
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
@@ -22,11 +23,7 @@ type Policy struct {
 
 // LoadPolicy loads dir's model and tokenizer and quantizes the base like a run would.
 func LoadPolicy(dir string, q config.Quant) (*Policy, error) {
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		return nil, err
-	}
-	m, err := model.Load(dir)
+	m, tok, err := LoadModel(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -34,6 +31,23 @@ func LoadPolicy(dir string, q config.Quant) (*Policy, error) {
 		return nil, err
 	}
 	return &Policy{model: m, tok: tok}, nil
+}
+
+// LoadRunPolicy loads the policy the checkpoints of the run folder runDir adapt: the model and
+// quantization its config.toml names (the built-in model when it names none; a run on
+// $RLHFSTATION_MODEL records that folder).
+func LoadRunPolicy(runDir string) (*Policy, error) {
+	cfg, err := config.Load(filepath.Join(runDir, "config.toml"))
+	if err != nil {
+		return nil, err
+	}
+	dir := cfg.Model
+	if dir == "" {
+		if dir, err = builtin.Dir(); err != nil {
+			return nil, err
+		}
+	}
+	return LoadPolicy(dir, cfg.Quant)
 }
 
 // Generate continues prompt with the policy of checkpoint ckpt (greedy when temperature is 0).

@@ -159,7 +159,8 @@ func (e *Engine) score(b *batch) error {
 	return nil
 }
 
-// reward scores every rollout with the preset's functions and sets the advantages.
+// reward scores every rollout with the preset's functions; trainStep turns the rewards into
+// advantages (update.go).
 func (e *Engine) reward(b *batch) (map[string]float64, error) {
 	samples := make([]rewards.Sample, len(b.rollouts))
 	for i, r := range b.rollouts {

@@ -15,7 +15,6 @@ import (
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
-	"rlhfstation/engine/tokenizer"
 	"rlhfstation/internal/human"
 	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
@@ -48,8 +47,13 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 			return nil, err
 		}
 	}
-	if cfg.Device == "cuda" {
-		return nil, errors.New("--device cuda: this build has no CUDA backend yet (use --device cpu or auto)")
+	device, note, err := SelectDevice(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	e.device = device
+	if note != "" {
+		e.logf("%s", note)
 	}
 	if cfg.NumIterations > 1 || cfg.GenerationSteps() != cfg.GradientAccumulationSteps {
 		return nil, fmt.Errorf("num_iterations = %d, steps_per_generation = %d: reusing a generation batch (off-policy steps) is not implemented yet; use num_iterations = 1 and leave steps_per_generation unset",
@@ -84,16 +88,8 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 
 	t0 := time.Now()
-	e.tok, err = tokenizer.Load(filepath.Join(opts.ModelDir, "tokenizer.json"))
-	if err != nil {
+	if e.model, e.tok, err = LoadModel(opts.ModelDir); err != nil {
 		return nil, err
-	}
-	e.model, err = model.Load(opts.ModelDir)
-	if err != nil {
-		return nil, err
-	}
-	if e.tok.VocabSize() > e.model.Config.Vocab {
-		return nil, fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", opts.ModelDir, e.tok.VocabSize(), e.model.Config.Vocab)
 	}
 	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, human.Count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))
 	e.paramInfo = events.Params{Total: int64(e.model.NumParams()), ResidentBytes: int64(e.model.NumParams()) * 4}
@@ -141,13 +137,14 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	return e, nil
 }
 
-// loadPrompts reads the data file, or takes the built-in prompts.
+// loadPrompts reads the data file, else takes the prompts given in Options, else the
+// built-in prompts of the preset's domain.
 func (e *Engine) loadPrompts() ([]data.Example, error) {
 	if e.cfg.Data == "" {
-		if len(e.opts.Prompts) == 0 {
-			return nil, errors.New("no prompts: give --data FILE")
+		if len(e.opts.Prompts) > 0 {
+			return e.opts.Prompts, nil
 		}
-		return e.opts.Prompts, nil
+		return builtinPrompts(e.preset.Root, e.cfg.Seed)
 	}
 	ex, _, err := data.Read(e.cfg.Data)
 	if err != nil {
@@ -226,7 +223,7 @@ func (e *Engine) loadBaselines() error {
 		return nil
 	}
 	e.logf("computing perplexity baselines from %d reference texts", len(e.prompts))
-	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: 256, MaxSamples: 512,
+	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512,
 		Progress: func(done, total int) {
 			if done == total || done%64 == 0 {
 				e.logf("baselines: %d/%d samples", done, total)
@@ -261,7 +258,8 @@ func referenceTexts(ex []data.Example) []data.Example {
 	return out
 }
 
-// ConfigError is a setting New refuses before any work: a bad usage, not a failed run.
+// ConfigError is a setting refused before any work (by ResolveRun, SelectDevice, CheckConfig
+// and New): a bad usage, not a failed run. Front ends exit with 2.
 type ConfigError struct{ Err error }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
@@ -334,12 +332,11 @@ func (e *Engine) openSinks() error {
 }
 
 func (e *Engine) emitRunStart() {
-	device := "cpu"
 	params := e.paramInfo
 	cfgMap := e.cfg.Map()
 	if e.preset.PPL != nil {
 		cfgMap["baselines"] = map[string]any{"word": e.base.Levels.Word, "phrase": e.base.Levels.Phrase, "sentence": e.base.Levels.Sentence}
 	}
-	e.emit(events.Event{Type: events.RunStart, Step: e.step, Run: e.runName, Model: e.opts.ModelName, Device: device,
+	e.emit(events.Event{Type: events.RunStart, Step: e.step, Run: e.runName, Model: e.opts.ModelName, Device: e.device,
 		Preset: e.preset.Name, TotalSteps: e.cfg.MaxSteps, Params: &params, Config: cfgMap, Path: e.runDir})
 }

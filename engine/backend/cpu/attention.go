@@ -248,7 +248,7 @@ func axpy(y, x []float32, alpha float32) {
 	}
 }
 
-// attentionRowsGEMM is attentionRows with the products through GEMM, one (row, key/value
+// attentionRowsGEMM is attentionRowsRef with the products through GEMM, one (row, key/value
 // head) at a time: the query heads sharing a key/value head are adjacent in a row, so
 // their scores are one small x·Kᵀ and their outputs one P·V.
 func attentionRowsGEMM(out, q []float32, spans []Span, a Attention) {

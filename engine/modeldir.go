@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"rlhfstation/engine/builtin"
+	"rlhfstation/engine/model"
+	"rlhfstation/engine/tokenizer"
+)
+
+// BuiltinModelName is how events and messages name the built-in model.
+const BuiltinModelName = "built-in"
+
+// ModelDir picks the model folder to run on: dir when given, else $RLHFSTATION_MODEL, else the
+// built-in model (extracted on first use).
+func ModelDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	if env := os.Getenv("RLHFSTATION_MODEL"); env != "" {
+		return env, nil
+	}
+	return builtin.Dir()
+}
+
+// LoadModel loads a Hugging Face model folder: the model (config.json and its weights) and
+// tokenizer.json, checking that every id the tokenizer can produce has an embedding.
+func LoadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if tok.VocabSize() > m.Config.Vocab {
+		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
+	}
+	return m, tok, nil
+}
