@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,11 @@ type Example struct {
 	// Text is the reference text for perplexity baselines: the `text` field, a line or a
 	// document of a text file, or the full reference answer (GSM8K's worked solution).
 	Text string
-	Line int // the line the entry starts on
+	// Extra holds the entry's other columns (the fields the reader did not map to Prompt,
+	// Answer or Text), as decoded from JSON; nil when there are none. Command rewards receive
+	// them, as TRL passes a dataset's other columns to reward functions.
+	Extra map[string]any
+	Line  int // the line the entry starts on
 }
 
 // Format is a dataset layout.
@@ -154,7 +159,14 @@ func parseJSONL(path string, b []byte, f Format) ([]Example, error) {
 		}
 		at := fmt.Sprintf("%s:%d", path, n+1)
 		var obj map[string]any
-		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+		// Numbers stay as written (json.Number): other columns pass through to command
+		// rewards unchanged, large integer ids included.
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil || dec.More() {
+			if err == nil {
+				err = errors.New("more than one JSON value on the line")
+			}
 			return nil, fmt.Errorf("%s: bad JSON: %v", at, err)
 		}
 		field := func(name string, required bool) (string, error) {
@@ -168,14 +180,27 @@ func parseJSONL(path string, b []byte, f Format) ([]Example, error) {
 			switch x := v.(type) {
 			case string:
 				return x, nil
-			case float64: // answers are often bare numbers
-				return strconv.FormatFloat(x, 'f', -1, 64), nil
+			case json.Number: // answers are often bare numbers
+				f, err := x.Float64()
+				if err != nil {
+					return "", fmt.Errorf("%s: field %q: %v", at, name, err)
+				}
+				return strconv.FormatFloat(f, 'f', -1, 64), nil
 			}
 			return "", fmt.Errorf("%s: field %q is not a string", at, name)
 		}
 		var ex Example
 		var err error
 		ex.Line = n + 1
+		used := map[Format][]string{GSM8K: {"question", "answer"}, PromptJSONL: {"prompt", "answer"}, TextJSONL: {"text"}}[f]
+		for k, v := range obj {
+			if !slices.Contains(used, k) {
+				if ex.Extra == nil {
+					ex.Extra = map[string]any{}
+				}
+				ex.Extra[k] = v
+			}
+		}
 		switch f {
 		case GSM8K:
 			if ex.Prompt, err = field("question", true); err != nil {

@@ -1,9 +1,11 @@
 package data
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,12 +28,12 @@ func TestReadFormats(t *testing.T) {
 		format        Format
 		want          []Example
 	}{
-		{"p.jsonl", "{\"prompt\": \"Add 2 and 3.\", \"answer\": \"#### 5\"}\n\n{\"prompt\": \"Say hi.\"}\n{\"prompt\": \"Count\", \"answer\": 1200}\n", PromptJSONL,
-			[]Example{{Prompt: "Add 2 and 3.", Answer: "5", Text: "#### 5", Line: 1}, {Prompt: "Say hi.", Line: 3}, {Prompt: "Count", Answer: "1200", Text: "1200", Line: 4}}},
+		{"p.jsonl", "{\"prompt\": \"Add 2 and 3.\", \"answer\": \"#### 5\"}\n\n{\"prompt\": \"Say hi.\", \"level\": \"easy\", \"tags\": [\"a\", 2]}\n{\"prompt\": \"Count\", \"answer\": 1200}\n", PromptJSONL,
+			[]Example{{Prompt: "Add 2 and 3.", Answer: "5", Text: "#### 5", Line: 1}, {Prompt: "Say hi.", Extra: map[string]any{"level": "easy", "tags": []any{"a", json.Number("2")}}, Line: 3}, {Prompt: "Count", Answer: "1200", Text: "1200", Line: 4}}},
 		{"g.jsonl", "{\"question\": \"How many?\", \"answer\": \"2+2=<<2+2=4>>4\\n#### 1,004\"}\n", GSM8K,
 			[]Example{{Prompt: "How many?", Answer: "1004", Text: "2+2=<<2+2=4>>4\n#### 1,004", Line: 1}}},
 		{"t.jsonl", "{\"text\": \"Once upon a time.\"}\n{\"text\": \"The end.\", \"id\": 3}\n", TextJSONL,
-			[]Example{{Text: "Once upon a time.", Line: 1}, {Text: "The end.", Line: 2}}},
+			[]Example{{Text: "Once upon a time.", Line: 1}, {Text: "The end.", Extra: map[string]any{"id": json.Number("3")}, Line: 2}}},
 		{"p.txt", "\nWrite a poem.\r\n  \nTell a story.\n", Lines,
 			[]Example{{Prompt: "Write a poem.", Text: "Write a poem.", Line: 2}, {Prompt: "Tell a story.", Text: "Tell a story.", Line: 4}}},
 		{"brace.txt", "{not json} but a prompt\n", Lines,
@@ -48,7 +50,7 @@ func TestReadFormats(t *testing.T) {
 			continue
 		}
 		for i := range got {
-			if got[i] != c.want[i] {
+			if !reflect.DeepEqual(got[i], c.want[i]) {
 				t.Errorf("%s example %d = %+v, want %+v", c.name, i, got[i], c.want[i])
 			}
 		}
@@ -70,7 +72,7 @@ func TestReadDocuments(t *testing.T) {
 		t.Fatalf("format %s docs %+v", f, docs)
 	}
 	for i := range want {
-		if docs[i] != want[i] {
+		if !reflect.DeepEqual(docs[i], want[i]) {
 			t.Errorf("doc %d = %+v, want %+v", i, docs[i], want[i])
 		}
 	}
