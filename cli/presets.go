@@ -104,6 +104,9 @@ func otherRewards(p presets.Preset) string {
 	if p.Format != nil {
 		parts = append(parts, fmt.Sprintf("format ×%s", num(p.Format.Weight)))
 	}
+	for _, c := range p.Commands {
+		parts = append(parts, fmt.Sprintf("%s ×%s (command %s)", c.Name, num(c.Weight), strings.Join(c.Command, " ")))
+	}
 	if len(parts) == 0 {
 		return "—"
 	}
@@ -166,6 +169,14 @@ func printPresetsJSON(w io.Writer, infos []presets.Info) error {
 			pj.Rewards["format"] = struct {
 				Weight float64 `json:"weight"`
 			}{p.Format.Weight}
+		}
+		for _, c := range p.Commands {
+			pj.Rewards[c.Name] = struct {
+				Kind    string   `json:"kind"`
+				Weight  float64  `json:"weight"`
+				Command []string `json:"command"`
+				Timeout float64  `json:"timeout"`
+			}{"command", c.Weight, c.Command, c.Timeout.Seconds()}
 		}
 		out.Presets = append(out.Presets, pj)
 	}

@@ -42,7 +42,8 @@ type fileLayout struct {
 	Format *struct {
 		Weight *float64 `toml:"weight"`
 	} `toml:"format"`
-	GRPO map[string]any `toml:"grpo"`
+	GRPO    map[string]any   `toml:"grpo"`
+	Rewards []map[string]any `toml:"rewards"`
 }
 
 // Defaults of keys a present section leaves out.
@@ -224,8 +225,15 @@ func decode(name, source string, data []byte, depth int) (Preset, *fileLayout, e
 	if s := f.Format; s != nil {
 		p.Format = &Format{Weight: weight("format.weight", s.Weight)}
 	}
-	if len(errs) == 0 && p.PPL == nil && p.NTL == nil && p.Correctness == nil && p.Format == nil {
-		errs = append(errs, keyError{0, "no reward: give at least one of [ppl], [ntl], [correctness], [format]"})
+	if f.Rewards != nil {
+		cmds, lerrs := DecodeRewards(f.Rewards, func(i int, key string) int { return RewardsLine(doc, i, key) })
+		for _, e := range lerrs {
+			errs = append(errs, keyError{e.Line, e.Msg})
+		}
+		p.Commands = cmds
+	}
+	if len(errs) == 0 && p.PPL == nil && p.NTL == nil && p.Correctness == nil && p.Format == nil && len(p.Commands) == 0 {
+		errs = append(errs, keyError{0, "no reward: give at least one of [ppl], [ntl], [correctness], [format], [[rewards]]"})
 	}
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].line < errs[j].line })

@@ -45,6 +45,8 @@ type Preset struct {
 	// Extends is the preset this one starts from ("" for none); Root is the end of that
 	// chain (the preset itself when it extends none): what built-in prompts a run uses.
 	Extends, Root string
+	// Commands are the [[rewards]] of kind "command", in file order.
+	Commands []CommandReward
 	// GRPO holds the [grpo] table as decoded (int64, float64, string, bool, []any, map[string]any);
 	// the engine's configuration checks its keys and types.
 	GRPO map[string]any
@@ -201,7 +203,8 @@ func List() ([]Info, error) {
 }
 
 // RewardNames lists the preset's reward sections in their fixed order (ppl, ntl, correctness,
-// format; those the preset has, weight 0 included): what the entries of reward_weights stand for.
+// format; those the preset has, weight 0 included), then its command rewards in file order:
+// what the entries of reward_weights stand for.
 func (p Preset) RewardNames() []string {
 	var out []string
 	for _, w := range p.weights() {
@@ -239,6 +242,7 @@ func (p Preset) WithRewardWeights(w []float64) (Preset, error) {
 		c := *p.Format
 		p.Format = &c
 	}
+	p.Commands = append([]CommandReward(nil), p.Commands...)
 	for i, sw := range p.weights() {
 		*sw.weight = w[i]
 	}
@@ -265,12 +269,16 @@ func (p Preset) weights() []sectionWeight {
 	if p.Format != nil {
 		out = append(out, sectionWeight{"format", &p.Format.Weight})
 	}
+	for i := range p.Commands {
+		out = append(out, sectionWeight{p.Commands[i].Name, &p.Commands[i].Weight})
+	}
 	return out
 }
 
 // Funcs builds the preset's weighted reward functions for the engine (and the score
 // command). baselines are the perplexity baselines B_l; vocab, the digit tokens, is needed
-// only when the preset uses NTL. Rewards with weight 0 are left out.
+// only when the preset uses NTL. Rewards with weight 0 are left out. Command rewards are made
+// but not started: see rewards.StartCommands.
 func (p Preset) Funcs(baselines rewards.Levels, vocab *rewards.DigitVocab) ([]rewards.Weighted, error) {
 	var fs []rewards.Weighted
 	if p.PPL != nil && p.PPL.Weight > 0 {
@@ -298,6 +306,16 @@ func (p Preset) Funcs(baselines rewards.Levels, vocab *rewards.DigitVocab) ([]re
 	}
 	if p.Format != nil && p.Format.Weight > 0 {
 		fs = append(fs, rewards.Weighted{Func: rewards.Format{}, Weight: p.Format.Weight})
+	}
+	for _, c := range p.Commands {
+		if c.Weight == 0 {
+			continue
+		}
+		f, err := rewards.NewCommand(c.Name, c.Command, c.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		fs = append(fs, rewards.Weighted{Func: f, Weight: c.Weight})
 	}
 	if len(fs) == 0 {
 		return nil, fmt.Errorf("preset %s has no reward with a weight above 0", p.Name)

@@ -24,6 +24,13 @@ type Sample struct {
 	NLL        []float64
 	// DigitLogits: see NTLInput.DigitLogits.
 	DigitLogits func(pos int) []float32
+	// CompletionIDs are every generated token id, the stop token included (TRL's
+	// completion_ids); IDs leave out tokens without text. Command rewards receive them.
+	CompletionIDs []int
+	// Columns are the dataset entry's other columns (data.Example.Extra).
+	Columns map[string]any
+	// Step is the training step the batch belongs to (0 outside a run).
+	Step int
 }
 
 // Func is a named reward function over a batch. Score returns one value per sample (NaN where
@@ -71,12 +78,13 @@ func Compose(funcs []Weighted, samples []Sample) (Result, error) {
 				res.Total[i] += wf.Weight * v
 			}
 		}
-		mean, std := stats.NaNMeanStd(values)
-		res.Metrics["rewards/"+name+"/mean"] = mean
-		res.Metrics["rewards/"+name+"/std"] = std
 		for k, v := range metrics {
 			res.Metrics[k] = v
 		}
+		// After the function's own metrics, so that a command's cannot replace these.
+		mean, std := stats.NaNMeanStd(values)
+		res.Metrics["rewards/"+name+"/mean"] = mean
+		res.Metrics["rewards/"+name+"/std"] = std
 	}
 	return res, nil
 }
