@@ -94,6 +94,8 @@ type Engine struct {
 	start     time.Time
 	mu        sync.Mutex
 	closed    bool
+
+	commandLogs []*os.File // the command rewards' stderr copies
 }
 
 type control int
@@ -191,6 +193,7 @@ func (e *Engine) close() {
 		return
 	}
 	e.closed = true
+	e.closeCommands()
 	e.flush()
 	if e.jsonlFile != nil {
 		e.jsonlFile.Close()
@@ -274,6 +277,9 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			// Loop: drain further requests before computing, or wait while paused.
 		}
 		if err := e.trainStep(ctx); err != nil {
+			if stopped, serr := e.stopForCommand(err); stopped {
+				return serr
+			}
 			if errors.Is(err, errNonFiniteStop) {
 				e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: err.Error()})
 				return err

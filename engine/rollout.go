@@ -166,7 +166,8 @@ func (e *Engine) reward(b *batch) (map[string]float64, error) {
 	for i, r := range b.rollouts {
 		r := r
 		s := rewards.Sample{Prompt: r.promptTx, Completion: r.text, Answer: r.example.Answer,
-			IDs: r.textIDs, Spans: r.spans, NLL: r.nll}
+			IDs: r.textIDs, Spans: r.spans, NLL: r.nll,
+			CompletionIDs: r.tokens, Columns: r.example.Extra, Step: e.step + 1}
 		if r.digits != nil {
 			s.DigitLogits = func(pos int) []float32 {
 				k := r.textPos[pos]

@@ -63,6 +63,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
+	preset = preset.WithCommands(cfg.Rewards)
 	if len(cfg.RewardWeights) > 0 {
 		if preset, err = preset.WithRewardWeights(cfg.RewardWeights); err != nil {
 			return nil, err
@@ -114,6 +115,14 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", e.preset.Name, err)
 	}
+	if err := e.startCommands(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			e.closeCommands()
+		}
+	}()
 	e.mon = monitor.New(th)
 	e.mon.Now = e.now
 	e.mon.WarmupSteps = cfg.WarmupStepsFor()
@@ -132,6 +141,9 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		return nil, err
 	}
 	if err := e.openSinks(); err != nil {
+		return nil, err
+	}
+	if err := e.logCommands(); err != nil {
 		return nil, err
 	}
 	return e, nil

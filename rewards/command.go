@@ -11,9 +11,9 @@ package rewards
 //	{"rewards": [number or null, ...], "metrics": {"name": number, ...}}
 //
 // null meaning "not applicable" as TRL's None does. The process's standard error is kept (its
-// last lines explain failures) and copied to Command.Log. A crash, a reply that does not come
-// within the timeout, or a malformed reply is reported to OnFailure; the process is restarted
-// and the batch sent again once, and a second failure in a row is a *CommandError.
+// last lines explain failures) and copied to the writer given to SetLog. A crash, a reply that
+// does not come within the timeout, or a malformed reply is reported to OnFailure; the process
+// is restarted and the batch sent again once, and a second failure in a row is a *CommandError.
 
 import (
 	"bufio"
@@ -74,11 +74,27 @@ type Command struct {
 
 	// OnFailure, when set, is told of each failure as it happens (before the restart).
 	OnFailure func(CommandFailure)
-	// Log, when set, receives a copy of everything the process writes on standard error.
-	Log io.Writer
 
 	mu   sync.Mutex
 	proc *process
+
+	logMu sync.Mutex
+	log   io.Writer
+}
+
+// SetLog makes w receive a copy of everything the process writes on standard error (nil: none).
+func (c *Command) SetLog(w io.Writer) {
+	c.logMu.Lock()
+	c.log = w
+	c.logMu.Unlock()
+}
+
+func (c *Command) writeLog(line string) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	if c.log != nil {
+		io.WriteString(c.log, line)
+	}
 }
 
 // NewCommand makes the reward function name running argv; timeout ≤ 0 means the default.
@@ -454,7 +470,6 @@ func (c *Command) start() (*process, error) {
 			p.replies <- reply{line: line}
 		}
 	}()
-	log := c.Log
 	go func() {
 		defer close(p.drained)
 		defer errR.Close()
@@ -462,9 +477,7 @@ func (c *Command) start() (*process, error) {
 		for {
 			line, err := r.ReadString('\n')
 			if line != "" {
-				if log != nil {
-					io.WriteString(log, line)
-				}
+				c.writeLog(line)
 				p.stderr.add(strings.TrimRight(line, "\r\n"))
 			}
 			if err != nil {

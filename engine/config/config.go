@@ -23,6 +23,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"rlhfstation/presets"
 )
 
 // Config is a resolved run configuration. The `toml` tag is the key; `grpo` marks the keys a
@@ -86,6 +88,10 @@ type Config struct {
 
 	// Monitor is the [monitor] table, kept undecoded for the monitor package.
 	Monitor map[string]any `toml:"monitor"`
+
+	// Rewards are the [[rewards]] entries (reward functions of kind "command"): they add to
+	// the preset's, replacing one of the same name.
+	Rewards []presets.CommandReward `toml:"rewards"`
 
 	origin map[string]string // key → where its value came from, for messages
 }
@@ -355,6 +361,13 @@ func (c *Config) Map() map[string]any {
 	if len(c.Monitor) > 0 {
 		out["monitor"] = c.Monitor
 	}
+	if len(c.Rewards) > 0 {
+		var rs []any
+		for _, r := range c.Rewards {
+			rs = append(rs, map[string]any{"kind": "command", "name": r.Name, "command": r.Command, "weight": r.Weight, "timeout": r.Timeout.Seconds()})
+		}
+		out["rewards"] = rs
+	}
 	return out
 }
 
@@ -366,7 +379,7 @@ type leaf struct {
 	grpo bool
 }
 
-// leaves lists every scalar setting of c in declaration order (Monitor excluded).
+// leaves lists every scalar setting of c in declaration order (Monitor and Rewards excluded).
 func leaves(c *Config) []leaf {
 	var out []leaf
 	var walk func(rv reflect.Value, prefix string)
@@ -375,7 +388,7 @@ func leaves(c *Config) []leaf {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name := f.Tag.Get("toml")
-			if name == "" || name == "monitor" {
+			if name == "" || name == "monitor" || name == "rewards" {
 				continue
 			}
 			if f.Type.Kind() == reflect.Struct {

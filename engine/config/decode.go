@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"rlhfstation/presets"
 )
 
 // Load reads a configuration file over the defaults and finishes it: what a run folder's
@@ -66,6 +68,10 @@ type locator func(path []string) int
 // the key's position, and exposes positions no other way.
 func fileLocator(doc string) locator {
 	return func(path []string) int {
+		if len(path) == 3 && path[0] == "rewards" { // arrays of tables have no key positions
+			i, _ := strconv.Atoi(path[1])
+			return presets.RewardsLine(doc, i, path[2])
+		}
 		for n := len(path); n > 0; n-- { // implicit tables have no line: try the parents
 			v := reflect.New(probeType(path[:n]))
 			_, err := toml.Decode(doc, v.Interface())
@@ -124,6 +130,20 @@ func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly 
 			v := m[k]
 			l, ok := byKey[key]
 			switch {
+			case !ok && len(prefix) == 0 && k == "rewards" && !grpoOnly:
+				rs, lerrs := presets.DecodeRewards(v, func(i int, key string) int {
+					if loc == nil {
+						return 0
+					}
+					return loc([]string{"rewards", strconv.Itoa(i), key})
+				})
+				for _, e := range lerrs {
+					errs = append(errs, keyError{line: e.Line, msg: e.Msg})
+				}
+				if lerrs == nil {
+					c.Rewards = rs
+					c.setOrigin(key, where(source, loc, path))
+				}
 			case !ok && len(prefix) == 0 && isTable[k] && !grpoOnly:
 				sub, isMap := v.(map[string]any)
 				if !isMap {

@@ -42,6 +42,14 @@ func (c *Config) Encode() []byte {
 			fmt.Fprintf(&b, "# monitor table not encodable: %v\n", err)
 		}
 	}
+	for _, r := range c.Rewards {
+		q := make([]string, len(r.Command))
+		for i, a := range r.Command {
+			q[i] = quote(a)
+		}
+		fmt.Fprintf(&b, "\n[[rewards]]\nkind = \"command\"\nname = %s\ncommand = [%s]\nweight = %s\ntimeout = %s\n",
+			quote(r.Name), strings.Join(q, ", "), formatFloat(r.Weight), formatFloat(r.Timeout.Seconds()))
+	}
 	return b.Bytes()
 }
 

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -34,7 +35,8 @@ type Thresholds struct {
 	ZScore      float64 `toml:"zscore"`
 	ZSteps      int     `toml:"zscore_steps"`
 	ZExtreme    float64 `toml:"zscore_extreme"`
-	// ZSkip lists metrics the z-score ignores: exact names, or prefixes ending in "/".
+	// ZSkip lists metrics the z-score ignores: exact names, prefixes ending in "/", or
+	// patterns with * for one level of a name ("rewards/*/std").
 	ZSkip []string `toml:"zscore_skip"`
 
 	// KL: kl > KLMax on KLSteps consecutive steps.
@@ -113,7 +115,7 @@ func DefaultThresholds() Thresholds {
 		// GRPO's loss sits near zero by construction (advantages are centred per group), so its
 		// relative jumps say nothing; the per-batch reward spreads (*/std) are noise too.
 		ZSkip: []string{"learning_rate", "perf/", "mem/", "ntl/total_digits", "ntl/correct_digits", "loss",
-			"reward_std", "rewards/ppl/std", "rewards/ntl/std", "rewards/correctness/std", "rewards/format/std"},
+			"reward_std", "rewards/*/std"},
 
 		KLMax:   0.30,
 		KLSteps: 2,
@@ -218,6 +220,9 @@ func (t Thresholds) Validate() error {
 func (t *Thresholds) skipZ(name string) bool {
 	for _, s := range t.ZSkip {
 		if name == s || (strings.HasSuffix(s, "/") && strings.HasPrefix(name, s)) {
+			return true
+		}
+		if m, _ := path.Match(s, name); m {
 			return true
 		}
 	}

@@ -27,3 +27,13 @@ func TestThresholdsFromTOML(t *testing.T) {
 		t.Fatal("kl_steps = 0 should not validate")
 	}
 }
+
+func TestZSkipPatterns(t *testing.T) {
+	th := DefaultThresholds()
+	for name, want := range map[string]bool{"rewards/ppl/std": true, "rewards/my_cmd/std": true, "rewards/my_cmd/mean": false,
+		"reward_std": true, "perf/step_seconds": true, "rewards/a/b/std": false, "kl": false} {
+		if got := th.skipZ(name); got != want {
+			t.Errorf("skipZ(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -56,3 +56,20 @@ func Python(t testing.TB) string {
 	Missing(t, "no python3 with torch and numpy (apt-get install python3-torch python3-numpy)")
 	return ""
 }
+
+// Python3 returns a python3 for scripts that need only the standard library
+// (RLHFSTATION_PYTHON, else /usr/bin/python3, else python3 on PATH), skipping (or failing in
+// CI) when there is none.
+func Python3(t testing.TB) string {
+	t.Helper()
+	for _, c := range []string{os.Getenv("RLHFSTATION_PYTHON"), "/usr/bin/python3", "python3"} {
+		if c == "" {
+			continue
+		}
+		if err := exec.Command(c, "-c", "import json, sys").Run(); err == nil {
+			return c
+		}
+	}
+	Missing(t, "no python3 (apt-get install python3)")
+	return ""
+}
