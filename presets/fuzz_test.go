@@ -15,6 +15,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte("[ppl]\nweights = [1, 0, 0]\nshape = \"linear\"\n"))
 	f.Add([]byte("[ntl]\nweight = \"x\"\n"))
+	f.Add([]byte("[[rewards]]\nkind = \"command\"\nname = \"short\"\ncommand = [\"python3\", \"r.py\"]\nweight = 0.5\ntimeout = 1.5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := Decode("fuzz", "fuzz.toml", data)
 		if err != nil && !strings.HasPrefix(err.Error(), "fuzz.toml") {

@@ -125,10 +125,11 @@ func DecodeRewards(raw any, lineOf func(i int, key string) int) ([]CommandReward
 		}
 		if v, ok := t["timeout"]; ok {
 			s, isNum := number(v)
-			if !isNum || !(s > 0) || time.Duration(s*float64(time.Second)) > maxTimeout {
-				bad("timeout", "%s: want the seconds a batch may take, above 0 and at most %d", show(v), int(maxTimeout/time.Second))
+			if !isNum || !(s >= 0.001) || s > maxTimeout.Seconds() {
+				bad("timeout", "%s: want the seconds a batch may take, from 0.001 to %d", show(v), int(maxTimeout/time.Second))
 			} else {
-				r.Timeout = time.Duration(s * float64(time.Second))
+				// Rounded, so that d.Seconds() written out reads back as d.
+				r.Timeout = time.Duration(math.Round(s * float64(time.Second)))
 			}
 		}
 		out = append(out, r)

@@ -15,6 +15,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("num_generations = \"8\"\n"))
 	f.Add([]byte("[quant]\ntype = \"fp4\"\nblock_size = 128\n"))
 	f.Add(Default().Encode())
+	f.Add([]byte("[[rewards]]\nkind = \"command\"\nname = \"short\"\ncommand = [\"python3\", \"r.py\"]\nweight = 0.5\ntimeout = 1.5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "run.toml")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
