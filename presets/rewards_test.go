@@ -105,3 +105,22 @@ command = ["python3", 3]
 		}
 	}
 }
+
+// TRL's reward_weights count command rewards too, after the built-in sections.
+func TestRewardWeightsCoverCommands(t *testing.T) {
+	p, err := Decode("m", "/x/m.toml", []byte("[ppl]\nword = 1.0\n[[rewards]]\nkind = \"command\"\nname = \"a\"\ncommand = [\"true\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = p.WithCommands([]CommandReward{{Name: "b", Command: []string{"true"}, Weight: 1}})
+	if got := strings.Join(p.RewardNames(), ","); got != "ppl,a,b" {
+		t.Fatalf("reward names %s", got)
+	}
+	q, err := p.WithRewardWeights([]float64{1, 0.25, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Commands[0].Weight != 0.25 || q.Commands[1].Weight != 0 || p.Commands[0].Weight != 1 {
+		t.Errorf("weights %+v (original %+v)", q.Commands, p.Commands)
+	}
+}
