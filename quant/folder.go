@@ -152,7 +152,7 @@ func QuantizeFolder(dir, out string, o FolderOptions) (FolderSummary, error) {
 		total += info.End - info.Begin
 	}
 	sum.BytesBefore = total
-	prog := newQuantProgress(progress, total)
+	prog := newQuantProgress(progress, "quantize", total)
 	var tensors []safetensors.Tensor
 	for _, name := range set.Names() {
 		info, _ := set.Info(name)
@@ -202,7 +202,7 @@ func QuantizeFolder(dir, out string, o FolderOptions) (FolderSummary, error) {
 	if err := writeJSON(filepath.Join(tmp, "config.json"), cfg); err != nil {
 		return sum, err
 	}
-	if sum.Files, err = copyModelFiles(dir, tmp, progress); err != nil {
+	if sum.Files, err = copyModelFiles(dir, tmp, progress, "quantize"); err != nil {
 		return sum, err
 	}
 	if err := atomicfile.ReplaceDir(tmp, out); err != nil {
@@ -352,8 +352,9 @@ func isWeightFile(name string) bool {
 }
 
 // copyModelFiles copies the folder's other regular files (tokenizer, generation config, chat
-// template…) up to maxCopiedFile each, saying on w which it leaves out.
-func copyModelFiles(src, dst string, w io.Writer) (int, error) {
+// template…) up to maxCopiedFile each, saying on w which it leaves out (the line starts
+// with verb, the command's name).
+func copyModelFiles(src, dst string, w io.Writer, verb string) (int, error) {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return 0, err
@@ -368,7 +369,7 @@ func copyModelFiles(src, dst string, w io.Writer) (int, error) {
 			return n, err
 		}
 		if info.Size() > maxCopiedFile {
-			fmt.Fprintf(w, "quantize: not copying %s (%s)\n", e.Name(), bytesText(info.Size()))
+			fmt.Fprintf(w, "%s: not copying %s (%s)\n", verb, e.Name(), bytesText(info.Size()))
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))
@@ -383,29 +384,30 @@ func copyModelFiles(src, dst string, w io.Writer) (int, error) {
 	return n, nil
 }
 
-// quantProgress prints how far quantization is, at most once a second, for models large enough to
-// take a while.
+// quantProgress prints how far a folder's weights are, at most once a second, for models large
+// enough to take a while; lines start with verb, the command's name.
 type quantProgress struct {
 	w           io.Writer
+	verb        string
 	total, read int64
 	last        time.Time
 	on          bool
 }
 
-func newQuantProgress(w io.Writer, total int64) *quantProgress {
-	return &quantProgress{w: w, total: total, last: time.Now(), on: total >= 256<<20}
+func newQuantProgress(w io.Writer, verb string, total int64) *quantProgress {
+	return &quantProgress{w: w, verb: verb, total: total, last: time.Now(), on: total >= 256<<20}
 }
 
 func (p *quantProgress) add(n int64) {
 	p.read += n
 	if p.on && time.Since(p.last) >= time.Second {
 		p.last = time.Now()
-		fmt.Fprintf(p.w, "quantize: %s of %s (%.0f%%)\n", bytesText(p.read), bytesText(p.total), 100*float64(p.read)/float64(p.total))
+		fmt.Fprintf(p.w, "%s: %s of %s (%.0f%%)\n", p.verb, bytesText(p.read), bytesText(p.total), 100*float64(p.read)/float64(p.total))
 	}
 }
 
 func (p *quantProgress) finish() {
 	if p.on {
-		fmt.Fprintf(p.w, "quantize: %s of weights read, writing\n", bytesText(p.total))
+		fmt.Fprintf(p.w, "%s: %s of weights read, writing\n", p.verb, bytesText(p.total))
 	}
 }

@@ -139,7 +139,18 @@ func (l *Layer) Backward(dx, dy, x []float32, act *Activations) {
 
 // Merge adds s·B·A to a dense weight w [Out,In] (for export or checks; training never does).
 func (l *Layer) Merge(w []float32) {
-	gemm.Sgemm(false, false, l.Out, l.In, l.R, l.Scale, l.B, l.R, l.A, l.In, 1, w, l.In)
+	AddDelta(w, l.Out, l.In, l.R, l.Scale, l.A, l.B, false)
+}
+
+// AddDelta is PEFT's merge of an adapter into its base weight, on host float32 tensors:
+// w += scale·B·A with A [r, in] and B [out, r] row-major, w [out, in], or [in, out] (GPT-2's
+// Conv1D layout, w += scale·(B·A)ᵀ) when transposed.
+func AddDelta(w []float32, out, in, r int, scale float32, a, b []float32, transposed bool) {
+	if transposed { // w[i][o] += scale·Σ_k A[k][i]·B[o][k]: Aᵀ·Bᵀ
+		gemm.Sgemm(true, true, in, out, r, scale, a, in, b, r, 1, w, out)
+		return
+	}
+	gemm.Sgemm(false, false, out, in, r, scale, b, r, a, in, 1, w, in)
 }
 
 func grow(b []float32, n int) []float32 {
