@@ -11,10 +11,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rlhfstation/internal/atomicfile"
+	"rlhfstation/internal/stats"
 	"sort"
 	"time"
-
-	"rlhfstation/internal/atomicfile"
 )
 
 // BaselinesFormat names the layout of baselines.json.
@@ -128,21 +128,10 @@ func geometricMean(xs []float64) float64 {
 	return math.Exp(sum / float64(len(xs)))
 }
 
-// sampleStd is the standard deviation with Bessel's correction; 0 for fewer than two values.
+// sampleStd is the standard deviation with Bessel's correction; 0 for one value.
 func sampleStd(xs []float64) float64 {
-	if len(xs) < 2 {
-		return 0
-	}
-	mean := 0.0
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	ss := 0.0
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return math.Sqrt(ss / float64(len(xs)-1))
+	_, std := stats.MeanStd(xs)
+	return std
 }
 
 // percentiles interpolates linearly between order statistics (numpy's default).

@@ -10,6 +10,7 @@ package grpo
 import (
 	"fmt"
 	"math"
+	"rlhfstation/internal/stats"
 	"sort"
 )
 
@@ -53,13 +54,12 @@ func Advantages(rewards []float64, g int, scale string) (adv []float64, fracZero
 		return nil, 0, fmt.Errorf("grpo: %d rewards do not form groups of %d", len(rewards), g)
 	}
 	adv = make([]float64, len(rewards))
-	batchStd := stdUnbiased(rewards)
+	_, batchStd := stats.MeanStd(rewards)
 	groups := len(rewards) / g
 	zero := 0
 	for gi := 0; gi < groups; gi++ {
 		grp := rewards[gi*g : (gi+1)*g]
-		mean := meanOf(grp)
-		std := stdUnbiased(grp)
+		mean, std := stats.MeanStd(grp)
 		if math.Abs(std) <= 1e-8 {
 			zero++
 		}
@@ -81,27 +81,6 @@ func Advantages(rewards []float64, g int, scale string) (adv []float64, fracZero
 		fracZeroStd = float64(zero) / float64(groups)
 	}
 	return adv, fracZeroStd, nil
-}
-
-func meanOf(x []float64) float64 {
-	s := 0.0
-	for _, v := range x {
-		s += v
-	}
-	return s / float64(len(x))
-}
-
-// stdUnbiased is the n−1 standard deviation (0 for fewer than two values).
-func stdUnbiased(x []float64) float64 {
-	if len(x) < 2 {
-		return 0
-	}
-	m := meanOf(x)
-	s := 0.0
-	for _, v := range x {
-		s += (v - m) * (v - m)
-	}
-	return math.Sqrt(s / float64(len(x)-1))
 }
 
 // Params are the GRPOConfig fields the loss reads.

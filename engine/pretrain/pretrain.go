@@ -10,11 +10,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
-
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/internal/stats"
+	"time"
 )
 
 // Options describes a pretraining run. Start from Defaults: New fills zero sizes, counts
@@ -317,16 +317,10 @@ func (t *Trainer) Run(ctx context.Context, progress func(Progress)) (*Result, er
 	return res, nil
 }
 
+// recentMean is the mean of the last n values of v; NaN for none.
 func recentMean(v []float64, n int) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	v = v[max(0, len(v)-n):]
-	s := 0.0
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
+	mean, _ := stats.MeanStd(v[max(0, len(v)-n):])
+	return mean
 }
 
 // updater turns batches into parameter updates: the mean cross-entropy's gradient over
