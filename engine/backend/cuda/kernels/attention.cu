@@ -1,0 +1,107 @@
+// Causal attention with grouped-query heads: query head h reads key/value head
+// h / (heads/kv_heads). Long spans go through cuBLAS (scores = scale·Q·Kᵀ and out = P·V as
+// strided-batched products, one batch item per head) around the softmax kernels here;
+// short spans and decode steps use attn_rows, one block per (row, head) over the keys.
+
+// probs[h, i, :] = softmax(scores[h, i, :]) over keys k0..p (p = pos0+i, k0 = p−window+1
+// when a window is set), zeros elsewhere. scores [heads, n, L] float32 (already scaled),
+// probs bf16, same layout. One warp per row (rows = heads·n).
+extern "C" __global__ void attn_softmax_forward(bf16* probs, const float* scores, int heads, int n, int L, int pos0, int window) {
+    int lane = threadIdx.x & 31;
+    int rows = heads * n;
+    for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
+        int p = pos0 + row % n;
+        int k0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+        const float* s = scores + (i64)row * L;
+        bf16* o = probs + (i64)row * L;
+        float m = NEG_INF;
+        for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, s[j]);
+        m = warp_max(m);
+        float sum = 0.f;
+        for (int j = k0 + lane; j <= p; j += 32) sum += __expf(s[j] - m);
+        float inv = 1.f / warp_sum(sum);
+        for (int j = lane; j < L; j += 32) o[j] = f32_to_bf16(j >= k0 && j <= p ? __expf(s[j] - m) * inv : 0.f);
+    }
+}
+
+// dscores = P ⊙ (dP − Σ_j P·dP), the softmax backward, per row of L (rows = heads·n).
+extern "C" __global__ void attn_softmax_backward(bf16* dscores, const bf16* probs, const float* dprobs, int rows, int L) {
+    int lane = threadIdx.x & 31;
+    for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
+        const bf16* p = probs + (i64)row * L;
+        const float* d = dprobs + (i64)row * L;
+        float dot = 0.f;
+        for (int j = lane; j < L; j += 32) dot += bf16_to_f32(p[j]) * d[j];
+        dot = warp_sum(dot);
+        bf16* o = dscores + (i64)row * L;
+        for (int j = lane; j < L; j += 32) o[j] = f32_to_bf16(bf16_to_f32(p[j]) * (d[j] - dot));
+    }
+}
+
+#define ROWS_MAX_DIMS 8  // head_dim ≤ 256: each lane holds dims lane, lane+32, …
+#define ROWS_WARPS 4
+
+// out[r, h·hd:(h+1)·hd] = softmax(scale·q·Kᵀ)·V for row r over keys k0..pos[r] of its
+// sequence, whose key j sits at k + kv_off[r] + j·ldk + kvh·hd (a KV-cache slot or the
+// pass's own keys). Grid (rows, heads), ROWS_WARPS warps a block: warps take keys in turn
+// with an online softmax each, then merge. Lanes split the head dimension.
+extern "C" __global__ void attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const i64* kv_off, const int* pos,
+                                     int heads, int kv_heads, int hd, int ldk, float scale, int window) {
+    __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
+    __shared__ float sacc[ROWS_WARPS][ROWS_MAX_DIMS * 32];
+    int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int kvh = h / (heads / kv_heads);
+    int p = pos[r];
+    int k0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+    const bf16* qr = q + ((i64)r * heads + h) * hd;
+    const bf16* kb = k + kv_off[r] + (i64)kvh * hd;
+    const bf16* vb = v + kv_off[r] + (i64)kvh * hd;
+    float qv[ROWS_MAX_DIMS], acc[ROWS_MAX_DIMS];
+#pragma unroll
+    for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+        int d = lane + 32 * t;
+        qv[t] = d < hd ? bf16_to_f32(qr[d]) * scale : 0.f;
+        acc[t] = 0.f;
+    }
+    float m = NEG_INF, l = 0.f;
+    for (int j = k0 + w; j <= p; j += ROWS_WARPS) {
+        const bf16* kj = kb + (i64)j * ldk;
+        float s = 0.f;
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            int d = lane + 32 * t;
+            if (d < hd) s += qv[t] * bf16_to_f32(kj[d]);
+        }
+        s = warp_sum(s);
+        float mn = fmaxf(m, s);
+        float c = __expf(m - mn), e = __expf(s - mn);
+        l = l * c + e;
+        const bf16* vj = vb + (i64)j * ldk;
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            int d = lane + 32 * t;
+            if (d < hd) acc[t] = acc[t] * c + e * bf16_to_f32(vj[d]);
+        }
+        m = mn;
+    }
+    if (lane == 0) {
+        sm[w] = m;
+        sl[w] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < ROWS_MAX_DIMS; t++) sacc[w][lane + 32 * t] = acc[t];
+    __syncthreads();
+    float M = NEG_INF;
+    for (int i = 0; i < ROWS_WARPS; i++) M = fmaxf(M, sm[i]);
+    float L = 0.f;
+    for (int i = 0; i < ROWS_WARPS; i++)
+        if (sl[i] > 0.f) L += sl[i] * __expf(sm[i] - M);
+    float inv = 1.f / L;
+    bf16* o = out + ((i64)r * heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float s = 0.f;
+        for (int i = 0; i < ROWS_WARPS; i++)
+            if (sl[i] > 0.f) s += sacc[i][d] * __expf(sm[i] - M);
+        o[d] = f32_to_bf16(s * inv);
+    }
+}

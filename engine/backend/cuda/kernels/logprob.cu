@@ -1,0 +1,113 @@
+// Log-probabilities and entropies of chosen tokens from float32 logits, one block per row
+// (the caller forms the logits a chunk of rows at a time, so full logits never exist).
+// Softmax statistics use one pass: per thread a running maximum m, S = Σ e^{z−m} and
+// T = Σ e^{z−m}·(z−m), merged across threads; log Σ e^z = m + log S and the entropy is
+// log S − T/S.
+
+struct softmax_stats { float m, s, t; };
+
+__device__ __forceinline__ softmax_stats stats_merge(softmax_stats a, softmax_stats b) {
+    if (a.s == 0.f) return b;
+    if (b.s == 0.f) return a;
+    float m = fmaxf(a.m, b.m), ca = __expf(a.m - m), cb = __expf(b.m - m);
+    softmax_stats r;
+    r.m = m;
+    r.s = a.s * ca + b.s * cb;
+    r.t = ca * (a.t + a.s * (a.m - m)) + cb * (b.t + b.s * (b.m - m));
+    return r;
+}
+
+__device__ __forceinline__ softmax_stats stats_add(softmax_stats a, float z) {
+    if (z > a.m) {
+        float c = a.s == 0.f ? 0.f : __expf(a.m - z);
+        a.t = c * (a.t + a.s * (a.m - z));
+        a.s = a.s * c + 1.f;
+        a.m = z;
+    } else {
+        float e = __expf(z - a.m);
+        a.s += e;
+        a.t += e * (z - a.m);
+    }
+    return a;
+}
+
+__device__ __forceinline__ softmax_stats stats_shfl(softmax_stats a, int o) {
+    softmax_stats b;
+    b.m = __shfl_xor_sync(FULL_MASK, a.m, o);
+    b.s = __shfl_xor_sync(FULL_MASK, a.s, o);
+    b.t = __shfl_xor_sync(FULL_MASK, a.t, o);
+    return b;
+}
+
+// The statistics of z = row·inv_temp over the whole block.
+__device__ softmax_stats row_stats(const float* row, int vocab, float inv_temp) {
+    __shared__ softmax_stats sh[32];
+    softmax_stats a = {NEG_INF, 0.f, 0.f};
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x) a = stats_add(a, row[j] * inv_temp);
+    for (int o = 16; o > 0; o >>= 1) a = stats_merge(a, stats_shfl(a, o));
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[w] = a;
+    __syncthreads();
+    softmax_stats z = {NEG_INF, 0.f, 0.f};
+    a = lane < nw ? sh[lane] : z;
+    for (int o = 16; o > 0; o >>= 1) a = stats_merge(a, stats_shfl(a, o));
+    return a;
+}
+
+// logp[r] = z[t] − log Σ e^z (0 when targets[r] < 0); entropy[r] (when not null) = −Σ p·log p.
+extern "C" __global__ void logprob_forward(float* logp, float* entropy, const float* logits, const int* targets, int rows, int vocab, float inv_temp) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* row = logits + (i64)r * vocab;
+        softmax_stats a = row_stats(row, vocab, inv_temp);
+        if (threadIdx.x == 0) {
+            float lse = a.m + logf(a.s);
+            int t = targets[r];
+            logp[r] = t >= 0 ? row[t] * inv_temp - lse : 0.f;
+            if (entropy) entropy[r] = logf(a.s) - a.t / a.s;
+        }
+    }
+}
+
+// dlogits[r] = dlogp[r]·inv_temp·(onehot(t) − softmax(z)), bf16, set (not added); rows
+// without a target or with dlogp 0 get zeros.
+extern "C" __global__ void logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* row = logits + (i64)r * vocab;
+        bf16* d = dlogits + (i64)r * vocab;
+        int t = targets[r];
+        float g = t >= 0 ? dlogp[r] * inv_temp : 0.f;
+        if (g == 0.f) {
+            for (int j = threadIdx.x; j < vocab; j += blockDim.x) d[j] = 0;
+            continue;
+        }
+        softmax_stats a = row_stats(row, vocab, inv_temp);
+        float inv_s = 1.f / a.s;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+            float p = __expf(row[j] * inv_temp - a.m) * inv_s;
+            d[j] = f32_to_bf16(g * ((j == t ? 1.f : 0.f) - p));
+        }
+    }
+}
+
+// NTL's digit distribution: out[r, d] = Σ over digit tokens i of value d of
+// softmax(logits[r, ids])_i, the softmax over the n digit tokens only. One warp per row.
+extern "C" __global__ void digit_probs(float* out, const float* logits, const int* ids, const int* values, int n, int rows, int vocab) {
+    int lane = threadIdx.x & 31;
+    for (int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += gridDim.x * (blockDim.x >> 5)) {
+        const float* row = logits + (i64)r * vocab;
+        float m = NEG_INF;
+        for (int i = lane; i < n; i += 32) m = fmaxf(m, row[ids[i]]);
+        m = warp_max(m);
+        float s = 0.f;
+        for (int i = lane; i < n; i += 32) s += expf(row[ids[i]] - m);
+        float inv = 1.f / warp_sum(s);
+        for (int d = 0; d < 10; d++) {
+            float p = 0.f;
+            for (int i = lane; i < n; i += 32)
+                if (values[i] == d) p += expf(row[ids[i]] - m);
+            p = warp_sum(p);
+            if (lane == 0) out[(i64)r * 10 + d] = p * inv;
+        }
+    }
+}

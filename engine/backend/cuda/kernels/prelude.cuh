@@ -1,0 +1,87 @@
+// The kernels' own prelude: no CUDA header is needed, so NVRTC compiles them with nothing
+// but its built-in declarations, and the CPU stand-in (which defines CUDASIM and supplies
+// the device-language builtins) compiles the same text with the system's C++ compiler.
+//
+// Conventions: activations are bf16 stored as raw 16-bit words and computed in float32;
+// every sum, norm statistic and softmax runs in float32. Kernels are extern "C" and take
+// plain pointers and scalars (launchers are generated from these signatures). Blocks are a
+// multiple of 32 threads wherever a kernel reduces across a warp.
+
+typedef unsigned char u8;
+typedef unsigned short bf16;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+struct alignas(16) u32x4 { u32 x, y, z, w; };
+struct alignas(8) u32x2 { u32 x, y; };
+
+#ifdef CUDASIM
+#define DYNAMIC_SHARED(T, name) T* name = (T*)cudasim_dynamic_shared()
+#else
+#define DYNAMIC_SHARED(T, name) extern __shared__ u32x4 dynamic_shared_[]; T* name = (T*)dynamic_shared_
+#endif
+
+#define FULL_MASK 0xffffffffu
+#define NEG_INF __int_as_float(0xff800000)
+
+// Products and sums rounded one at a time, never fused into an FMA: what the CPU's float32
+// arithmetic gives, where a kernel must match it bit for bit.
+#ifdef CUDASIM
+__device__ __forceinline__ float mul_rn(float a, float b) { volatile float p = a * b; return p; }
+__device__ __forceinline__ float add_rn(float a, float b) { volatile float s = a + b; return s; }
+#else
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+#endif
+
+__device__ __forceinline__ float bf16_to_f32(bf16 h) { return __uint_as_float(((u32)h) << 16); }
+
+// Round to nearest even, as torch's .to(bfloat16) and the CPU reference do.
+__device__ __forceinline__ bf16 f32_to_bf16(float f) {
+#ifdef CUDASIM
+    u32 u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16)0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16)(u >> 16);
+#else
+    bf16 r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+    return r;
+#endif
+}
+
+// The two bf16 of a 32-bit word: the lower address is the low half (little-endian).
+__device__ __forceinline__ float lo_bf16(u32 w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi_bf16(u32 w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) { return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// block_sum returns the sum of v over the block to every thread. sh holds 32 floats;
+// the leading barrier lets a kernel call it several times with the same sh.
+__device__ __forceinline__ float block_sum(float v, float* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    return warp_sum(lane < nw ? sh[lane] : 0.f);
+}
+
+__device__ __forceinline__ float block_max(float v, float* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    return warp_max(lane < nw ? sh[lane] : NEG_INF);
+}

@@ -1,0 +1,139 @@
+// 4-bit weights (NF4/FP4) in bitsandbytes' layout: the [rows, cols] weight flattened
+// row-major, two codes a byte (high nibble first), blocks of 2^block_shift values with one
+// scale each. Scales are float32 absmax, or (double quantization) 8-bit codes:
+// scale[b] = nested_code[qabsmax[b]]·nested_absmax[b/256] + offset, rounded at each step as
+// the CPU does, so that dequantization matches it bit for bit. code16 is the 16-value code
+// book of the type.
+
+__device__ __forceinline__ float block_scale(i64 b, const float* absmax, const u8* qabsmax, const float* nested_absmax,
+                                             const float* ncode, float offset) {
+    if (!qabsmax) return absmax[b];
+    return add_rn(mul_rn(ncode[qabsmax[b]], nested_absmax[b >> 8]), offset);
+}
+
+// out[0:n] = bf16(code16[q]·scale). Each thread expands 16 values (8 packed bytes, one
+// block: blocks hold at least 32); the grid strides over 16-value groups.
+extern "C" __global__ void dequant4_bf16(bf16* out, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax,
+                                         const float* nested_code, const float* code16, float offset, i64 n, int block_shift) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
+    if (qabsmax)
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
+    __syncthreads();
+    i64 groups = (n + 15) >> 4;
+    for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (i64)gridDim.x * blockDim.x) {
+        i64 j = g << 4;
+        float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+        if (j + 16 <= n) {
+            u32x2 q = *(const u32x2*)(packed + (j >> 1));
+            u32 w[8];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                u32 b0 = (q.x >> (8 * k)) & 0xff, b1 = (q.y >> (8 * k)) & 0xff;
+                w[k] = pack_bf16(mul_rn(code[b0 >> 4], s), mul_rn(code[b0 & 15], s));
+                w[4 + k] = pack_bf16(mul_rn(code[b1 >> 4], s), mul_rn(code[b1 & 15], s));
+            }
+            u32x4* o = (u32x4*)(out + j);
+            o[0] = u32x4{w[0], w[1], w[2], w[3]};
+            o[1] = u32x4{w[4], w[5], w[6], w[7]};
+        } else {
+            for (i64 k = j; k < n; k++) {
+                u8 b = packed[k >> 1];
+                out[k] = f32_to_bf16(mul_rn(code[(k & 1) ? (b & 15) : (b >> 4)], s));
+            }
+        }
+    }
+}
+
+#define GEMV_MAX_M 8
+#define GEMV_ROWS 2
+
+// y[m, rows] = x[m, cols]·Wᵀ for the few rows of a decode step (m ≤ 8), the 4-bit weight
+// expanded in registers and never stored. Each warp computes GEMV_ROWS output features
+// (each x load serves them all); each lane takes 16 weights (8 bytes) of a row a step, so
+// a warp reads 256 contiguous bytes of each row. vec (cols a multiple of 16, x 16-byte
+// aligned, ldx a multiple of 8) selects 16-byte loads of x; otherwise one value at a time.
+extern "C" __global__ void gemv4_bf16(bf16* y, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
+                                      const float* nested_absmax, const float* nested_code, const float* code16, float offset,
+                                      int rows, int cols, int m, int block_shift, int vec) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
+    if (qabsmax)
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
+    __syncthreads();
+    int lane = threadIdx.x & 31;
+    int r0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * GEMV_ROWS;
+    if (r0 >= rows) return;  // the whole warp: no barrier follows
+    float acc[GEMV_ROWS][GEMV_MAX_M];
+#pragma unroll
+    for (int q = 0; q < GEMV_ROWS; q++)
+#pragma unroll
+        for (int k = 0; k < GEMV_MAX_M; k++) acc[q][k] = 0.f;
+    if (vec) {
+        for (int c = lane * 16; c < cols; c += 32 * 16) {
+            float w[GEMV_ROWS][16];
+#pragma unroll
+            for (int q = 0; q < GEMV_ROWS; q++) {
+                int r = min(r0 + q, rows - 1);  // a missing last row repeats one; its result is not stored
+                i64 j = (i64)r * cols + c;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u32x2 p = *(const u32x2*)(packed + (j >> 1));
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    u32 b0 = (p.x >> (8 * k)) & 0xff, b1 = (p.y >> (8 * k)) & 0xff;
+                    w[q][2 * k] = code[b0 >> 4] * s;
+                    w[q][2 * k + 1] = code[b0 & 15] * s;
+                    w[q][8 + 2 * k] = code[b1 >> 4] * s;
+                    w[q][8 + 2 * k + 1] = code[b1 & 15] * s;
+                }
+            }
+#pragma unroll
+            for (int mi = 0; mi < GEMV_MAX_M; mi++) {
+                if (mi < m) {
+                    const u32x4* xp = (const u32x4*)(x + (i64)mi * ldx + c);
+                    u32x4 a = xp[0], b = xp[1];
+                    u32 xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                    for (int q = 0; q < GEMV_ROWS; q++) {
+                        float t = 0.f;
+#pragma unroll
+                        for (int k = 0; k < 8; k++) t += lo_bf16(xs[k]) * w[q][2 * k] + hi_bf16(xs[k]) * w[q][2 * k + 1];
+                        acc[q][mi] += t;
+                    }
+                }
+            }
+        }
+    } else {
+        for (int c = lane; c < cols; c += 32) {
+            float w[GEMV_ROWS];
+#pragma unroll
+            for (int q = 0; q < GEMV_ROWS; q++) {
+                int r = min(r0 + q, rows - 1);
+                i64 j = (i64)r * cols + c;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u8 b = packed[j >> 1];
+                w[q] = code[(j & 1) ? (b & 15) : (b >> 4)] * s;
+            }
+#pragma unroll
+            for (int mi = 0; mi < GEMV_MAX_M; mi++) {
+                if (mi < m) {
+                    float xv = bf16_to_f32(x[(i64)mi * ldx + c]);
+#pragma unroll
+                    for (int q = 0; q < GEMV_ROWS; q++) acc[q][mi] += xv * w[q];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < GEMV_ROWS; q++) {
+#pragma unroll
+        for (int mi = 0; mi < GEMV_MAX_M; mi++) {
+            if (mi < m) {
+                float v = warp_sum(acc[q][mi]);
+                if (lane == 0 && r0 + q < rows) y[(i64)mi * ldy + r0 + q] = f32_to_bf16(v);
+            }
+        }
+    }
+}

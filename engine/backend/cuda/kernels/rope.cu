@@ -1,0 +1,19 @@
+// Rotary position embeddings, rotate-half layout: for each head, the pair (a, b) =
+// (x[i], x[i+half]) at position p becomes (a·cos − b·sin, b·cos + a·sin), with the angle
+// p·invFreq[i] tabulated on the host in float64 (cos and sin tables [maxPos, half]).
+// sign −1 rotates back: the backward, the rotation being orthogonal. In place.
+// Grid (rows, heads), block half threads (rounded up to a warp).
+extern "C" __global__ void rope_forward(bf16* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, float sign) {
+    int i = threadIdx.x;
+    if (i >= half) return;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        i64 p = pos[r];
+        float c = cos_t[p * half + i], s = sign * sin_t[p * half + i];
+        for (int h = blockIdx.y; h < heads; h += gridDim.y) {
+            bf16* v = x + ((i64)r * heads + h) * 2 * half;
+            float a = bf16_to_f32(v[i]), b = bf16_to_f32(v[i + half]);
+            v[i] = f32_to_bf16(a * c - b * s);
+            v[i + half] = f32_to_bf16(b * c + a * s);
+        }
+    }
+}

@@ -1,0 +1,287 @@
+// Sampling on the device, one block per row of float32 logits: temperature, then top-k,
+// then top-p over the top-k renormalised (Hugging Face's order), then a draw with the
+// uniform the host gives (from the row's own seeded generator, as on the CPU). The chosen
+// token's log-probability is under softmax(logits/T) over the whole vocabulary (T = 1 when
+// greedy).
+//
+// The kept set is {key > K} ∪ {the first `quota` ids with key = K}, K found by radix
+// selection over order-preserving 32-bit keys of the logits: by count for top-k (ties at
+// the boundary keep the lowest ids, as the CPU's sort does), by probability mass for top-p.
+// Masses are integers, e^{z−max}·2^40 rounded, so that every sum is exact and the same
+// whatever order the threads add in: the same seed gives the same tokens.
+
+#define MASS_SCALE 1099511627776.0f  // 2^40
+
+__device__ __forceinline__ u32 order_key(float x) {
+    u32 b = __float_as_uint(x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ float key_value(u32 k) { return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+__device__ __forceinline__ u64 mass_of(float x, float xmax, float inv_temp) {
+    return (u64)(expf((x - xmax) * inv_temp) * MASS_SCALE + 0.5f);
+}
+
+__device__ __forceinline__ u64 shfl_up_u64(u64 v, int d) {
+    u32 lo = __shfl_up_sync(FULL_MASK, (u32)v, d), hi = __shfl_up_sync(FULL_MASK, (u32)(v >> 32), d);
+    return ((u64)hi << 32) | lo;
+}
+
+// block_scan_u64 returns the exclusive prefix sum of v over the block's threads and sets
+// *total; sh holds 33 u64.
+__device__ u64 block_scan_u64(u64 v, u64* sh, u64* total) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    u64 inc = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 o = shfl_up_u64(inc, d);
+        if (lane >= d) inc += o;
+    }
+    __syncthreads();
+    if (lane == 31) sh[w] = inc;
+    __syncthreads();
+    if (w == 0) {
+        u64 s = lane < nw ? sh[lane] : 0;
+        u64 si = s;
+        for (int d = 1; d < 32; d <<= 1) {
+            u64 o = shfl_up_u64(si, d);
+            if (lane >= d) si += o;
+        }
+        if (lane < nw) sh[lane] = si - s;  // exclusive prefix of each warp
+        if (lane == 31) sh[32] = si;
+    }
+    __syncthreads();
+    *total = sh[32];
+    return sh[w] + inc - v;
+}
+
+// radix_digit: histograms (count and mass) of the keys matching prefix under mask, by the
+// 8 bits at shift, then the digit where the running total from the top first reaches
+// *need (count when by_mass is 0, else mass). *need becomes what remains inside that digit.
+struct radix_hist { u32 cnt[256]; u32 mlo[256]; u32 mhi[256]; };
+
+__device__ void radix_clear(radix_hist* h) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) h->cnt[i] = h->mlo[i] = h->mhi[i] = 0;
+}
+
+__device__ __forceinline__ void radix_add(radix_hist* h, int d, u32 c, u64 m) {
+    atomicAdd(&h->cnt[d], c);
+    u32 lo = (u32)m, old = atomicAdd(&h->mlo[d], lo);
+    u32 carry = (old + lo < old) ? 1u : 0u;
+    atomicAdd(&h->mhi[d], (u32)(m >> 32) + carry);
+}
+
+// pick_digit scans digits 255..0 (warp 0) for the one where the running total reaches need.
+// Results in *digit, *need (remaining within the digit), *avail (count of that digit).
+__device__ void pick_digit(radix_hist* h, int by_mass, u64* need, int* digit, u32* avail) {
+    if (threadIdx.x < 32) {
+        int lane = threadIdx.x;
+        u64 v[8];
+        u64 s = 0;
+        for (int i = 0; i < 8; i++) {
+            int d = 255 - (lane * 8 + i);
+            v[i] = by_mass ? (((u64)h->mhi[d] << 32) | h->mlo[d]) : h->cnt[d];
+            s += v[i];
+        }
+        u64 inc = s;
+        for (int d = 1; d < 32; d <<= 1) {
+            u64 o = shfl_up_u64(inc, d);
+            if (lane >= d) inc += o;
+        }
+        u64 before = inc - s, n = *need;
+        __syncwarp();
+        // the lane whose range holds the crossing, or the last lane with something when the
+        // need exceeds the total (rounding): it takes its lowest non-empty digit
+        u32 found = __ballot_sync(FULL_MASK, before < n && n <= inc && s > 0);
+        u32 nonempty = __ballot_sync(FULL_MASK, s > 0);
+        int src = 0;
+        if (found) {
+            while (!((found >> src) & 1u)) src++;  // the first lane where the total reaches the need
+        } else {
+            for (int i = 0; i < 32; i++)  // rounding left the need above the total: the lowest digits
+                if ((nonempty >> i) & 1u) src = i;
+        }
+        if (lane == src) {
+            u64 run = before, rem = 1;
+            int pick = 255 - lane * 8;
+            for (int i = 0; i < 8; i++) {
+                if (v[i] == 0) continue;
+                int d = 255 - (lane * 8 + i);
+                if (!found) {
+                    pick = d;
+                    rem = v[i];
+                } else if (n <= run + v[i]) {
+                    pick = d;
+                    rem = n - run;
+                    break;
+                } else {
+                    run += v[i];
+                }
+            }
+            *digit = pick;
+            *need = rem;
+            *avail = h->cnt[pick];
+        }
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab,
+                                       float inv_temp, int greedy, int top_k, float top_p) {
+    __shared__ radix_hist h;
+    __shared__ u64 sh64[33];
+    __shared__ float shf[32];
+    __shared__ int shi[32];
+    __shared__ u64 s_need;
+    __shared__ int s_digit;
+    __shared__ u32 s_avail;
+    __shared__ int s_token;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* x = logits + (i64)r * vocab;
+        float it = greedy ? 1.f : inv_temp;
+        // maximum (lowest id among equals) and the log-sum-exp
+        float mx = NEG_INF;
+        int arg = 0x7fffffff;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+            if (x[j] > mx) { mx = x[j]; arg = j; }
+        for (int o = 16; o > 0; o >>= 1) {
+            float om = __shfl_xor_sync(FULL_MASK, mx, o);
+            int oa = __shfl_xor_sync(FULL_MASK, arg, o);
+            if (om > mx || (om == mx && oa < arg)) { mx = om; arg = oa; }
+        }
+        int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+        __syncthreads();
+        if (lane == 0) { shf[w] = mx; shi[w] = arg; }
+        __syncthreads();
+        mx = lane < nw ? shf[lane] : NEG_INF;
+        arg = lane < nw ? shi[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float om = __shfl_xor_sync(FULL_MASK, mx, o);
+            int oa = __shfl_xor_sync(FULL_MASK, arg, o);
+            if (om > mx || (om == mx && oa < arg)) { mx = om; arg = oa; }
+        }
+        float s = 0.f;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) s += __expf((x[j] - mx) * it);
+        float lse = logf(block_sum(s, shf));  // relative to mx·it
+        if (greedy) {
+            if (threadIdx.x == 0) {
+                tokens[r] = arg;
+                logp[r] = -lse;
+            }
+            continue;
+        }
+        // top-k by count: K_k and how many of its ties are kept
+        u32 K = 0;
+        u32 quota = (u32)vocab;
+        if (top_k > 0 && top_k < vocab) {
+            u64 need = (u64)top_k;
+            u32 prefix = 0, pmask = 0;
+            for (int shift = 24; shift >= 0; shift -= 8) {
+                radix_clear(&h);
+                __syncthreads();
+                for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+                    u32 k = order_key(x[j]);
+                    if ((k & pmask) == prefix) atomicAdd(&h.cnt[(k >> shift) & 255], 1u);
+                }
+                __syncthreads();
+                if (threadIdx.x == 0) s_need = need;
+                __syncthreads();
+                pick_digit(&h, 0, &s_need, &s_digit, &s_avail);
+                need = s_need;
+                prefix |= (u32)s_digit << shift;
+                pmask |= 255u << shift;
+                __syncthreads();
+            }
+            K = prefix;
+            quota = (u32)need;
+        }
+        // top-p by mass among those, when asked
+        if (top_p > 0.f && top_p < 1.f) {
+            u64 tot = 0, part = 0;
+            u64 wk = mass_of(key_value(K), mx, it);
+            for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+                u32 k = order_key(x[j]);
+                if (k > K) part += mass_of(x[j], mx, it);
+            }
+            block_scan_u64(part, sh64, &tot);
+            tot += (u64)quota * wk;
+            u64 need = (u64)((double)top_p * (double)tot + 0.5);
+            if (need < 1) need = 1;
+            if (need > tot) need = tot;
+            u32 prefix = 0, pmask = 0;
+            for (int shift = 24; shift >= 0; shift -= 8) {
+                radix_clear(&h);
+                __syncthreads();
+                for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+                    u32 k = order_key(x[j]);
+                    if (k > K && (k & pmask) == prefix) radix_add(&h, (k >> shift) & 255, 1u, mass_of(x[j], mx, it));
+                }
+                if (threadIdx.x == 0 && (K & pmask) == prefix && quota > 0) radix_add(&h, (K >> shift) & 255, quota, (u64)quota * wk);
+                __syncthreads();
+                if (threadIdx.x == 0) s_need = need;
+                __syncthreads();
+                pick_digit(&h, 1, &s_need, &s_digit, &s_avail);
+                need = s_need;
+                prefix |= (u32)s_digit << shift;
+                pmask |= 255u << shift;
+                __syncthreads();
+            }
+            u64 wp = mass_of(key_value(prefix), mx, it);
+            u32 avail = s_avail;
+            u32 c = wp > 0 ? (u32)((need + wp - 1) / wp) : avail;
+            if (c < 1) c = 1;
+            if (c > avail) c = avail;
+            K = prefix;
+            quota = c;
+        }
+        // the draw: the kept mass, then a scan in id order to where the uniform falls
+        u64 kept = 0, part = 0;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+            if (order_key(x[j]) > K) part += mass_of(x[j], mx, it);
+        block_scan_u64(part, sh64, &kept);
+        kept += (u64)quota * mass_of(key_value(K), mx, it);
+        u64 u = (u64)(uniforms[r] * (double)kept);
+        if (u >= kept) u = kept - 1;
+        if (threadIdx.x == 0) s_token = -1;
+        u64 base = 0;   // kept mass before the tile
+        u64 ties = 0;   // ties at K seen before the tile
+        const int E = 4;
+        for (int t0 = 0; t0 < vocab; t0 += E * blockDim.x) {
+            int j0 = t0 + threadIdx.x * E;
+            u64 nt = 0;
+            for (int e = 0; e < E; e++)
+                if (j0 + e < vocab && order_key(x[j0 + e]) == K) nt++;
+            u64 ttot;
+            u64 tprev = ties + block_scan_u64(nt, sh64, &ttot);
+            u64 m = 0, tr = tprev;
+            for (int e = 0; e < E; e++) {
+                if (j0 + e >= vocab) break;
+                u32 k = order_key(x[j0 + e]);
+                if (k > K || (k == K && tr++ < quota)) m += mass_of(x[j0 + e], mx, it);
+            }
+            u64 mtot;
+            u64 mprev = base + block_scan_u64(m, sh64, &mtot);
+            if (u >= mprev && u < mprev + m) {
+                u64 c = mprev;
+                tr = tprev;
+                for (int e = 0; e < E; e++) {
+                    u32 k = order_key(x[j0 + e]);
+                    if (k > K || (k == K && tr++ < quota)) {
+                        c += mass_of(x[j0 + e], mx, it);
+                        if (u < c) { s_token = j0 + e; break; }
+                    }
+                }
+            }
+            __syncthreads();
+            if (s_token >= 0) break;
+            base += mtot;
+            ties += ttot;
+        }
+        if (threadIdx.x == 0) {
+            int t = s_token >= 0 ? s_token : arg;
+            tokens[r] = t;
+            logp[r] = (x[t] - mx) * it - lse;
+        }
+        __syncthreads();
+    }
+}
