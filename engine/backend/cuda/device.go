@@ -181,7 +181,8 @@ func (d *Device) enqueue(f func(o *owner) error) {
 	}
 }
 
-// do runs f on the owning thread and waits for it; it returns the kept error of earlier
+// do runs f on the owning thread and waits for it (never call it from queued work: the
+// owner would wait for itself); it returns the kept error of earlier
 // queued work instead of running f when there is one.
 func (d *Device) do(f func(o *owner) error) error {
 	res := make(chan error, 1)

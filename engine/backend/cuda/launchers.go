@@ -11,6 +11,8 @@ const (
 	kAttnSoftmaxForward kernelID = iota
 	kAttnSoftmaxBackward
 	kAttnRows
+	kAttnExpandKv
+	kAttnReduceKv
 	kCastF32BF16
 	kCastBF16F32
 	kResidualForward
@@ -50,6 +52,8 @@ var kernelNames = [numKernels]string{
 	"attn_softmax_forward",
 	"attn_softmax_backward",
 	"attn_rows",
+	"attn_expand_kv",
+	"attn_reduce_kv",
 	"cast_f32_bf16",
 	"cast_bf16_f32",
 	"residual_forward",
@@ -88,6 +92,8 @@ var kernelArgs = [numKernels]int{
 	7,
 	5,
 	12,
+	7,
+	7,
 	3,
 	3,
 	4,
@@ -161,6 +167,32 @@ func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16
 	s[10] = uint64(math.Float32bits(scale))
 	s[11] = uint64(uint32(window))
 	return o.launch(kAttnRows, d)
+}
+
+// attnExpandKv launches attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd).
+func (o *owner) attnExpandKv(d dims, dst devptr[bf16], src devptr[bf16], lds int32, L int32, heads int32, kvHeads int32, hd int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(src)
+	s[2] = uint64(uint32(lds))
+	s[3] = uint64(uint32(L))
+	s[4] = uint64(uint32(heads))
+	s[5] = uint64(uint32(kvHeads))
+	s[6] = uint64(uint32(hd))
+	return o.launch(kAttnExpandKv, d)
+}
+
+// attnReduceKv launches attn_reduce_kv(bf16* dst, int ldd, const bf16* src, int L, int heads, int kv_heads, int hd).
+func (o *owner) attnReduceKv(d dims, dst devptr[bf16], ldd int32, src devptr[bf16], L int32, heads int32, kvHeads int32, hd int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(uint32(ldd))
+	s[2] = uint64(src)
+	s[3] = uint64(uint32(L))
+	s[4] = uint64(uint32(heads))
+	s[5] = uint64(uint32(kvHeads))
+	s[6] = uint64(uint32(hd))
+	return o.launch(kAttnReduceKv, d)
 }
 
 // castF32BF16 launches cast_f32_bf16(bf16* out, const float* in, i64 n).

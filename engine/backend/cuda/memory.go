@@ -37,7 +37,11 @@ func sizeClass(n int) int {
 	return (n + step - 1) / step * step
 }
 
-func (a *allocator) alloc(n int) (uintptr, error) {
+// alloc returns n bytes of device memory, from the cache when it can; from the owning
+// thread (o not nil) it calls the driver directly, from elsewhere through the queue.
+func (a *allocator) alloc(n int) (uintptr, error) { return a.allocOn(nil, n) }
+
+func (a *allocator) allocOn(o *owner, n int) (uintptr, error) {
 	c := sizeClass(n)
 	a.mu.Lock()
 	if l := a.cached[c]; len(l) > 0 {
@@ -49,14 +53,20 @@ func (a *allocator) alloc(n int) (uintptr, error) {
 	}
 	a.mu.Unlock()
 	var p uintptr
-	err := a.d.do(func(o *owner) error {
+	get := func(o *owner) error {
 		dr := o.d.drv
 		r := call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
 		if r != 0 && a.releaseCached(o) > 0 {
 			r = call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
 		}
 		return dr.check(fmt.Sprintf("cuMemAlloc(%d bytes)", c), r)
-	})
+	}
+	var err error
+	if o != nil {
+		err = get(o)
+	} else {
+		err = a.d.do(get)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -231,4 +241,14 @@ func (o *owner) memset(dst uintptr, v byte, n int) error {
 		return dr.check("cuMemsetD32Async", call(dr.cuMemsetD32Async, dst, uintptr(w), uintptr(n/4), o.stream))
 	}
 	return dr.check("cuMemsetD8Async", call(dr.cuMemsetD8Async, dst, uintptr(v), uintptr(n), o.stream))
+}
+
+// tmp is scratch device memory for the op running on the owning thread; give it back with
+// done when the op has queued its work (later work may reuse it: the stream keeps order).
+func (o *owner) tmp(n int) (uintptr, error) { return o.d.mem.allocOn(o, n) }
+
+func (o *owner) done(p uintptr) {
+	if p != 0 {
+		_ = o.d.mem.free(p)
+	}
 }

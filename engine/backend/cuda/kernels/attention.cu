@@ -105,3 +105,26 @@ extern "C" __global__ void attn_rows(bf16* out, const bf16* q, const bf16* k, co
         o[d] = f32_to_bf16(s * inv);
     }
 }
+
+// Grouped-query attention through cuBLAS needs one key/value head per query head:
+// dst[j, h·hd + d] = src[j·lds + (h/group)·hd + d]. Grid (L, heads), block ≥ hd threads.
+extern "C" __global__ void attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
+    int h = blockIdx.y, d = threadIdx.x;
+    if (d >= hd) return;
+    int kvh = h / (heads / kv_heads);
+    for (int j = blockIdx.x; j < L; j += gridDim.x) dst[((i64)j * heads + h) * hd + d] = src[(i64)j * lds + (i64)kvh * hd + d];
+}
+
+// The backward of attn_expand_kv: dst[j·ldd + kvh·hd + d] += Σ over the group's heads h of
+// src[j, h·hd + d]. Grid (L, kv_heads), block ≥ hd threads.
+extern "C" __global__ void attn_reduce_kv(bf16* dst, int ldd, const bf16* src, int L, int heads, int kv_heads, int hd) {
+    int kvh = blockIdx.y, d = threadIdx.x;
+    if (d >= hd) return;
+    int group = heads / kv_heads;
+    for (int j = blockIdx.x; j < L; j += gridDim.x) {
+        float s = 0.f;
+        for (int g = 0; g < group; g++) s += bf16_to_f32(src[((i64)j * heads + kvh * group + g) * hd + d]);
+        bf16* o = dst + (i64)j * ldd + (i64)kvh * hd + d;
+        *o = f32_to_bf16(bf16_to_f32(*o) + s);
+    }
+}

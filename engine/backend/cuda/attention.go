@@ -1,0 +1,271 @@
+package cuda
+
+// attnShape is causal grouped-query attention's geometry (the CPU backend's Attention).
+type attnShape struct {
+	heads, kvHeads, hd int
+	scale              float32
+	window             int
+}
+
+func (a attnShape) qw() int    { return a.heads * a.hd }
+func (a attnShape) kw() int    { return a.kvHeads * a.hd }
+func (a attnShape) group() int { return a.heads / a.kvHeads }
+
+// span is a run of query rows of one sequence: rows [row, row+n) of q and out at positions
+// pos, pos+1, …, with the sequence's keys and values from position 0 at k and v (rows of
+// ldk values, a KV-cache slot or the pass's own k and v), and their gradients in backward.
+type span struct {
+	row, n, pos int
+	k, v        devptr[bf16]
+	ldk         int
+	dk, dv      devptr[bf16]
+}
+
+// scoreBudget bounds the float32 scores one product holds (heads × query rows × keys):
+// longer spans are done a chunk of query rows at a time.
+const scoreBudget = 64 << 20
+
+func (a attnShape) chunkRows(n, L int) int {
+	per := 4 * a.heads * L
+	return max(1, min(n, scoreBudget/per))
+}
+
+func bf16At(p devptr[bf16], elems int) devptr[bf16]      { return p + devptr[bf16](2*elems) }
+func f32At(p devptr[float32], elems int) devptr[float32] { return p + devptr[float32](4*elems) }
+
+// kvHeadsView gives keys (or values) with one head per query head: the span's own when there
+// is no grouping, else an expanded copy in scratch (rows of qw values; free it after use).
+func (o *owner) kvHeadsView(src devptr[bf16], lds, L int, a attnShape) (devptr[bf16], int, uintptr, error) {
+	if a.group() == 1 {
+		return src, lds, 0, nil
+	}
+	p, err := o.tmp(2 * L * a.qw())
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	d := dims{grid: [3]uint32{uint32(min(L, 1<<30)), uint32(a.heads), 1}, block: [3]uint32{uint32(ceilDiv(a.hd, 32) * 32), 1, 1}}
+	if err := o.attnExpandKv(d, devptr[bf16](p), src, int32(lds), int32(L), int32(a.heads), int32(a.kvHeads), int32(a.hd)); err != nil {
+		o.done(p)
+		return 0, 0, 0, err
+	}
+	return devptr[bf16](p), a.qw(), p, nil
+}
+
+// attentionForward sets out for every span. probs, when not 0, receives each span's
+// probabilities for the backward (span after span, head-major, heads × n × (pos+n) bf16, as
+// the CPU lays them out); without it, spans shorter than 8 rows take the row kernel.
+func (o *owner) attentionForward(out, probs, q devptr[bf16], spans []span, a attnShape, pos devptr[int32], kvOff devptr[int64]) error {
+	off := 0
+	for _, s := range spans {
+		if s.n == 0 {
+			continue
+		}
+		L := s.pos + s.n
+		if probs == 0 && s.n < 8 {
+			continue // the row kernel below
+		}
+		var sp devptr[bf16]
+		if probs != 0 {
+			sp = bf16At(probs, off)
+			off += a.heads * s.n * L
+		}
+		if err := o.attentionSpan(out, sp, q, s, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attentionSpan computes one span through cuBLAS: scores = scale·Q·Kᵀ (float32), masked
+// softmax (bf16 probabilities), out = P·V (skipped when out is 0: probabilities only); a
+// chunk of query rows at a time.
+func (o *owner) attentionSpan(out, probs, q devptr[bf16], s span, a attnShape) error {
+	L := s.pos + s.n
+	ke, ldk, kbuf, err := o.kvHeadsView(s.k, s.ldk, L, a)
+	if err != nil {
+		return err
+	}
+	defer o.done(kbuf)
+	ve, _, vbuf, err := o.kvHeadsView(s.v, s.ldk, L, a)
+	if err != nil {
+		return err
+	}
+	defer o.done(vbuf)
+	chunk := a.chunkRows(s.n, L)
+	sc, err := o.tmp(4 * a.heads * chunk * L)
+	if err != nil {
+		return err
+	}
+	defer o.done(sc)
+	var pbuf uintptr
+	if probs == 0 || chunk < s.n {
+		if pbuf, err = o.tmp(2 * a.heads * chunk * L); err != nil {
+			return err
+		}
+		defer o.done(pbuf)
+	}
+	qw := a.qw()
+	for i0 := 0; i0 < s.n; i0 += chunk {
+		n := min(chunk, s.n-i0)
+		Lc := s.pos + i0 + n // keys this chunk's last row sees
+		p := devptr[bf16](pbuf)
+		if pbuf == 0 {
+			p = probs
+		}
+		if err := o.gemm(&gemmArgs{transB: true, m: n, n: Lc, k: a.hd, alpha: a.scale,
+			a: uintptr(bf16At(q, (s.row+i0)*qw)), aType: dtBF16, lda: qw, strideA: int64(a.hd),
+			b: uintptr(ke), bType: dtBF16, ldb: ldk, strideB: int64(a.hd),
+			c: sc, cType: dtF32, ldc: Lc, strideC: int64(n * Lc), batch: a.heads}); err != nil {
+			return err
+		}
+		if err := o.softmaxCausal(p, devptr[float32](sc), a.heads, n, Lc, s.pos+i0, a.window); err != nil {
+			return err
+		}
+		if out != 0 {
+			if err := o.gemm(&gemmArgs{m: n, n: a.hd, k: Lc, alpha: 1,
+				a: uintptr(p), aType: dtBF16, lda: Lc, strideA: int64(n * Lc),
+				b: uintptr(ve), bType: dtBF16, ldb: ldk, strideB: int64(a.hd),
+				c: uintptr(bf16At(out, (s.row+i0)*qw)), cType: dtBF16, ldc: qw, strideC: int64(a.hd), batch: a.heads}); err != nil {
+				return err
+			}
+		}
+		if pbuf != 0 && probs != 0 {
+			// chunked with stored probabilities: copy the chunk's rows into the span's layout
+			// heads × n × L (rows of L, the chunk's Lc ≤ L columns, zeros beyond by the mask)
+			for h := 0; h < a.heads; h++ {
+				if err := o.memset(uintptr(bf16At(probs, (h*s.n+i0)*L)), 0, 2*n*L); err != nil {
+					return err
+				}
+				if err := o.copy2d(bf16At(probs, (h*s.n+i0)*L), L, bf16At(p, h*n*Lc), Lc, n, Lc); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// attentionRowsOf runs the row kernel over the given rows (decode steps and short spans):
+// pos and kvOff (device arrays, one entry per row in order) give each row's position and the
+// element offset of its sequence's key 0 in k and v.
+func (o *owner) attentionRowsOf(out, q, k, v devptr[bf16], ldk int, rows int, pos devptr[int32], kvOff devptr[int64], a attnShape) error {
+	if rows == 0 {
+		return nil
+	}
+	return o.attentionRows(out, q, k, v, kvOff, pos, rows, a.heads, a.kvHeads, a.hd, ldk, a.scale, a.window)
+}
+
+// attentionBackward accumulates dq and each span's dk and dv from dout, given the forward's
+// probabilities (0: recomputed here).
+func (o *owner) attentionBackward(dq, dout, probs, q devptr[bf16], spans []span, a attnShape) error {
+	off := 0
+	for _, s := range spans {
+		if s.n == 0 {
+			continue
+		}
+		L := s.pos + s.n
+		var sp devptr[bf16]
+		if probs != 0 {
+			sp = bf16At(probs, off)
+			off += a.heads * s.n * L
+		}
+		if err := o.attentionSpanBackward(dq, dout, sp, q, s, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *owner) attentionSpanBackward(dq, dout, probs, q devptr[bf16], s span, a attnShape) error {
+	L := s.pos + s.n
+	if probs == 0 { // recompute the probabilities
+		p, err := o.tmp(2 * a.heads * s.n * L)
+		if err != nil {
+			return err
+		}
+		defer o.done(p)
+		if err := o.attentionSpan(0, devptr[bf16](p), q, s, a); err != nil {
+			return err
+		}
+		probs = devptr[bf16](p)
+	}
+	qw := a.qw()
+	ke, ldk, kbuf, err := o.kvHeadsView(s.k, s.ldk, L, a)
+	if err != nil {
+		return err
+	}
+	defer o.done(kbuf)
+	ve, _, vbuf, err := o.kvHeadsView(s.v, s.ldk, L, a)
+	if err != nil {
+		return err
+	}
+	defer o.done(vbuf)
+	// gradients of the expanded keys and values, summed into dk, dv at the end
+	dke, dve, ldd := s.dk, s.dv, s.ldk
+	var dkbuf, dvbuf uintptr
+	beta := float32(1)
+	if a.group() > 1 {
+		if dkbuf, err = o.tmp(2 * L * qw); err != nil {
+			return err
+		}
+		defer o.done(dkbuf)
+		if dvbuf, err = o.tmp(2 * L * qw); err != nil {
+			return err
+		}
+		defer o.done(dvbuf)
+		dke, dve, ldd, beta = devptr[bf16](dkbuf), devptr[bf16](dvbuf), qw, 0
+	}
+	dp, err := o.tmp(4 * a.heads * s.n * L)
+	if err != nil {
+		return err
+	}
+	defer o.done(dp)
+	ds, err := o.tmp(2 * a.heads * s.n * L)
+	if err != nil {
+		return err
+	}
+	defer o.done(ds)
+	qs, dos, dqs := bf16At(q, s.row*qw), bf16At(dout, s.row*qw), bf16At(dq, s.row*qw)
+	nL := int64(s.n * L)
+	steps := []gemmArgs{
+		// dP = dO·Vᵀ
+		{transB: true, m: s.n, n: L, k: a.hd, alpha: 1, a: uintptr(dos), aType: dtBF16, lda: qw, strideA: int64(a.hd),
+			b: uintptr(ve), bType: dtBF16, ldb: ldk, strideB: int64(a.hd), c: dp, cType: dtF32, ldc: L, strideC: nL},
+		// dV += Pᵀ·dO
+		{transA: true, m: L, n: a.hd, k: s.n, alpha: 1, beta: beta, a: uintptr(probs), aType: dtBF16, lda: L, strideA: nL,
+			b: uintptr(dos), bType: dtBF16, ldb: qw, strideB: int64(a.hd), c: uintptr(dve), cType: dtBF16, ldc: ldd, strideC: int64(a.hd)},
+	}
+	for i := range steps {
+		steps[i].batch = a.heads
+		if err := o.gemm(&steps[i]); err != nil {
+			return err
+		}
+	}
+	if err := o.softmaxBack(devptr[bf16](ds), probs, devptr[float32](dp), a.heads*s.n, L); err != nil {
+		return err
+	}
+	steps = []gemmArgs{
+		// dQ += scale·dS·K
+		{m: s.n, n: a.hd, k: L, alpha: a.scale, beta: 1, a: ds, aType: dtBF16, lda: L, strideA: nL,
+			b: uintptr(ke), bType: dtBF16, ldb: ldk, strideB: int64(a.hd), c: uintptr(dqs), cType: dtBF16, ldc: qw, strideC: int64(a.hd)},
+		// dK += scale·dSᵀ·Q
+		{transA: true, m: L, n: a.hd, k: s.n, alpha: a.scale, beta: beta, a: ds, aType: dtBF16, lda: L, strideA: nL,
+			b: uintptr(qs), bType: dtBF16, ldb: qw, strideB: int64(a.hd), c: uintptr(dke), cType: dtBF16, ldc: ldd, strideC: int64(a.hd)},
+	}
+	for i := range steps {
+		steps[i].batch = a.heads
+		if err := o.gemm(&steps[i]); err != nil {
+			return err
+		}
+	}
+	if a.group() > 1 {
+		d := dims{grid: [3]uint32{uint32(min(L, 1<<30)), uint32(a.kvHeads), 1}, block: [3]uint32{uint32(ceilDiv(a.hd, 32) * 32), 1, 1}}
+		if err := o.attnReduceKv(d, s.dk, int32(s.ldk), dke, int32(L), int32(a.heads), int32(a.kvHeads), int32(a.hd)); err != nil {
+			return err
+		}
+		if err := o.attnReduceKv(d, s.dv, int32(s.ldk), dve, int32(L), int32(a.heads), int32(a.kvHeads), int32(a.hd)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

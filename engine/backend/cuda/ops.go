@@ -1,0 +1,245 @@
+package cuda
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// The ops as the owning thread issues them: launch shapes for each kernel, and the cuBLAS
+// products. Sizes are checked by the backend before they get here.
+
+const (
+	threads   = 256 // block size of the one-dimensional kernels
+	rowsWarps = 8   // rows per block of the warp-per-row kernels (256 threads)
+	maxGridY  = 65535
+)
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// flat is a grid-stride launch over n elements: enough blocks to fill the device, no more.
+func (o *owner) flat(n int64) dims {
+	return grid1(int(min(int64(ceilDiv64(n, threads)), int64(32*max(1, o.d.Info.SMs)))), threads)
+}
+
+func ceilDiv64(a int64, b int64) int64 { return (a + b - 1) / b }
+
+// warpRows is a launch of one warp per row, 8 rows a block.
+func warpRows(rows int) dims { return grid1(min(ceilDiv(rows, rowsWarps), 1<<20), rowsWarps*32) }
+
+// cols2d is a launch with blocks across columns and grid.y across rows (strided beyond 65535).
+func cols2d(rows, cols int) dims {
+	return dims{grid: [3]uint32{uint32(ceilDiv(cols, threads)), uint32(min(rows, maxGridY)), 1}, block: [3]uint32{threads, 1, 1}}
+}
+
+func (o *owner) castF32ToBF16(out devptr[bf16], in devptr[float32], n int) error {
+	return o.castF32BF16(o.flat(int64(n)), out, in, int64(n))
+}
+
+func (o *owner) castBF16ToF32(out devptr[float32], in devptr[bf16], n int) error {
+	return o.castBF16F32(o.flat(int64(n)), out, in, int64(n))
+}
+
+func (o *owner) residual(out, a, b devptr[bf16], n int) error {
+	return o.residualForward(o.flat(int64(n)), out, a, b, int64(n))
+}
+
+func (o *owner) addBF16(acc, x devptr[bf16], alpha float32, n int) error {
+	return o.addScaledBF16(o.flat(int64(n)), acc, x, alpha, int64(n))
+}
+
+func (o *owner) addF32(acc, x devptr[float32], alpha float32, n int) error {
+	return o.addScaledF32(o.flat(int64(n)), acc, x, alpha, int64(n))
+}
+
+func (o *owner) scale(x devptr[float32], s float32, n int) error {
+	return o.scaleF32(o.flat(int64(n)), x, s, int64(n))
+}
+
+func (o *owner) gelu(out, in devptr[bf16], n int) error {
+	return o.geluForward(o.flat(int64(n)), out, in, int64(n))
+}
+
+func (o *owner) geluBack(din, dout, in devptr[bf16], n int) error {
+	return o.geluBackward(o.flat(int64(n)), din, dout, in, int64(n))
+}
+
+func (o *owner) swiglu(out, gate, up devptr[bf16], n int) error {
+	return o.swigluForward(o.flat(int64(n)), out, gate, up, int64(n))
+}
+
+func (o *owner) swigluBack(dgate, dup, dout, gate, up devptr[bf16], n int) error {
+	return o.swigluBackward(o.flat(int64(n)), dgate, dup, dout, gate, up, int64(n))
+}
+
+func (o *owner) bias(out devptr[bf16], b devptr[float32], rows, cols int) error {
+	return o.biasForward(cols2d(rows, cols), out, b, int32(rows), int32(cols))
+}
+
+func (o *owner) biasBack(db devptr[float32], dout devptr[bf16], rows, cols int) error {
+	d := dims{grid: [3]uint32{uint32(ceilDiv(cols, 32)), uint32(min(ceilDiv(rows, 8), 64)), 1}, block: [3]uint32{32, 8, 1}}
+	return o.biasBackward(d, db, dout, int32(rows), int32(cols))
+}
+
+// copy2d copies rows×cols values between strided row-major views.
+func (o *owner) copy2d(dst devptr[bf16], ldd int, src devptr[bf16], lds int, rows, cols int) error {
+	return o.copy2dBF16(cols2d(rows, cols), dst, int32(ldd), src, int32(lds), int32(rows), int32(cols))
+}
+
+func (o *owner) add2d(dst devptr[bf16], ldd int, src devptr[bf16], lds int, rows, cols int) error {
+	return o.add2dBF16(cols2d(rows, cols), dst, int32(ldd), src, int32(lds), int32(rows), int32(cols))
+}
+
+// copyRows copies n rows of cols values from src rows srcRows[i] to dst rows dstRows[i]
+// (index arrays in device memory; 0 means the identity).
+func (o *owner) copyRows(dst devptr[bf16], dstRows devptr[int64], ldd int, src devptr[bf16], srcRows devptr[int64], lds int, n, cols int) error {
+	d := dims{grid: [3]uint32{uint32(min(ceilDiv(cols, threads), 8)), uint32(min(n, maxGridY)), 1}, block: [3]uint32{threads, 1, 1}}
+	return o.copyRowsBF16(d, dst, dstRows, int32(ldd), src, srcRows, int32(lds), int32(n), int32(cols))
+}
+
+func (o *owner) embed(out devptr[bf16], ids, pos devptr[int32], wte, wpe devptr[bf16], rows, dim int) error {
+	return o.embeddingForward(cols2d(rows, dim), out, ids, pos, wte, wpe, int32(rows), int32(dim))
+}
+
+func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[bf16], ids, pos devptr[int32], rows, dim int) error {
+	return o.embeddingBackward(cols2d(rows, dim), dwte, dwpe, dout, ids, pos, int32(rows), int32(dim))
+}
+
+func (o *owner) rmsnorm(out devptr[bf16], rstd devptr[float32], in devptr[bf16], w devptr[float32], rows, dim int, eps float32) error {
+	return o.rmsnormForward(warpRows(rows), out, rstd, in, w, int32(rows), int32(dim), eps)
+}
+
+// normBackDims spreads rows over a few blocks per multiprocessor when weight gradients are
+// summed (each block holds dim partial sums in shared memory), else one warp per row.
+func (o *owner) normBackDims(rows, dim, sharedPerDim int, weights bool) (dims, error) {
+	if !weights {
+		return warpRows(rows), nil
+	}
+	d := grid1(min(ceilDiv(rows, rowsWarps), 2*max(1, o.d.Info.SMs)), rowsWarps*32)
+	d.shared = uint32(4 * sharedPerDim * dim)
+	if d.shared > 48<<10 {
+		return d, fmt.Errorf("cuda: norm weight gradients of dimension %d need %d bytes of shared memory, more than 48 KiB", dim, d.shared)
+	}
+	return d, nil
+}
+
+func (o *owner) rmsnormBack(din devptr[bf16], dw devptr[float32], dout, in devptr[bf16], w, rstd devptr[float32], rows, dim int) error {
+	d, err := o.normBackDims(rows, dim, 1, dw != 0)
+	if err != nil {
+		return err
+	}
+	return o.rmsnormBackward(d, din, dw, dout, in, w, rstd, int32(rows), int32(dim))
+}
+
+func (o *owner) layernorm(out devptr[bf16], mean, rstd devptr[float32], in devptr[bf16], w, b devptr[float32], rows, dim int, eps float32) error {
+	return o.layernormForward(warpRows(rows), out, mean, rstd, in, w, b, int32(rows), int32(dim), eps)
+}
+
+func (o *owner) layernormBack(din devptr[bf16], dw, db devptr[float32], dout, in devptr[bf16], w, mean, rstd devptr[float32], rows, dim int) error {
+	d, err := o.normBackDims(rows, dim, 2, dw != 0)
+	if err != nil {
+		return err
+	}
+	return o.layernormBackward(d, din, dw, db, dout, in, w, mean, rstd, int32(rows), int32(dim))
+}
+
+// rope rotates x [rows, heads·2·half] in place by the tabulated angles of pos (sign −1: back).
+func (o *owner) rope(x devptr[bf16], pos devptr[int32], cos, sin devptr[float32], rows, heads, half int, sign float32) error {
+	d := dims{grid: [3]uint32{uint32(min(rows, 1<<30)), uint32(min(heads, maxGridY)), 1}, block: [3]uint32{uint32(ceilDiv(half, 32) * 32), 1, 1}}
+	return o.ropeForward(d, x, pos, cos, sin, int32(rows), int32(heads), int32(half), sign)
+}
+
+func (o *owner) softmaxCausal(probs devptr[bf16], scores devptr[float32], heads, n, L, pos0, window int) error {
+	return o.attnSoftmaxForward(warpRows(heads*n), probs, scores, int32(heads), int32(n), int32(L), int32(pos0), int32(window))
+}
+
+func (o *owner) softmaxBack(dscores, probs devptr[bf16], dprobs devptr[float32], rows, L int) error {
+	return o.attnSoftmaxBackward(warpRows(rows), dscores, probs, dprobs, int32(rows), int32(L))
+}
+
+// attentionRows computes attention for rows one at a time (decode steps, short spans).
+func (o *owner) attentionRows(out, q, k, v devptr[bf16], kvOff devptr[int64], pos devptr[int32], rows, heads, kvHeads, hd, ldk int, scale float32, window int) error {
+	if hd > 256 {
+		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", hd)
+	}
+	d := dims{grid: [3]uint32{uint32(rows), uint32(heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
+	return o.attnRows(d, out, q, k, v, kvOff, pos, int32(heads), int32(kvHeads), int32(hd), int32(ldk), scale, int32(window))
+}
+
+func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
+	return o.logprobForward(grid1(min(rows, 1<<20), 512), logp, ent, logits, targets, int32(rows), int32(vocab), invT)
+}
+
+func (o *owner) logprobsBack(dlogits devptr[bf16], logits, dlogp devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
+	return o.logprobBackward(grid1(min(rows, 1<<20), 512), dlogits, logits, dlogp, targets, int32(rows), int32(vocab), invT)
+}
+
+func (o *owner) digits(out, logits devptr[float32], ids, values devptr[int32], n, rows, vocab int) error {
+	return o.digitProbs(warpRows(rows), out, logits, ids, values, int32(n), int32(rows), int32(vocab))
+}
+
+func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], uniforms devptr[float64], rows, vocab int, invT float32, greedy bool, topK int, topP float32) error {
+	g := int32(0)
+	if greedy {
+		g = 1
+	}
+	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP)
+}
+
+func (o *owner) adamw(p, g, m, v devptr[float32], n int, b1, b2, step, sqrtBC2, eps, decay float32) error {
+	return o.adamwUpdate(o.flat(int64(n)), p, g, m, v, int64(n), b1, b2, step, sqrtBC2, eps, decay)
+}
+
+// sumsqBlocks is the fixed grid of sumsq_partial: its partial sums always meet in the same order.
+const sumsqBlocks = 256
+
+func (o *owner) sumsq(partial, x devptr[float32], n int) error {
+	return o.sumsqPartial(grid1(sumsqBlocks, threads), partial, x, int64(n))
+}
+
+func (o *owner) sum(out, x devptr[float32], n int) error {
+	return o.sumF32(grid1(1, 1024), out, x, int32(n))
+}
+
+// q4 is a 4-bit weight on the device (see kernels/quant.cu).
+type q4 struct {
+	rows, cols   int
+	blockShift   int
+	packed       devptr[uint8]
+	absmax       devptr[float32] // 0 when double-quantized
+	qabsmax      devptr[uint8]   // 0 when not
+	nestedAbsmax devptr[float32]
+	nestedCode   devptr[float32]
+	code         devptr[float32] // the 16-value code book
+	offset       float32
+}
+
+func blockShift(bs int) (int, error) {
+	if bs < 32 || bs&(bs-1) != 0 {
+		return 0, fmt.Errorf("cuda: 4-bit block size %d is not a power of two of at least 32", bs)
+	}
+	return bits.TrailingZeros(uint(bs)), nil
+}
+
+// dequant expands w into out [rows, cols] bf16 (16-byte aligned).
+func (o *owner) dequant(out devptr[bf16], w *q4) error {
+	n := int64(w.rows) * int64(w.cols)
+	g := grid1(int(min(ceilDiv64(ceilDiv64(n, 16), threads), int64(32*max(1, o.d.Info.SMs)))), threads)
+	return o.dequant4BF16(g, out, w.packed, w.absmax, w.qabsmax, w.nestedAbsmax, w.nestedCode, w.code, w.offset, n, int32(w.blockShift))
+}
+
+// gemvMaxRows is the most rows of x the fused 4-bit product takes at once.
+const gemvMaxRows = 8
+
+// gemv4 sets y[m, w.rows] = x[m, w.cols]·Wᵀ for m ≤ gemvMaxRows.
+func (o *owner) gemv4(y devptr[bf16], ldy int, x devptr[bf16], ldx int, w *q4, m int) error {
+	vec := int32(0)
+	if w.cols%16 == 0 && ldx%8 == 0 && uintptr(x)%16 == 0 {
+		vec = 1
+	}
+	g := grid1(ceilDiv(w.rows, rowsWarps*2), rowsWarps*32)
+	return o.gemv4BF16(g, y, int32(ldy), x, int32(ldx), w.packed, w.absmax, w.qabsmax, w.nestedAbsmax, w.nestedCode, w.code, w.offset,
+		int32(w.rows), int32(w.cols), int32(m), int32(w.blockShift), vec)
+}
+
+// gemm runs a row-major product on the owner's stream (see cublas.gemm).
+func (o *owner) gemm(g *gemmArgs) error { return o.d.blas.gemm(o.blasHandle, g) }
