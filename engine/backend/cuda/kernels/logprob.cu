@@ -18,8 +18,12 @@ __device__ __forceinline__ softmax_stats stats_merge(softmax_stats a, softmax_st
 }
 
 __device__ __forceinline__ softmax_stats stats_add(softmax_stats a, float z) {
-    if (z > a.m) {
-        float c = a.s == 0.f ? 0.f : __expf(a.m - z);
+    if (a.s == 0.f) {
+        a.m = z;
+        a.s = 1.f;
+        a.t = 0.f;
+    } else if (z > a.m) {
+        float c = __expf(a.m - z);
         a.t = c * (a.t + a.s * (a.m - z));
         a.s = a.s * c + 1.f;
         a.m = z;

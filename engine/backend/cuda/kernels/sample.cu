@@ -171,8 +171,8 @@ extern "C" __global__ void sample_rows(int* tokens, float* logp, const float* lo
             continue;
         }
         // top-k by count: K_k and how many of its ties are kept
-        u32 K = 0;
-        u32 quota = (u32)vocab;
+        u32 K = 0;      // keep every key above K (0: all; only a NaN with every bit set maps to 0)
+        u32 quota = 0;  // and this many of the ties at K
         if (top_k > 0 && top_k < vocab) {
             u64 need = (u64)top_k;
             u32 prefix = 0, pmask = 0;
