@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
-
 )
 
 var (
