@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -266,9 +265,26 @@ func (m Model) waitEvents() tea.Cmd {
 	}
 }
 
-func (m Model) quit() (tea.Model, tea.Cmd) {
+func (m *Model) quit() tea.Cmd {
 	m.quitting = true
-	return m, tea.Quit
+	return tea.Quit
+}
+
+// stop asks the engine to save a checkpoint and end the run; the app quits at run_end.
+func (m *Model) stop() tea.Cmd {
+	m.overlay = overlayNone
+	m.ctx.Stopping = true
+	m.footer.Flash("stopping: saving a checkpoint, then quitting (ctrl+c again quits at once)", false)
+	return m.control("stop", m.session.Control.Stop)
+}
+
+// interrupt is ctrl+c, SIGINT and SIGTERM: a live run is stopped (it saves a checkpoint
+// first), anything else quits at once.
+func (m *Model) interrupt() tea.Cmd {
+	if m.Active() && !m.ctx.Stopping {
+		return m.stop()
+	}
+	return m.quit()
 }
 
 // Update handles a message.
@@ -295,15 +311,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case controlMsg:
 		return m.onControl(msg)
 	case signalMsg:
-		if m.Active() && !m.ctx.Stopping {
-			return m.stop()
-		}
-		return m.quit()
+		cmd := m.interrupt()
+		return m, cmd
 	case setup.StartMsg:
 		if m.opts.Start == nil {
 			s := msg.Settings
 			m.chosen = &s
-			return m.quit()
+			cmd := m.quit()
+			return m, cmd
 		}
 		m.setup.SetBusy(true)
 		start := m.opts.Start
@@ -312,7 +327,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return sessionMsg{s, err}
 		}
 	case setup.QuitMsg:
-		return m.quit()
+		cmd := m.quit()
+		return m, cmd
 	case sessionMsg:
 		if msg.err != nil {
 			m.setup.SetError(msg.err)
@@ -329,9 +345,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	var cmd tea.Cmd
 	switch m.screen {
 	case screenSetup:
-		m.setup, cmd = m.setup.Update(msg)
+		cmd = m.setup.Update(msg)
 	default:
-		m.checkpoints, cmd = m.checkpoints.Update(msg)
+		cmd = m.checkpoints.Update(msg)
 	}
 	return m, cmd
 }
@@ -361,7 +377,8 @@ func (m Model) onEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	m.samples.Sync()
 	m.checkpoints.Sync()
 	if m.ctx.Stopping && (m.ctx.Run.Ended || m.closed) {
-		return m.quit()
+		cmd := m.quit()
+		return m, cmd
 	}
 	if m.closed {
 		return m, nil
@@ -388,7 +405,8 @@ func (m Model) onControl(msg controlMsg) (tea.Model, tea.Cmd) {
 		m.footer.Flash("saving a checkpoint…", false)
 	case "stop":
 		if m.ctx.Run.Ended || m.closed {
-			return m.quit()
+			cmd := m.quit()
+			return m, cmd
 		}
 	}
 	return m, nil
@@ -415,167 +433,6 @@ func (m Model) liveCheck() string {
 	return ""
 }
 
-func (m Model) stop() (tea.Model, tea.Cmd) {
-	m.overlay = overlayNone
-	m.ctx.Stopping = true
-	m.footer.Flash("stopping: saving a checkpoint, then quitting (ctrl+c again quits at once)", false)
-	return m, m.control("stop", m.session.Control.Stop)
-}
-
-func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	keys := m.ctx.Keys
-	if key.Matches(k, keys.ForceQuit) {
-		if m.Active() && !m.ctx.Stopping {
-			return m.stop()
-		}
-		return m.quit()
-	}
-	small := m.ctx.Width < MinWidth || m.ctx.Height < MinHeight
-	if small && m.overlay != overlayQuit {
-		// Too small to show anything but the size message: only quitting works.
-		switch {
-		case !key.Matches(k, keys.Quit):
-		case m.Active() && !m.ctx.Stopping:
-			m.overlay = overlayQuit
-		default:
-			return m.quit()
-		}
-		return m, nil
-	}
-	switch m.overlay {
-	case overlayQuit:
-		switch {
-		case key.Matches(k, keys.Yes):
-			if !m.Active() {
-				return m.quit()
-			}
-			return m.stop()
-		case key.Matches(k, keys.No), key.Matches(k, keys.Quit):
-			m.overlay = overlayNone
-		}
-		return m, nil
-	case overlayHelp:
-		if key.Matches(k, keys.Help, keys.Back) {
-			m.overlay = overlayNone
-			return m, nil
-		}
-		if !key.Matches(k, keys.Quit) {
-			return m, nil
-		}
-		m.overlay = overlayNone
-	case overlayAlert:
-		if key.Matches(k, keys.Back, keys.Enter) {
-			m.overlay = overlayNone
-			return m, nil
-		}
-		if !key.Matches(k, keys.Quit) {
-			return m, nil
-		}
-		m.overlay = overlayNone
-	}
-
-	switch m.screen {
-	case screenSetup:
-		var cmd tea.Cmd
-		m.setup, cmd = m.setup.Update(k)
-		return m, cmd
-	case screenCheckpoints:
-		if m.checkpoints.Editing() {
-			var cmd tea.Cmd
-			m.checkpoints, cmd = m.checkpoints.Update(k)
-			return m, cmd
-		}
-		if key.Matches(k, keys.Back, keys.Checkpoints) {
-			m.screen = screenDashboard
-			m.footer.SetKeys(keys.ShortHelp())
-			return m, nil
-		}
-	}
-
-	switch {
-	case key.Matches(k, keys.Quit):
-		m.footer.Clear()
-		if m.Active() && !m.ctx.Stopping {
-			m.overlay = overlayQuit
-			return m, nil
-		}
-		return m.quit()
-	case key.Matches(k, keys.Help):
-		m.overlay = overlayHelp
-		return m, nil
-	case key.Matches(k, keys.Pause):
-		if why := m.liveCheck(); why != "" {
-			m.footer.Flash(why, false)
-			return m, nil
-		}
-		if m.ctx.Paused {
-			m.footer.Flash("resuming…", false)
-			return m, m.control("resume", m.session.Control.Resume)
-		}
-		m.footer.Flash("pausing…", false)
-		return m, m.control("pause", m.session.Control.Pause)
-	case key.Matches(k, keys.Save):
-		if why := m.liveCheck(); why != "" {
-			m.footer.Flash(why, false)
-			return m, nil
-		}
-		m.footer.Flash("asking the engine to save a checkpoint…", false)
-		return m, m.control("save", m.session.Control.SaveNow)
-	}
-
-	if m.screen == screenCheckpoints {
-		var cmd tea.Cmd
-		m.checkpoints, cmd = m.checkpoints.Update(k)
-		return m, cmd
-	}
-
-	// Dashboard.
-	switch {
-	case key.Matches(k, keys.Checkpoints):
-		m.screen = screenCheckpoints
-		m.scanFolder()
-		m.footer.SetKeys(keys.CheckpointsHelp())
-		m.footer.Clear()
-		m.layout()
-		return m, nil
-	case key.Matches(k, keys.Next):
-		m.setFocus(m.focus + 1)
-		return m, nil
-	case key.Matches(k, keys.Prev):
-		m.setFocus(m.focus - 1)
-		return m, nil
-	case key.Matches(k, keys.Reference, keys.Generate):
-		m.footer.Flash("open the checkpoints (c) to mark a reference or generate", false)
-		return m, nil
-	}
-	if m.focus == focusAlerts && key.Matches(k, keys.Enter) {
-		if e, ok := m.alerts.Selected(); ok {
-			m.alert, m.overlay = e, overlayAlert
-		}
-		return m, nil
-	}
-	var cmd tea.Cmd
-	switch m.focus {
-	case focusAlerts:
-		m.alerts, cmd = m.alerts.Update(k)
-	case focusSamples:
-		m.samples, cmd = m.samples.Update(k)
-	}
-	return m, cmd
-}
-
-func (m *Model) setFocus(f int) {
-	m.focus = (f + focusCount) % focusCount
-	m.alerts.Blur()
-	m.samples.Blur()
-	switch m.focus {
-	case focusAlerts:
-		m.alerts.Focus()
-	case focusSamples:
-		m.samples.Focus()
-	}
-}
-
 // View renders the current screen, with an overlay on top when one is open.
 func (m Model) View() tea.View {
 	v := tea.NewView(m.render())
@@ -586,6 +443,9 @@ func (m Model) View() tea.View {
 	}
 	return v
 }
+
+// tooSmall reports a terminal below MinWidth×MinHeight: only the size message is shown.
+func (m *Model) tooSmall() bool { return m.ctx.Width < MinWidth || m.ctx.Height < MinHeight }
 
 // TooSmall is the message shown below MinWidth×MinHeight.
 func TooSmall(w, h int) string {
@@ -598,7 +458,7 @@ func (m Model) render() string {
 	if w == 0 || h == 0 {
 		return ""
 	}
-	if w < MinWidth || h < MinHeight {
+	if m.tooSmall() {
 		s := TooSmall(w, h)
 		if m.overlay == overlayQuit {
 			s += "\n\nStop the run? It saves a checkpoint first. y / n"

@@ -5,6 +5,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/header"
 )
 
@@ -60,17 +61,23 @@ func (m *Model) layout() {
 	body := h - header.Height - 1
 	m.checkpoints.SetSize(w, body)
 	s := paneSizes(w, body)
-	m.ppl.SetSize(s[panePerplexity].w, s[panePerplexity].h)
-	m.ntl.SetSize(s[paneNTL].w, s[paneNTL].h)
-	m.kl.SetSize(s[paneKL].w, s[paneKL].h)
-	m.reward.SetSize(s[paneReward].w, s[paneReward].h)
-	m.alerts.SetSize(s[paneAlerts].w, s[paneAlerts].h)
-	m.samples.SetSize(s[paneSamples].w, s[paneSamples].h)
+	for i, p := range m.panes() {
+		p.SetSize(s[i].w, s[i].h)
+	}
+}
+
+// panes are the dashboard's panes, in the order of paneSizes.
+func (m *Model) panes() [paneCount]component.Component {
+	return [paneCount]component.Component{panePerplexity: &m.ppl, paneNTL: &m.ntl, paneKL: &m.kl,
+		paneReward: &m.reward, paneAlerts: &m.alerts, paneSamples: &m.samples}
 }
 
 // dashboard renders the panes in their places (sizes were set by layout).
 func (m Model) dashboard() string {
-	v := [paneCount]string{m.ppl.View(), m.ntl.View(), m.kl.View(), m.reward.View(), m.alerts.View(), m.samples.View()}
+	var v [paneCount]string
+	for i, p := range m.panes() {
+		v[i] = p.View()
+	}
 	if m.ctx.Width >= wideLayout {
 		return lipgloss.JoinHorizontal(lipgloss.Top,
 			v[panePerplexity]+"\n"+v[paneNTL], v[paneKL]+"\n"+v[paneReward], v[paneAlerts]+"\n"+v[paneSamples])

@@ -11,6 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/styles"
@@ -18,28 +19,22 @@ import (
 
 // Model is the alerts pane.
 type Model struct {
-	ctx     *context.Context
-	w, h    int
-	focused bool
-	sel     int // position in the newest-first list
-	top     int // first visible position
-	seen    int // anomalies known at the last Sync
+	component.Base
+	sel  int // position in the newest-first list
+	top  int // first visible position
+	seen int // anomalies known at the last Sync
 }
 
 // New returns the pane.
-func New(ctx *context.Context) Model { return Model{ctx: ctx} }
+func New(ctx *context.Context) Model { return Model{Base: component.New(ctx)} }
 
-// SetSize sets the pane's outer size.
-func (m *Model) SetSize(w, h int) { m.w, m.h = w, h; m.scroll() }
-
-// Focus and Blur move the keyboard to and from the pane.
-func (m *Model) Focus() { m.focused = true }
-func (m *Model) Blur()  { m.focused = false }
+// SetSize sets the pane's outer size, keeping the selection in view.
+func (m *Model) SetSize(w, h int) { m.Base.SetSize(w, h); m.scroll() }
 
 // Sync follows new anomalies: the newest stays selected unless the user moved away from it,
 // in which case the selection stays on the same alert.
 func (m *Model) Sync() {
-	n := len(m.ctx.Run.Anomalies)
+	n := len(m.Ctx.Run.Anomalies)
 	if added := n - m.seen; added > 0 && m.sel > 0 {
 		m.sel += added
 		m.top += added
@@ -50,7 +45,7 @@ func (m *Model) Sync() {
 
 // Selected returns the selected anomaly.
 func (m Model) Selected() (events.Event, bool) {
-	a := m.ctx.Run.Anomalies
+	a := m.Ctx.Run.Anomalies
 	if len(a) == 0 {
 		return events.Event{}, false
 	}
@@ -59,13 +54,13 @@ func (m Model) Selected() (events.Event, bool) {
 
 // Update handles the pane's keys: up/down select. (enter is the app's: it opens the
 // selected alert in an overlay.)
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) tea.Cmd {
 	k, ok := msg.(tea.KeyPressMsg)
 	if !ok {
-		return m, nil
+		return nil
 	}
-	keys := m.ctx.Keys
-	n := len(m.ctx.Run.Anomalies)
+	keys := m.Ctx.Keys
+	n := len(m.Ctx.Run.Anomalies)
 	switch {
 	case key.Matches(k, keys.Up):
 		if m.sel > 0 {
@@ -77,12 +72,12 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 	}
 	m.scroll()
-	return m, nil
+	return nil
 }
 
 func (m *Model) scroll() {
-	rows := max(m.h-2, 1)
-	n := len(m.ctx.Run.Anomalies)
+	rows := max(m.Height-2, 1)
+	n := len(m.Ctx.Run.Anomalies)
 	m.sel = max(0, min(m.sel, n-1))
 	if m.sel < m.top {
 		m.top = m.sel
@@ -97,10 +92,10 @@ func (m *Model) scroll() {
 // not fit in w cells.
 func (m Model) Title(w int) string {
 	c := map[string]int{}
-	for _, a := range m.ctx.Run.Anomalies {
+	for _, a := range m.Ctx.Run.Anomalies {
 		c[a.Severity]++
 	}
-	if len(m.ctx.Run.Anomalies) == 0 {
+	if len(m.Ctx.Run.Anomalies) == 0 {
 		return "alerts"
 	}
 	title := func(short bool) string {
@@ -124,22 +119,17 @@ func (m Model) Title(w int) string {
 
 // View renders the framed list.
 func (m Model) View() string {
-	if m.w < 4 || m.h < 2 {
-		return ""
-	}
-	st := m.ctx.Styles
-	a := m.ctx.Run.Anomalies
-	w, rows := m.w-2, m.h-2
-	var lines []string
-	if len(a) == 0 {
-		lines = append(lines, st.Muted.Render("no anomalies"))
-	}
-	for i := m.top; i < len(a) && i < m.top+rows; i++ {
-		e := a[len(a)-1-i]
-		sel := m.focused && i == m.sel
-		lines = append(lines, m.line(e, w, sel))
-	}
-	return st.Box(m.Title(m.w-5), strings.Join(lines, "\n"), m.w, m.h, m.focused)
+	return m.Frame(m.Title(m.Width-5), func(w, rows int) string {
+		a := m.Ctx.Run.Anomalies
+		var lines []string
+		if len(a) == 0 {
+			lines = append(lines, m.Ctx.Styles.Muted.Render("no anomalies"))
+		}
+		for i := m.top; i < len(a) && i < m.top+rows; i++ {
+			lines = append(lines, m.line(a[len(a)-1-i], w, m.Focused() && i == m.sel))
+		}
+		return strings.Join(lines, "\n")
+	})
 }
 
 // Tag is the four-letter severity tag, readable without colour.
@@ -156,7 +146,7 @@ func Tag(sev string) string {
 }
 
 func (m Model) line(e events.Event, w int, sel bool) string {
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	what := e.Rule
 	if e.Metric != "" {
 		what += " " + e.Metric + "=" + format.Value(e.Value)

@@ -11,6 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/guptarohit/asciigraph"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/state"
@@ -25,18 +26,16 @@ type Series struct {
 
 // Model is a chart pane.
 type Model struct {
-	ctx     *context.Context
+	component.Base
 	title   string
 	series  []Series
 	caption func(r *state.Run) []string
-	w, h    int
-	focused bool
 }
 
 // New returns a chart of the given series; caption, when set, adds run-specific items after
 // the legend (current value, threshold), as many as fit.
 func New(ctx *context.Context, title string, series []Series, caption func(*state.Run) []string) Model {
-	return Model{ctx: ctx, title: title, series: series, caption: caption}
+	return Model{Base: component.New(ctx), title: title, series: series, caption: caption}
 }
 
 // KL is the KL-divergence chart: kl per step, with the latest and largest values and the
@@ -70,30 +69,22 @@ func Reward(ctx *context.Context) Model {
 	})
 }
 
-// SetSize sets the pane's outer size.
-func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
-
-// Focus and Blur mark the pane as focused (charts take no keys).
-func (m *Model) Focus() { m.focused = true }
-func (m *Model) Blur()  { m.focused = false }
-
 // View renders the framed chart.
 func (m Model) View() string {
-	if m.w < 4 || m.h < 2 {
-		return ""
-	}
-	st, r := m.ctx.Styles, m.ctx.Run
-	data := make([][]float64, len(m.series))
-	labels := make([]string, len(m.series))
-	for i, s := range m.series {
-		data[i] = r.Series(s.Metric)
-		labels[i] = s.Label
-	}
-	var caption []string
-	if m.caption != nil {
-		caption = m.caption(r)
-	}
-	return st.Box(m.title, Plot(st, data, labels, caption, m.w-2, m.h-2), m.w, m.h, m.focused)
+	return m.Frame(m.title, func(w, h int) string {
+		r := m.Ctx.Run
+		data := make([][]float64, len(m.series))
+		labels := make([]string, len(m.series))
+		for i, s := range m.series {
+			data[i] = r.Series(s.Metric)
+			labels[i] = s.Label
+		}
+		var caption []string
+		if m.caption != nil {
+			caption = m.caption(r)
+		}
+		return Plot(m.Ctx.Styles, data, labels, caption, w, h)
+	})
 }
 
 // offset is asciigraph's gap between the y labels and the plot.

@@ -17,6 +17,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/input"
@@ -49,11 +50,10 @@ type report struct {
 
 // Model is the inspector screen (below the header, above the footer).
 type Model struct {
-	ctx      *context.Context
+	component.Base
 	inspect  InspectFunc
 	generate GenerateFunc
 
-	w, h    int
 	table   table.Model
 	detail  viewport.Model
 	prompt  input.Model
@@ -70,7 +70,7 @@ type Model struct {
 // New returns the inspector; inspect and generate may be nil (the keys then say so).
 func New(ctx *context.Context, inspect InspectFunc, generate GenerateFunc) Model {
 	m := Model{
-		ctx: ctx, inspect: inspect, generate: generate,
+		Base: component.New(ctx), inspect: inspect, generate: generate,
 		table:   table.New(table.WithFocused(true)),
 		detail:  viewport.New(),
 		prompt:  input.New("prompt> ", "type a prompt, enter to generate, esc to cancel"),
@@ -83,7 +83,7 @@ func New(ctx *context.Context, inspect InspectFunc, generate GenerateFunc) Model
 }
 
 // Restyle picks up a theme change.
-func (m *Model) Restyle() { m.table.SetStyles(m.ctx.Styles.Table); m.Sync() }
+func (m *Model) Restyle() { m.table.SetStyles(m.Ctx.Styles.Table); m.Sync() }
 
 // Editing reports whether the prompt field has the keyboard (the app then leaves keys to it).
 func (m Model) Editing() bool { return m.prompt.Focused() }
@@ -96,7 +96,7 @@ func (m Model) Ref() string { return m.ref }
 
 // Selected is the selected checkpoint.
 func (m Model) Selected() (state.Checkpoint, bool) {
-	for _, c := range m.ctx.Run.Checkpoints {
+	for _, c := range m.Ctx.Run.Checkpoints {
 		if c.Path == m.sel {
 			return c, true
 		}
@@ -106,30 +106,30 @@ func (m Model) Selected() (state.Checkpoint, bool) {
 
 // SetSize sets the screen's size.
 func (m *Model) SetSize(w, h int) {
-	m.w, m.h = w, h
+	m.Base.SetSize(w, h)
 	m.wide = w >= 120
 	m.Sync()
 }
 
 func (m Model) tableBox() (w, h int) {
 	if m.wide {
-		return min(max(m.w*2/5, 48), 64), m.h
+		return min(max(m.Width*2/5, 48), 64), m.Height
 	}
-	rows := len(m.ctx.Run.Checkpoints)
-	return m.w, max(4, min(m.h/3, rows+3))
+	rows := len(m.Ctx.Run.Checkpoints)
+	return m.Width, max(4, min(m.Height/3, rows+3))
 }
 
 func (m Model) detailBox() (w, h int) {
 	tw, th := m.tableBox()
 	if m.wide {
-		return m.w - tw, m.h
+		return m.Width - tw, m.Height
 	}
-	return m.w, m.h - th
+	return m.Width, m.Height - th
 }
 
 // Sync rebuilds the table from the run's checkpoints, keeping the selection on the same one.
 func (m *Model) Sync() {
-	cps := m.ctx.Run.Checkpoints
+	cps := m.Ctx.Run.Checkpoints
 	tw, th := m.tableBox()
 	inner := tw - 2
 	// step, reward, health, ref: fixed; path takes the rest. Each column pads by 2.
@@ -159,7 +159,7 @@ func (m *Model) Sync() {
 			mark = "▸"
 		}
 		rw := "—"
-		if v, ok := m.ctx.Run.At("reward", c.Step); ok {
+		if v, ok := m.Ctx.Run.At("reward", c.Step); ok {
 			rw = format.Value(v)
 		}
 		rows[i] = table.Row{mark, fmt.Sprint(c.Step), rw, m.health(c), refMark(c.Path == m.ref), shortPath(c.Path)}
@@ -207,7 +207,7 @@ func (m Model) health(c state.Checkpoint) string {
 func reportKey(ckpt, ref string) string { return ckpt + "\x00" + ref }
 
 // Update handles the inspector's keys and the results of its commands.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case inspectedMsg:
 		m.busy = ""
@@ -217,31 +217,31 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 		m.Sync()
 		m.detail.GotoTop()
-		return m, nil
+		return nil
 	case generatedMsg:
 		m.busy = ""
 		m.gen = &msg
 		m.Sync()
 		m.detail.GotoBottom()
-		return m, nil
+		return nil
 	case spinner.TickMsg:
 		if m.busy == "" {
-			return m, nil
+			return nil
 		}
 		var cmd tea.Cmd
 		m.spin, cmd = m.spin.Update(msg)
-		return m, cmd
+		return cmd
 	case tea.PasteMsg:
 		m.prompt, _ = m.prompt.Update(msg)
-		return m, nil
+		return nil
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
-	return m, nil
+	return nil
 }
 
-func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
-	keys := m.ctx.Keys
+func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
+	keys := m.Ctx.Keys
 	if m.prompt.Focused() {
 		switch k.Keystroke() {
 		case "esc":
@@ -250,18 +250,18 @@ func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
 			p := strings.TrimSpace(m.prompt.Value())
 			c, ok := m.Selected()
 			if p == "" || !ok {
-				return m, nil
+				return nil
 			}
 			m.prompt.Blur()
 			if m.generate == nil {
 				m.gen = &generatedMsg{ckpt: c.Path, prompt: p, err: errNotAvailable("generation")}
 				m.Sync()
-				return m, nil
+				return nil
 			}
 			m.busy = "generating from " + shortPath(c.Path) + "…"
 			gen := m.generate
 			m.Sync()
-			return m, tea.Batch(m.spin.Tick, func() tea.Msg {
+			return tea.Batch(m.spin.Tick, func() tea.Msg {
 				out, err := gen(c.Location(), p)
 				return generatedMsg{ckpt: c.Path, prompt: p, out: out, err: err}
 			})
@@ -269,7 +269,7 @@ func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
 			m.prompt, _ = m.prompt.Update(k)
 		}
 		m.Sync()
-		return m, nil
+		return nil
 	}
 	switch {
 	case key.Matches(k, keys.Up):
@@ -292,18 +292,18 @@ func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
 	case key.Matches(k, keys.Enter):
 		c, ok := m.Selected()
 		if !ok || m.busy != "" {
-			return m, nil
+			return nil
 		}
 		rk := reportKey(c.Path, m.ref)
 		if m.inspect == nil {
 			m.reports[rk] = report{err: errNotAvailable("inspection")}
 			m.Sync()
-			return m, nil
+			return nil
 		}
 		m.busy = "inspecting " + shortPath(c.Path) + "…"
 		insp, ref, refLoc := m.inspect, m.ref, m.location(m.ref)
 		m.Sync()
-		return m, tea.Batch(m.spin.Tick, func() tea.Msg {
+		return tea.Batch(m.spin.Tick, func() tea.Msg {
 			text, score, err := insp(c.Location(), refLoc)
 			return inspectedMsg{key: reportKey(c.Path, ref), report: text, score: score, err: err}
 		})
@@ -314,12 +314,12 @@ func (m Model) key(k tea.KeyPressMsg) (Model, tea.Cmd) {
 			m.Sync()
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // location is where the checkpoint of a path lies on disk ("" for "").
 func (m Model) location(path string) string {
-	for _, c := range m.ctx.Run.Checkpoints {
+	for _, c := range m.Ctx.Run.Checkpoints {
 		if c.Path == path {
 			return c.Location()
 		}
@@ -332,7 +332,7 @@ type errNotAvailable string
 func (e errNotAvailable) Error() string { return string(e) + " is not available in this session" }
 
 func (m *Model) move(d int) {
-	cps := m.ctx.Run.Checkpoints
+	cps := m.Ctx.Run.Checkpoints
 	if len(cps) == 0 {
 		return
 	}
@@ -356,10 +356,10 @@ func (m Model) fixedDetailLines() int {
 }
 
 func (m Model) detailText(w int) string {
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	c, ok := m.Selected()
 	if !ok {
-		if m.ctx.Live {
+		if m.Ctx.Live {
 			return st.Muted.Render("no checkpoints yet: press esc, then s to save one now")
 		}
 		return st.Muted.Render("this run has no checkpoints")
@@ -373,7 +373,7 @@ func (m Model) detailText(w int) string {
 	if !c.Time.IsZero() {
 		row("saved", c.Time.UTC().Format("2006-01-02 15:04:05Z"))
 	}
-	if v, ok := m.ctx.Run.At("reward", c.Step); ok {
+	if v, ok := m.Ctx.Run.At("reward", c.Step); ok {
 		row("reward", format.Value(v))
 	}
 	if c.Health != nil {
@@ -415,9 +415,9 @@ func (m Model) detailText(w int) string {
 
 // View renders the table and the details side by side (wide) or stacked.
 func (m Model) View() string {
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	tw, th := m.tableBox()
-	title := fmt.Sprintf("checkpoints · %d", len(m.ctx.Run.Checkpoints))
+	title := fmt.Sprintf("checkpoints · %d", len(m.Ctx.Run.Checkpoints))
 	tbl := st.Box(title, m.table.View(), tw, th, !m.prompt.Focused())
 	dw, dh := m.detailBox()
 	var body []string

@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/lipgloss/v2"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/keys"
 	"rlhfstation/tui/styles"
@@ -16,8 +17,7 @@ import (
 
 // Model is the footer.
 type Model struct {
-	ctx      *context.Context
-	width    int
+	component.Base
 	help     help.Model
 	flash    string
 	flashErr bool
@@ -26,11 +26,8 @@ type Model struct {
 
 // New returns a footer showing the dashboard's keys.
 func New(ctx *context.Context) Model {
-	return Model{ctx: ctx, help: help.New(), bindings: ctx.Keys.ShortHelp()}
+	return Model{Base: component.New(ctx), help: help.New(), bindings: ctx.Keys.ShortHelp()}
 }
-
-// SetSize sets the width (the footer is one line).
-func (m *Model) SetSize(w, _ int) { m.width = w }
 
 // SetKeys sets the bindings shown.
 func (m *Model) SetKeys(b []key.Binding) { m.bindings = b }
@@ -46,22 +43,22 @@ func (m Model) Message() string { return m.flash }
 
 // View renders the line.
 func (m Model) View() string {
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	left := ""
 	if m.flash != "" {
 		fs := st.Flash
 		if m.flashErr {
 			fs = st.FlashErr
 		}
-		left = fs.Render(styles.Ellipsis(m.flash, max(m.width*3/5, 20)))
+		left = fs.Render(styles.Ellipsis(m.flash, max(m.Width*3/5, 20)))
 	}
 	lw := lipgloss.Width(left)
 	m.help.Styles = st.Help
-	m.help.SetWidth(max(m.width-lw-2, 0))
+	m.help.SetWidth(max(m.Width-lw-2, 0))
 	right := m.help.View(keys.Short(m.bindings))
-	gap := m.width - lw - lipgloss.Width(right)
+	gap := m.Width - lw - lipgloss.Width(right)
 	if gap < 1 {
-		return styles.Clip(left, m.width)
+		return styles.Clip(left, m.Width)
 	}
 	return left + strings.Repeat(" ", gap) + right
 }

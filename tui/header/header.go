@@ -7,6 +7,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
 )
@@ -16,15 +17,11 @@ const Height = 2
 
 // Model is the header component.
 type Model struct {
-	ctx   *context.Context
-	width int
+	component.Base
 }
 
 // New returns a header drawing from ctx.
-func New(ctx *context.Context) Model { return Model{ctx: ctx} }
-
-// SetSize sets the width; the height is always Height.
-func (m *Model) SetSize(w, _ int) { m.width = w }
+func New(ctx *context.Context) Model { return Model{Base: component.New(ctx)} }
 
 // segment is one item of a header line; when a line is too wide the lowest priority goes first.
 type segment struct {
@@ -34,7 +31,7 @@ type segment struct {
 
 // View renders the two lines.
 func (m Model) View() string {
-	st, r := m.ctx.Styles, m.ctx.Run
+	st, r := m.Ctx.Styles, m.Ctx.Run
 	status := m.status()
 
 	name := r.Name
@@ -59,21 +56,21 @@ func (m Model) View() string {
 			st.Muted.Render(" (") + format.Count(float64(p.Trainable)) + st.Muted.Render(" trainable)"), 1})
 	}
 	sw := lipgloss.Width(status)
-	left := fit(line1, m.width-sw-1, st.Muted.Render(" · "))
-	gap := m.width - lipgloss.Width(left) - sw
+	left := fit(line1, m.Width-sw-1, st.Muted.Render(" · "))
+	gap := m.Width - lipgloss.Width(left) - sw
 	if gap < 1 {
 		gap = 1
 	}
 	l1 := left + strings.Repeat(" ", gap) + status
 
-	now := m.ctx.Now()
+	now := m.Ctx.Now()
 	var line2 []segment
 	if r.TotalSteps > 0 {
 		frac := float64(r.Step) / float64(r.TotalSteps)
 		if frac > 1 {
 			frac = 1
 		}
-		barW := m.width / 6
+		barW := m.Width / 6
 		barW = max(8, min(barW, 30))
 		line2 = append(line2,
 			segment{st.Muted.Render("step ") + fmt.Sprintf("%d/%d", r.Step, r.TotalSteps), 9},
@@ -97,13 +94,13 @@ func (m Model) View() string {
 	if v, ok := r.Last("perf/step_seconds"); ok {
 		line2 = append(line2, segment{format.Value(v) + st.Muted.Render(" s/step"), 2})
 	}
-	l2 := fit(line2, m.width, st.Muted.Render(" · "))
+	l2 := fit(line2, m.Width, st.Muted.Render(" · "))
 	return l1 + "\n" + l2
 }
 
 // status is the run's state word at the right of the first line.
 func (m Model) status() string {
-	st, r := m.ctx.Styles, m.ctx.Run
+	st, r := m.Ctx.Styles, m.Ctx.Run
 	switch {
 	case r.Ended:
 		switch r.Status {
@@ -115,14 +112,14 @@ func (m Model) status() string {
 			return st.Warn.Render("■ ended")
 		}
 		return st.Warn.Render("■ " + r.Status)
-	case m.ctx.Stopping:
+	case m.Ctx.Stopping:
 		return st.Warn.Render("■ stopping…")
-	case !m.ctx.Live:
+	case !m.Ctx.Live:
 		if !r.Started {
 			return st.Muted.Render("◌ replay")
 		}
 		return st.Muted.Render("◌ replay (run in progress)")
-	case m.ctx.Paused:
+	case m.Ctx.Paused:
 		return st.Warn.Render("❚❚ paused")
 	case !r.Started:
 		return st.Muted.Render("◌ starting…")
@@ -135,7 +132,7 @@ func (m Model) status() string {
 func (m Model) bar(frac float64, w int) string {
 	full := int(frac*float64(w) + 0.5)
 	full = max(0, min(full, w))
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	if st.NoColor {
 		return strings.Repeat("█", full) + strings.Repeat("░", w-full)
 	}

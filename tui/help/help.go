@@ -8,28 +8,25 @@ import (
 	bhelp "charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 )
 
 // Model is the help overlay.
 type Model struct {
-	ctx  *context.Context
-	w, h int
+	component.Base
 }
 
 // New returns the overlay.
-func New(ctx *context.Context) Model { return Model{ctx: ctx} }
-
-// SetSize sets the screen size the overlay is centred in.
-func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
+func New(ctx *context.Context) Model { return Model{Base: component.New(ctx)} }
 
 // View renders the framed key list, sized to its content.
 func (m Model) View() string {
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	h := bhelp.New()
 	h.Styles = st.Help
 	h.FullSeparator = "    "
-	body := h.FullHelpView(m.ctx.Keys.FullHelp())
+	body := h.FullHelpView(m.Ctx.Keys.FullHelp())
 	notes := []string{
 		"",
 		st.Muted.Render("q asks before stopping a live run (it saves a checkpoint first);"),
@@ -37,6 +34,6 @@ func (m Model) View() string {
 		st.Muted.Render("esc or ? closes this help."),
 	}
 	body += "\n" + strings.Join(notes, "\n")
-	w := min(lipgloss.Width(body)+4, m.w)
-	return st.Box("keys", lipgloss.NewStyle().Padding(0, 1).Render(body), w, min(lipgloss.Height(body)+2, m.h), true)
+	w := min(lipgloss.Width(body)+4, m.Width)
+	return st.Box("keys", lipgloss.NewStyle().Padding(0, 1).Render(body), w, min(lipgloss.Height(body)+2, m.Height), true)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"rlhfstation/tui/charts"
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/state"
@@ -15,20 +16,11 @@ import (
 
 // Model is the NTL pane.
 type Model struct {
-	ctx     *context.Context
-	w, h    int
-	focused bool
+	component.Base
 }
 
 // New returns the pane.
-func New(ctx *context.Context) Model { return Model{ctx: ctx} }
-
-// SetSize sets the pane's outer size.
-func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
-
-// Focus and Blur mark the pane as focused.
-func (m *Model) Focus() { m.focused = true }
-func (m *Model) Blur()  { m.focused = false }
+func New(ctx *context.Context) Model { return Model{Base: component.New(ctx)} }
 
 // Used reports whether the run logs NTL metrics.
 func Used(r *state.Run) bool {
@@ -36,15 +28,10 @@ func Used(r *state.Run) bool {
 }
 
 // View renders the framed pane.
-func (m Model) View() string {
-	if m.w < 4 || m.h < 2 {
-		return ""
-	}
-	return m.ctx.Styles.Box("number token loss", m.body(m.w-2, m.h-2), m.w, m.h, m.focused)
-}
+func (m Model) View() string { return m.Frame("number token loss", m.body) }
 
 func (m Model) body(w, h int) string {
-	st, r := m.ctx.Styles, m.ctx.Run
+	st, r := m.Ctx.Styles, m.Ctx.Run
 	if !Used(r) {
 		if r.Step == 0 {
 			return st.Muted.Render("waiting for metrics…")

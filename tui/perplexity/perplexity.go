@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"rlhfstation/tui/charts"
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/state"
@@ -18,36 +19,23 @@ var Levels = []string{"word", "phrase", "sentence", "aggregate"}
 
 // Model is the perplexity pane.
 type Model struct {
-	ctx     *context.Context
-	w, h    int
-	focused bool
+	component.Base
 }
 
 // New returns the pane.
-func New(ctx *context.Context) Model { return Model{ctx: ctx} }
-
-// SetSize sets the pane's outer size.
-func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
-
-// Focus and Blur mark the pane as focused.
-func (m *Model) Focus() { m.focused = true }
-func (m *Model) Blur()  { m.focused = false }
+func New(ctx *context.Context) Model { return Model{Base: component.New(ctx)} }
 
 // View renders the framed pane.
 func (m Model) View() string {
-	if m.w < 4 || m.h < 2 {
-		return ""
-	}
-	st, r := m.ctx.Styles, m.ctx.Run
 	title := "perplexity"
-	if v, ok := r.Last("ppl/improvement"); ok {
+	if v, ok := m.Ctx.Run.Last("ppl/improvement"); ok {
 		title += " · improvement " + format.SignedPercent(v)
 	}
-	return st.Box(title, m.body(m.w-2, m.h-2), m.w, m.h, m.focused)
+	return m.Frame(title, m.body)
 }
 
 func (m Model) body(w, h int) string {
-	st, r := m.ctx.Styles, m.ctx.Run
+	st, r := m.Ctx.Styles, m.Ctx.Run
 	any := false
 	for _, l := range Levels {
 		any = any || r.Has("ppl/"+l)
@@ -76,7 +64,7 @@ func (m Model) body(w, h int) string {
 // row is one level: name, now, baseline, relative change and the trend arrow. Lower is
 // better, so a fall is drawn as good.
 func (m Model) row(level string) string {
-	st, r := m.ctx.Styles, m.ctx.Run
+	st, r := m.Ctx.Styles, m.Ctx.Run
 	name := "ppl/" + level
 	v, ok := r.Last(name)
 	if !ok {
@@ -111,8 +99,8 @@ func (m Model) row(level string) string {
 // relative is a level's series as a percentage change against its baseline (against its
 // first value when the baseline is unknown), so the three levels share one axis.
 func (m Model) relative(level string) []float64 {
-	s := m.ctx.Run.Series("ppl/" + level)
-	base := m.ctx.Run.Baselines.Get(level)
+	s := m.Ctx.Run.Series("ppl/" + level)
+	base := m.Ctx.Run.Baselines.Get(level)
 	if base <= 0 && len(s) > 0 {
 		base = s[0]
 	}

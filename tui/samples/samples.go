@@ -14,14 +14,13 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 )
 
 // Model is the samples pane.
 type Model struct {
-	ctx      *context.Context
-	w, h     int
-	focused  bool
+	component.Base
 	vp       viewport.Model
 	abs, idx int  // shown samples event (its number among all samples events) and sample within it
 	pinned   bool // the user picked a sample: new batches do not replace it
@@ -29,27 +28,23 @@ type Model struct {
 
 // New returns the pane.
 func New(ctx *context.Context) Model {
-	return Model{ctx: ctx, vp: viewport.New(), abs: -1}
+	return Model{Base: component.New(ctx), vp: viewport.New(), abs: -1}
 }
 
 // SetSize sets the pane's outer size.
 func (m *Model) SetSize(w, h int) {
-	m.w, m.h = w, h
+	m.Base.SetSize(w, h)
 	m.vp.SetWidth(max(w-2, 1))
 	m.vp.SetHeight(max(h-2-headerLines, 1))
 	m.refresh(false)
 }
-
-// Focus and Blur move the keyboard to and from the pane.
-func (m *Model) Focus() { m.focused = true }
-func (m *Model) Blur()  { m.focused = false }
 
 // headerLines are the fixed lines above the viewport: step and rewards.
 const headerLines = 2
 
 // Sync follows the newest batch unless the user pinned a sample.
 func (m *Model) Sync() {
-	r := m.ctx.Run
+	r := m.Ctx.Run
 	if len(r.Samples) == 0 {
 		return
 	}
@@ -65,11 +60,11 @@ func (m *Model) Sync() {
 }
 
 // ev is the index of the shown batch in Run.Samples (negative once dropped).
-func (m Model) ev() int { return m.abs - (m.ctx.Run.SamplesSeen - len(m.ctx.Run.Samples)) }
+func (m Model) ev() int { return m.abs - (m.Ctx.Run.SamplesSeen - len(m.Ctx.Run.Samples)) }
 
 // Current returns the shown sample and its step.
 func (m Model) Current() (events.Sample, int, bool) {
-	ss, ev := m.ctx.Run.Samples, m.ev()
+	ss, ev := m.Ctx.Run.Samples, m.ev()
 	if ev < 0 || ev >= len(ss) || len(ss[ev].Samples) == 0 {
 		return events.Sample{}, 0, false
 	}
@@ -78,13 +73,13 @@ func (m Model) Current() (events.Sample, int, bool) {
 }
 
 // Update handles the pane's keys: up/down scroll, left/right (and enter) change sample.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) tea.Cmd {
 	k, ok := msg.(tea.KeyPressMsg)
 	if !ok {
-		return m, nil
+		return nil
 	}
-	keys := m.ctx.Keys
-	ss, ev := m.ctx.Run.Samples, m.ev()
+	keys := m.Ctx.Keys
+	ss, ev := m.Ctx.Run.Samples, m.ev()
 	switch {
 	case key.Matches(k, keys.Up):
 		m.vp.ScrollUp(1)
@@ -114,7 +109,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		m.pinned = true
 		m.refresh(true)
 	}
-	return m, nil
+	return nil
 }
 
 // refresh rebuilds the viewport's text; top scrolls it back to the start.
@@ -124,8 +119,8 @@ func (m *Model) refresh(top bool) {
 		m.vp.SetContent("")
 		return
 	}
-	st := m.ctx.Styles
-	w := max(m.w-2, 1)
+	st := m.Ctx.Styles
+	w := max(m.Width-2, 1)
 	var b strings.Builder
 	section := func(label, text string) {
 		if text == "" {
@@ -150,7 +145,7 @@ func (m *Model) refresh(top bool) {
 // Title names the pane with the shown step and sample.
 func (m Model) Title() string {
 	if _, step, ok := m.Current(); ok {
-		t := fmt.Sprintf("samples · step %d · %d/%d", step, m.idx+1, len(m.ctx.Run.Samples[m.ev()].Samples))
+		t := fmt.Sprintf("samples · step %d · %d/%d", step, m.idx+1, len(m.Ctx.Run.Samples[m.ev()].Samples))
 		if m.pinned {
 			t += " · pinned"
 		}
@@ -161,25 +156,23 @@ func (m Model) Title() string {
 
 // View renders the framed pane.
 func (m Model) View() string {
-	if m.w < 4 || m.h < 2 {
-		return ""
-	}
-	st := m.ctx.Styles
-	s, _, ok := m.Current()
-	if !ok {
-		return st.Box("samples", st.Muted.Render("no samples yet"), m.w, m.h, m.focused)
-	}
-	adv := fmt.Sprintf("%+.3f", s.Advantage)
-	head := st.Muted.Render("reward ") + st.Bold.Render(fmt.Sprintf("%.3f", s.Reward)) + st.Muted.Render("  advantage ") + adv
-	names := make([]string, 0, len(s.Rewards))
-	for k := range s.Rewards {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var per []string
-	for _, k := range names {
-		per = append(per, st.Muted.Render(k+" ")+fmt.Sprintf("%.2f", s.Rewards[k]))
-	}
-	body := head + "\n" + strings.Join(per, st.Muted.Render(" · ")) + "\n" + m.vp.View()
-	return st.Box(m.Title(), body, m.w, m.h, m.focused)
+	return m.Frame(m.Title(), func(_, _ int) string {
+		st := m.Ctx.Styles
+		s, _, ok := m.Current()
+		if !ok {
+			return st.Muted.Render("no samples yet")
+		}
+		adv := fmt.Sprintf("%+.3f", s.Advantage)
+		head := st.Muted.Render("reward ") + st.Bold.Render(fmt.Sprintf("%.3f", s.Reward)) + st.Muted.Render("  advantage ") + adv
+		names := make([]string, 0, len(s.Rewards))
+		for k := range s.Rewards {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var per []string
+		for _, k := range names {
+			per = append(per, st.Muted.Render(k+" ")+fmt.Sprintf("%.2f", s.Rewards[k]))
+		}
+		return head + "\n" + strings.Join(per, st.Muted.Render(" · ")) + "\n" + m.vp.View()
+	})
 }

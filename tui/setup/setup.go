@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/input"
 	"rlhfstation/tui/styles"
@@ -63,7 +64,7 @@ const (
 
 // Model is the setup screen.
 type Model struct {
-	ctx     *context.Context
+	component.Base
 	choices Choices
 	preset  int
 	device  int
@@ -73,7 +74,6 @@ type Model struct {
 	focus   int
 	err     string
 	busy    bool
-	w, h    int
 }
 
 // New returns the screen for the given choices.
@@ -81,7 +81,7 @@ func New(ctx *context.Context, c Choices) Model {
 	if len(c.Devices) == 0 {
 		c.Devices = []string{"auto", "cpu", "cuda"}
 	}
-	m := Model{ctx: ctx, choices: c,
+	m := Model{Base: component.New(ctx), choices: c,
 		model: input.New("", "built-in model"),
 		data:  input.New("", "built-in synthetic prompts"),
 		steps: input.New("", "number of steps"),
@@ -106,7 +106,7 @@ func New(ctx *context.Context, c Choices) Model {
 
 // SetSize sets the screen's size.
 func (m *Model) SetSize(w, h int) {
-	m.w, m.h = w, h
+	m.Base.SetSize(w, h)
 	fw := m.formWidth() - 2 - labelW
 	m.model.SetWidth(fw)
 	m.data.SetWidth(fw)
@@ -157,38 +157,38 @@ func (m *Model) setFocus(f int) {
 }
 
 // Update handles the form's keys.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) tea.Cmd {
 	k, ok := msg.(tea.KeyPressMsg)
 	if !ok {
 		if p, ok := msg.(tea.PasteMsg); ok && m.Editing() {
 			*m.field(), _ = m.field().Update(p)
 		}
-		return m, nil
+		return nil
 	}
 	if m.busy {
-		return m, nil
+		return nil
 	}
-	keys := m.ctx.Keys
+	keys := m.Ctx.Keys
 	switch {
 	case key.Matches(k, keys.Next):
 		m.setFocus(m.focus + 1)
-		return m, nil
+		return nil
 	case key.Matches(k, keys.Prev):
 		m.setFocus(m.focus - 1)
-		return m, nil
+		return nil
 	case k.Keystroke() == "enter":
 		if m.focus != fieldStart {
 			m.setFocus(m.focus + 1)
-			return m, nil
+			return nil
 		}
 		s, err := m.Settings()
 		if err != nil {
 			m.err = err.Error()
 			m.setFocus(fieldSteps)
-			return m, nil
+			return nil
 		}
 		m.err = ""
-		return m, func() tea.Msg { return StartMsg{s} }
+		return func() tea.Msg { return StartMsg{s} }
 	}
 	if m.Editing() {
 		switch k.Keystroke() {
@@ -199,11 +199,11 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		default:
 			*m.field(), _ = m.field().Update(k)
 		}
-		return m, nil
+		return nil
 	}
 	switch {
 	case key.Matches(k, keys.Quit), k.Keystroke() == "esc":
-		return m, func() tea.Msg { return QuitMsg{} }
+		return func() tea.Msg { return QuitMsg{} }
 	case key.Matches(k, keys.Up):
 		if m.focus == fieldPreset && m.preset > 0 {
 			m.preset--
@@ -225,7 +225,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 			m.device = (m.device + 1) % len(m.choices.Devices)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 func (m *Model) field() *input.Model {
@@ -240,11 +240,11 @@ func (m *Model) field() *input.Model {
 
 const labelW = 10
 
-func (m Model) formWidth() int { return max(min(m.w-4, 100), 40) }
+func (m Model) formWidth() int { return max(min(m.Width-4, 100), 40) }
 
 // View renders the form centred on the screen.
 func (m Model) View() string {
-	st := m.ctx.Styles
+	st := m.Ctx.Styles
 	fw := m.formWidth()
 	inner := fw - 2
 	label := func(f int, s string) string {
@@ -320,7 +320,7 @@ func (m Model) View() string {
 		b.WriteString("\n\n" + st.FlashErr.Render(lipgloss.Wrap(m.err, inner, " ")))
 	}
 	body := b.String()
-	h := min(lipgloss.Height(body)+2, m.h)
+	h := min(lipgloss.Height(body)+2, m.Height)
 	box := st.Box("rlhfstation · new run", body, fw, h, true)
-	return lipgloss.Place(m.w, m.h, lipgloss.Center, lipgloss.Center, box)
+	return lipgloss.Place(m.Width, m.Height, lipgloss.Center, lipgloss.Center, box)
 }
