@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 
-	"rlhfstation/engine/events"
 	"rlhfstation/internal/atomicfile"
 	"rlhfstation/safetensors"
 )
@@ -91,13 +90,6 @@ func ReadAdapterConfig(path string) (AdapterConfig, error) {
 	return c, nil
 }
 
-// ReadTrainerState reads a trainer_state.json.
-func ReadTrainerState(path string) (TrainerState, error) {
-	var s TrainerState
-	err := readJSON(path, &s)
-	return s, err
-}
-
 // readJSON decodes the JSON file at path into v; a decoding error names the file.
 func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)
@@ -133,21 +125,6 @@ type Optimizer struct {
 	Step                                         int
 	LearningRate, Beta1, Beta2, Eps, WeightDecay float64
 	ExpAvg, ExpAvgSq                             map[string][]float32
-}
-
-// TrainerState is trainer_state.json: what a resume needs besides weights and moments.
-type TrainerState struct {
-	GlobalStep   int     `json:"global_step"`
-	LearningRate float64 `json:"learning_rate"`
-	DataCursor   int     `json:"data_cursor"`
-	Epoch        int     `json:"epoch"`
-	RNGState     string  `json:"rng_state"`
-	ConfigHash   string  `json:"config_hash"`
-	// The learning-rate schedule as planned when the run started: a resume with more steps
-	// keeps it, so the rate stays continuous (0 in checkpoints older than these fields).
-	ScheduleSteps int            `json:"schedule_steps,omitempty"`
-	WarmupSteps   int            `json:"warmup_steps,omitempty"`
-	Metrics       events.Metrics `json:"metrics,omitempty"`
 }
 
 // Checkpoint is everything a checkpoint folder holds. Optimizer and State are absent (nil)

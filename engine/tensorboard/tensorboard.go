@@ -1,6 +1,7 @@
-// Package tensorboard writes TensorBoard event files (DESIGN §9: tb/events.out.tfevents.*)
-// without a protobuf dependency: records in TFRecord framing, each holding one Event message
-// encoded by hand. Only scalars are written, as Summary.Value.simple_value.
+// Package tensorboard writes and reads TensorBoard event files (DESIGN §9:
+// tb/events.out.tfevents.*) without a protobuf dependency: records in TFRecord framing, each
+// holding one Event message encoded by hand. The writer writes scalars as
+// Summary.Value.simple_value; the reader (reader.go) also takes the encodings of other writers.
 //
 // TFRecord record:  uint64 length | uint32 masked CRC-32C(length) | data | uint32 masked CRC-32C(data)
 // (little-endian). Event protobuf fields used (tensorflow/core/util/event.proto, summary.proto):
@@ -218,7 +219,7 @@ func appendBytesField(b []byte, field int, v []byte) []byte {
 	return append(b, v...)
 }
 
-// Event is one decoded event: either the file-version header or a set of scalars.
+// Event is one decoded event: the file-version header, or a step's summary values.
 type Event struct {
 	WallTime    float64
 	Step        int64
@@ -226,88 +227,13 @@ type Event struct {
 	Values      []Value
 }
 
-// Value is one scalar of an event.
+// Value is one summary value of an event.
 type Value struct {
-	Tag   string
-	Value float32
-}
-
-// ReadFile decodes every event of an event file, checking both CRCs of each record.
-func ReadFile(path string) ([]Event, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tensorboard: %w", err)
-	}
-	evs, err := Decode(data)
-	if err != nil {
-		return evs, fmt.Errorf("tensorboard: %s: %w", path, err)
-	}
-	return evs, nil
-}
-
-// Decode parses the TFRecord stream b into events. It reads what the writer writes (and skips
-// fields it does not know), so that tests and tools can check files without TensorBoard.
-func Decode(b []byte) ([]Event, error) {
-	var evs []Event
-	for off := 0; off < len(b); {
-		if len(b)-off < 12 {
-			return evs, fmt.Errorf("record at byte %d: truncated header", off)
-		}
-		n := binary.LittleEndian.Uint64(b[off:])
-		if got, want := binary.LittleEndian.Uint32(b[off+8:]), maskedCRC(b[off:off+8]); got != want {
-			return evs, fmt.Errorf("record at byte %d: length CRC %08x, want %08x", off, got, want)
-		}
-		start := off + 12
-		if n > uint64(len(b)-start) || uint64(len(b)-start)-n < 4 {
-			return evs, fmt.Errorf("record at byte %d: truncated data (%d bytes announced)", off, n)
-		}
-		end := start + int(n)
-		data := b[start:end]
-		if got, want := binary.LittleEndian.Uint32(b[end:]), maskedCRC(data); got != want {
-			return evs, fmt.Errorf("record at byte %d: data CRC %08x, want %08x", off, got, want)
-		}
-		ev, err := decodeEvent(data)
-		if err != nil {
-			return evs, fmt.Errorf("record at byte %d: %w", off, err)
-		}
-		evs = append(evs, ev)
-		off = end + 4
-	}
-	return evs, nil
-}
-
-func decodeEvent(b []byte) (Event, error) {
-	var ev Event
-	err := fields(b, func(field, wire int, v uint64, raw []byte) error {
-		switch {
-		case field == fieldWallTime && wire == wireFixed64:
-			ev.WallTime = math.Float64frombits(v)
-		case field == fieldStep && wire == wireVarint:
-			ev.Step = int64(v)
-		case field == fieldFileVersion && wire == wireBytes:
-			ev.FileVersion = string(raw)
-		case field == fieldSummary && wire == wireBytes:
-			return fields(raw, func(field, wire int, _ uint64, raw []byte) error {
-				if field != fieldValue || wire != wireBytes {
-					return nil
-				}
-				var val Value
-				err := fields(raw, func(field, wire int, v uint64, raw []byte) error {
-					switch {
-					case field == fieldTag && wire == wireBytes:
-						val.Tag = string(raw)
-					case field == fieldSimpleValue && wire == wireFixed32:
-						val.Value = math.Float32frombits(uint32(v))
-					}
-					return nil
-				})
-				ev.Values = append(ev.Values, val)
-				return err
-			})
-		}
-		return nil
-	})
-	return ev, err
+	Tag    string
+	Kind   int     // Scalar, Text or Other
+	Value  float64 // Kind Scalar (simple_value is a float32, widened)
+	Text   string  // Kind Text
+	Plugin string  // the summary metadata's plugin name, when there is one ("scalars", "text"…)
 }
 
 // fields walks the protobuf message b, calling f with each field's number, wire type and

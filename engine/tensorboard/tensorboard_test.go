@@ -112,7 +112,7 @@ func TestRoundTrip(t *testing.T) {
 			if !ok {
 				t.Fatalf("unexpected tag %q", v.Tag)
 			}
-			if math.Float32bits(v.Value) != math.Float32bits(float32(want)) {
+			if math.Float32bits(float32(v.Value)) != math.Float32bits(float32(want)) || v.Kind != Scalar {
 				t.Errorf("%s = %v, want %v", v.Tag, v.Value, float32(want))
 			}
 		}
