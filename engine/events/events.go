@@ -52,6 +52,9 @@ type Event struct {
 	TotalSteps int            `json:"total_steps,omitempty"`
 	Params     *Params        `json:"params,omitempty"`
 	Config     map[string]any `json:"config,omitempty"` // the resolved run configuration
+	// Source names the tool that wrote a run read from its own files ("TRL / Hugging Face
+	// Trainer", "verl", "OpenRLHF"); empty for rlhfstation's runs.
+	Source string `json:"source,omitempty"`
 
 	// step
 	Metrics Metrics `json:"metrics,omitempty"`

@@ -2,7 +2,8 @@
 
 Written from the format's definition only (TFRecord framing with masked CRC-32C, the Event and
 Summary protobuf messages), with no tensorboard, protobuf or zlib: the CRC-32C table and the
-varint parser are built here. Prints the events as one JSON document; float values are given as
+varint parser are built here. Scalars may be simple_value or a DT_FLOAT tensor (float_val or
+tensor_content), texts a DT_STRING tensor. Prints the events as one JSON document; float values are given as
 their IEEE-754 bits plus repr(), so NaN and infinities survive.
 
 usage: read_events.py EVENTFILE
@@ -72,6 +73,37 @@ def fields(buf):
         yield num, wire, v
 
 
+def tensor(buf):
+    """A TensorProto of one DT_FLOAT (float_val, packed or not, or tensor_content) or of
+    DT_STRING values: returns (float32 bits or None, text or None)."""
+    dtype, floats, strings = None, [], []
+    for num, wire, v in fields(buf):
+        if num == 1 and wire == 0:
+            dtype = v
+        elif num == 4 and wire == 2 and dtype == 1:
+            floats += [struct.unpack("<I", v[i:i + 4])[0] for i in range(0, len(v), 4)]
+        elif num == 5 and wire == 2:
+            floats += [struct.unpack("<I", v[i:i + 4])[0] for i in range(0, len(v), 4)]
+        elif num == 5 and wire == 5:
+            floats.append(struct.unpack("<I", v)[0])
+        elif num == 8 and wire == 2:
+            strings.append(v.decode("utf-8"))
+    if dtype == 7:
+        return None, "\n".join(strings)
+    if dtype == 1 and len(floats) == 1:
+        return floats[0], None
+    return None, None
+
+
+def plugin_name(buf):
+    for num, wire, v in fields(buf):
+        if num == 1 and wire == 2:
+            for n2, w2, x in fields(v):
+                if n2 == 1 and w2 == 2:
+                    return x.decode("utf-8")
+    return None
+
+
 def event(buf):
     ev = {"wall_time": None, "step": 0, "file_version": None, "values": []}
     for num, wire, v in fields(buf):
@@ -85,14 +117,25 @@ def event(buf):
             for n2, w2, val in fields(v):
                 if n2 != 1 or w2 != 2:
                     continue
-                tag, bits = None, None
+                tag, bits, text, plugin = None, None, None, None
                 for n3, w3, x in fields(val):
                     if n3 == 1 and w3 == 2:
                         tag = x.decode("utf-8")
                     elif n3 == 2 and w3 == 5:
                         bits = struct.unpack("<I", x)[0]
-                f = struct.unpack("<f", struct.pack("<I", bits))[0]
-                ev["values"].append({"tag": tag, "bits": bits, "repr": repr(f)})
+                    elif n3 == 8 and w3 == 2:
+                        bits, text = tensor(x)
+                    elif n3 == 9 and w3 == 2:
+                        plugin = plugin_name(x)
+                out = {"tag": tag}
+                if bits is not None:
+                    f = struct.unpack("<f", struct.pack("<I", bits))[0]
+                    out.update(bits=bits, repr=repr(f))
+                if text is not None:
+                    out["text"] = text
+                if plugin is not None:
+                    out["plugin"] = plugin
+                ev["values"].append(out)
     return ev
 
 
