@@ -72,10 +72,12 @@ func layouts(t *testing.T, p runstest.Plan) map[string]struct {
 		kind Kind
 	}{}
 	root := t.TempDir()
-	add := func(name string, kind Kind, path string) { out[name] = struct {
-		path string
-		kind Kind
-	}{path, kind} }
+	add := func(name string, kind Kind, path string) {
+		out[name] = struct {
+			path string
+			kind Kind
+		}{path, kind}
+	}
 
 	for name, enc := range map[string]runstest.Encoding{"simple_value": runstest.SimpleValue,
 		"tensor float_val": runstest.TensorFloat, "tensor_content": runstest.TensorContent} {

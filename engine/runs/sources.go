@@ -27,7 +27,7 @@ type tbSource struct {
 	dir   string
 	files []string
 
-	cur     rawStep
+	cur    rawStep
 	lastAt time.Time // when the last record was read
 }
 
@@ -395,7 +395,7 @@ func (verlSource) run(p *pipeline) error {
 // (orjson's spelling of NaN and infinities), other values are skipped.
 func parseVerlLine(line []byte) (int, map[string]float64, error) {
 	var rec struct {
-		Step *json.Number              `json:"step"`
+		Step *json.Number               `json:"step"`
 		Data map[string]json.RawMessage `json:"data"`
 	}
 	dec := json.NewDecoder(pyjson.NewReader(bytes.NewReader(line)))

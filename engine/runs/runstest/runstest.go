@@ -55,20 +55,20 @@ func (p Plan) Metrics(step int) map[string]float64 {
 	}
 	acc := 0.5 + 0.004*x + 0.02*r.NormFloat64()
 	return map[string]float64{
-		"loss":                        0.01 * r.NormFloat64(),
-		"reward":                      reward,
-		"reward_std":                  0.3 + 0.02*r.NormFloat64(),
+		"loss":                         0.01 * r.NormFloat64(),
+		"reward":                       reward,
+		"reward_std":                   0.3 + 0.02*r.NormFloat64(),
 		"rewards/accuracy_reward/mean": acc,
 		"rewards/accuracy_reward/std":  0.4 + 0.02*r.NormFloat64(),
-		"frac_reward_zero_std":        0.2 + 0.05*r.Float64(),
-		"kl":                          kl,
-		"entropy":                     1.2 - 0.004*x + 0.02*r.NormFloat64(),
-		"grad_norm":                   grad,
-		"learning_rate":               1e-5 * (1 - x/float64(p.Steps+1)),
-		"completions/mean_length":     60 + 0.2*x + 2*r.NormFloat64(),
-		"clip_ratio/region_mean":      0,
-		"num_tokens":                  1000 * x,
-		"epoch":                       x / float64(p.Steps),
+		"frac_reward_zero_std":         0.2 + 0.05*r.Float64(),
+		"kl":                           kl,
+		"entropy":                      1.2 - 0.004*x + 0.02*r.NormFloat64(),
+		"grad_norm":                    grad,
+		"learning_rate":                1e-5 * (1 - x/float64(p.Steps+1)),
+		"completions/mean_length":      60 + 0.2*x + 2*r.NormFloat64(),
+		"clip_ratio/region_mean":       0,
+		"num_tokens":                   1000 * x,
+		"epoch":                        x / float64(p.Steps),
 	}
 }
 
@@ -209,10 +209,10 @@ func TrainerState(path string, p Plan, upTo int) error {
 
 // AdapterOptions shape a PEFT adapter folder.
 type AdapterOptions struct {
-	Layers   int // decoder layers, each with q_proj and v_proj (2 when 0)
-	Rank     int // 8 when 0
-	Dim      int // hidden size (32 when 0)
-	Seed     uint64
+	Layers    int // decoder layers, each with q_proj and v_proj (2 when 0)
+	Rank      int // 8 when 0
+	Dim       int // hidden size (32 when 0)
+	Seed      uint64
 	Untrained bool // B all zero, as PEFT initialises it
 }
 
@@ -409,8 +409,8 @@ func ScalarEvent(wall float64, step int64, name string, v float64, enc Encoding)
 		val = binary.LittleEndian.AppendUint32(tag(val, 2, 5), math.Float32bits(float32(v)))
 	default:
 		var t []byte
-		t = varint(tag(t, 1, 0), 1)  // dtype DT_FLOAT
-		t = lenField(t, 2, nil)      // tensor_shape: a scalar
+		t = varint(tag(t, 1, 0), 1) // dtype DT_FLOAT
+		t = lenField(t, 2, nil)     // tensor_shape: a scalar
 		if enc == TensorFloat {
 			t = lenField(t, 5, binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(v)))) // packed float_val
 		} else {
@@ -486,11 +486,11 @@ func (e *EventFile) Close() error { return e.f.Close() }
 
 // TRLOptions choose what a TRL output folder holds.
 type TRLOptions struct {
-	TensorBoard  bool     // runs/<stamp>_host/events.out.tfevents.* with "train/<key>" tags
-	Encoding     Encoding // of the TensorBoard scalars
-	Checkpoints  []int    // steps with a checkpoint-N folder
-	RootState    bool     // trainer_state.json in the folder itself (trainer.save_state())
-	Completions  bool     // wandb completions tables every 10 steps
+	TensorBoard bool     // runs/<stamp>_host/events.out.tfevents.* with "train/<key>" tags
+	Encoding    Encoding // of the TensorBoard scalars
+	Checkpoints []int    // steps with a checkpoint-N folder
+	RootState   bool     // trainer_state.json in the folder itself (trainer.save_state())
+	Completions bool     // wandb completions tables every 10 steps
 }
 
 // WriteTRL writes a TRL GRPOTrainer output folder for the plan.
