@@ -35,11 +35,18 @@ func init() {
 //	                      eps, weight_decay, metadata, tensors, exp_avg_norm, exp_avg_sq_max,
 //	                      non_finite, negative_exp_avg_sq
 //	trainer_state         when trainer_state.json is there: global_step, learning_rate,
-//	                      data_cursor, rng_state, config_hash, metrics
+//	                      data_cursor, epoch, rng_state, config_hash, metrics; for the Hugging
+//	                      Face Trainer's (TRL, Unsloth: source "transformers") also max_steps and
+//	                      log_entries, with metrics and learning_rate from its last training log
+//	skipped               files not read: PyTorch pickles (optimizer.pt, scheduler.pt,
+//	                      rng_state.pth, training_args.bin)
+//	foreign               set for another tool's checkpoint (checkpoint-N of the Trainer)
 //
 // Every number is finite (norms count the finite entries; non_finite counts the rest).
 func runInspect(s streams, args []string) error {
-	fs := newFlagSet("inspect", "inspect CKPT [--ref CKPT] [--json] [--top N]", s.stderr)
+	fs := newFlagSet("inspect", "inspect CKPT [--ref CKPT] [--json] [--top N]\n\n"+
+		"CKPT is a folder holding a LoRA adapter in PEFT's layout: a checkpoint of this tool\n"+
+		"(checkpoints/step-N), a TRL / Hugging Face Trainer checkpoint-N, or a bare adapter folder.", s.stderr)
 	ref := fs.String("ref", "", "reference checkpoint `CKPT` to measure drift against (an earlier step of the run)")
 	asJSON := fs.Bool("json", false, "print one JSON document (monitor.Report) instead of the report")
 	top := fs.Int("top", 10, "module rows per group in the report, worst first (0: all)")

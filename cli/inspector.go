@@ -4,6 +4,8 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -33,6 +35,10 @@ func generateFromRunCheckpoint(ckpt, prompt string) (string, error) {
 	runDir := filepath.Dir(filepath.Dir(ckpt))
 	v, ok := replayPolicies.Load(runDir)
 	if !ok {
+		if _, err := os.Stat(filepath.Join(runDir, "config.toml")); err != nil {
+			// Another tool's checkpoint: its run names no model this tool can load.
+			return "", fmt.Errorf("g generates from this tool's runs (their config.toml names the model); for this checkpoint run: rlhfstation generate --model BASE --adapter %s", ckpt)
+		}
 		p, err := engine.LoadRunPolicy(runDir)
 		if err != nil {
 			return "", err

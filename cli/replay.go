@@ -2,61 +2,82 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"syscall"
 	"time"
 
+	"rlhfstation/engine/monitor"
+	"rlhfstation/engine/runs"
 	"rlhfstation/tui"
 	"rlhfstation/tui/replay"
-	"rlhfstation/tui/state"
 	"rlhfstation/tui/styles"
 )
 
 func init() {
-	register(command{name: "replay", summary: "the dashboard over a finished or running run's events", order: 20, run: runReplay})
+	register(command{name: "replay", summary: "the dashboard over a run: this tool's, or a TRL, verl or OpenRLHF run", order: 20,
+		run: func(s streams, args []string) error { return runReplay(s, "replay", false, args) }})
+	register(command{name: "watch", summary: "replay --follow: the dashboard over a live run as it writes", order: 21,
+		run: func(s streams, args []string) error { return runReplay(s, "watch", true, args) }})
 }
 
-// replayPoll is how often a followed events.jsonl is checked for new lines.
+// replayPoll is how often followed files are checked for more.
 const replayPoll = 250 * time.Millisecond
 
-func runReplay(s streams, args []string) error {
-	fs := newFlagSet("replay", "replay RUNDIR [--follow] [--theme auto|dark|light]\n\n"+
-		"Shows the dashboard over RUNDIR/events.jsonl. With --follow it keeps reading the file as a\n"+
-		"live run appends to it, until run_end. When stdout is not a terminal it prints a plain-text\n"+
-		"summary of the run instead (with --follow, once the run has ended). NO_COLOR is honoured.", s.stderr)
-	follow := fs.Bool("follow", false, "keep reading events.jsonl as the run writes it, until run_end")
+const replayUsage = ` DIR [--follow] [--summary] [--json] [--theme auto|dark|light]
+
+Shows the dashboard over the run in DIR: a run folder of this tool (events.jsonl), a TRL /
+Hugging Face Trainer output folder (TensorBoard events under runs/, else trainer_state.json of
+the folder or its newest checkpoint-N/), verl's file-logger JSONL or TensorBoard folder, or
+OpenRLHF's TensorBoard folder; DIR may also be one of those files. It says what it found.
+Other tools' metrics are shown under this tool's names (the README has the table), and the
+alerts are computed as the metrics arrive. With --follow it keeps reading as the run writes,
+until the run ends. --summary prints a plain-text summary instead of the dashboard (the default
+when stdout is not a terminal); --summary --json prints one JSON document: the run, each
+metric's first/last/min/max and trends (over the whole run, and the recent window), the
+anomalies, reward reliability and checkpoints. NO_COLOR is honoured.`
+
+func runReplay(s streams, name string, follow bool, args []string) error {
+	fs := newFlagSet(name, name+replayUsage, s.stderr)
+	fl := fs.Bool("follow", follow, "keep reading as the run writes, until it ends")
+	summary := fs.Bool("summary", false, "print a plain-text summary instead of the dashboard")
+	asJSON := fs.Bool("json", false, "with --summary: print one JSON document")
 	theme := fs.String("theme", "auto", "palette: auto (ask the terminal), dark or light")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("replay takes one run folder (rlhfstation replay RUNDIR), got %d arguments", len(pos))
+		return usagef("%s takes one run folder (rlhfstation %s DIR), got %d arguments", name, name, len(pos))
 	}
 	th, ok := map[string]tui.Theme{"auto": tui.ThemeAuto, "dark": tui.ThemeDark, "light": tui.ThemeLight}[*theme]
 	if !ok {
 		return usagef("--theme: %q is not auto, dark or light", *theme)
 	}
-	dir := pos[0]
-	if err := replay.Check(dir); err != nil {
+	run, err := runs.Detect(pos[0])
+	if err != nil {
 		return err
 	}
+	if run.Kind != runs.KindOwn {
+		fmt.Fprintln(s.stderr, "rlhfstation: found "+run.Describe())
+	}
+	opts := runs.Options{Follow: *fl, Poll: replayPoll}
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if !isTerminal(s.stdout) {
-		return replaySummary(ctx, s.stdout, dir, *follow)
+	if *summary || *asJSON || !isTerminal(s.stdout) {
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		return replaySummary(ctx, s.stdout, run, opts, *asJSON)
 	}
 	// The TUI handles SIGINT and SIGTERM itself.
-	cancel()
-	sctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	m := tui.New(tui.Options{
-		Session:  tui.Session{Events: replay.Stream(sctx, replay.EventsFile(dir), *follow, replayPoll), RunDir: dir},
+		Session:  tui.Session{Events: run.Stream(ctx, opts), RunDir: run.Dir},
 		Inspect:  inspectCheckpoint,
 		Generate: generateFromRunCheckpoint,
 		Theme:    th,
@@ -67,26 +88,53 @@ func runReplay(s streams, args []string) error {
 	case tui.Interrupted(err):
 		return exitError{code: exitInterrupted}
 	case err != nil:
-		return fmt.Errorf("replay %s: %w", dir, err)
+		return fmt.Errorf("%s %s: %w", name, pos[0], err)
 	}
 	return nil
 }
 
-// replaySummary prints the plain-text summary; when following, it first waits for run_end.
-func replaySummary(ctx context.Context, stdout io.Writer, dir string, follow bool) error {
-	r := state.New()
-	for e := range replay.Stream(ctx, replay.EventsFile(dir), follow, replayPoll) {
-		r.Apply(e)
+// replaySummary digests the run and prints the summary; when following, it waits for the run
+// to end first.
+func replaySummary(ctx context.Context, stdout io.Writer, run *runs.Run, opts runs.Options, asJSON bool) error {
+	d := monitor.NewDigest(monitor.DefaultThresholds())
+	for e := range run.Stream(ctx, opts) {
+		d.Apply(e)
 	}
 	if ctx.Err() != nil {
-		return exitError{code: exitInterrupted, err: errors.New("interrupted while following " + replay.EventsFile(dir))}
+		return exitError{code: exitInterrupted, err: errors.New("interrupted while following " + run.Source)}
 	}
-	cps, err := replay.Checkpoints(dir)
+	cps, err := runs.Checkpoints(run.Dir)
 	if err != nil {
 		return err
 	}
 	for _, c := range cps {
-		r.AddFolderCheckpoint(c.Path, c.Step)
+		d.AddCheckpoint(c.Step, c.Path, nil)
 	}
-	return replay.Summary(stdout, r, time.Now())
+	rep := summaryDoc{RunReport: d.Report(), Path: run.Dir, Kind: string(run.Kind), Found: run.Describe(), Notes: run.Notes}
+	for name := range rep.Metrics {
+		if !runs.IsDesignName(name) {
+			rep.Unmapped = append(rep.Unmapped, name)
+		}
+	}
+	sort.Strings(rep.Unmapped)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(rep)
+	}
+	return replay.Summary(stdout, rep.RunReport, replay.Found{Description: rep.Found, Notes: rep.Notes,
+		Unmapped: rep.Unmapped, Foreign: run.Kind != runs.KindOwn}, time.Now())
+}
+
+// summaryDoc is the JSON document of replay --summary --json: monitor.RunReport with where the
+// run was read from.
+type summaryDoc struct {
+	Path  string   `json:"path"`
+	Kind  string   `json:"kind"`  // rlhfstation, trl, verl, openrlhf, tensorboard
+	Found string   `json:"found"` // what was read, in words
+	Notes []string `json:"notes,omitempty"`
+	// Unmapped are the metrics without a DESIGN §5 name (another tool's own, kept as logged).
+	Unmapped []string `json:"unmapped"`
+	monitor.RunReport
 }

@@ -15,6 +15,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/engine/runs"
 	"rlhfstation/tui/alerts"
 	"rlhfstation/tui/charts"
 	"rlhfstation/tui/checkpoints"
@@ -24,7 +25,6 @@ import (
 	"rlhfstation/tui/help"
 	"rlhfstation/tui/ntl"
 	"rlhfstation/tui/perplexity"
-	"rlhfstation/tui/replay"
 	"rlhfstation/tui/samples"
 	"rlhfstation/tui/setup"
 	"rlhfstation/tui/styles"
@@ -198,7 +198,7 @@ func (m *Model) scanFolder() {
 	if m.session.RunDir == "" {
 		return
 	}
-	cps, err := replay.Checkpoints(m.session.RunDir)
+	cps, err := runs.Checkpoints(m.session.RunDir)
 	if err != nil {
 		m.footer.Flash(err.Error(), true)
 		return

@@ -3,6 +3,7 @@ package monitor
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +55,12 @@ type Report struct {
 	Drift     *DriftSummary            `json:"drift,omitempty"`     // with a reference
 	Optimizer *OptimizerInfo           `json:"optimizer,omitempty"` // when optimizer.safetensors is there
 	Trainer   *checkpoint.TrainerState `json:"trainer_state,omitempty"`
+	// Skipped names the files not read: PyTorch pickles (optimizer.pt, scheduler.pt…), which
+	// only code execution could load.
+	Skipped []string `json:"skipped,omitempty"`
+	// Foreign is set for a checkpoint another tool wrote (the Hugging Face Trainer's
+	// checkpoint-N): this tool cannot resume from it, and does not say so as a problem.
+	Foreign bool `json:"foreign,omitempty"`
 }
 
 // AdapterInfo describes the adapter as configured and as stored.
@@ -221,7 +228,7 @@ type analysis struct {
 
 func (a *analysis) run() (*Report, error) {
 	c := a.c
-	rep := &Report{Path: c.dir}
+	rep := &Report{Path: c.dir, Skipped: c.skipped, Foreign: c.foreign}
 	a.rep = rep
 	if a.rc != nil {
 		rep.Reference = a.rc.dir
@@ -293,9 +300,17 @@ func (a *analysis) adapterInfo() {
 func (a *analysis) stepAndTrainer() {
 	c, rep := a.c, a.rep
 	if c.trainErr != nil {
-		a.issues.global("trainer_state", events.Critical, fmt.Sprintf("%s is unreadable (%v): the run cannot resume from here", checkpoint.TrainerStateFile, c.trainErr))
+		if c.foreign {
+			a.issues.global("trainer_state", events.Warning, fmt.Sprintf("%s is unreadable (%v): the step and the last metrics are unknown", checkpoint.TrainerStateFile, c.trainErr))
+		} else {
+			a.issues.global("trainer_state", events.Critical, fmt.Sprintf("%s is unreadable (%v): the run cannot resume from here", checkpoint.TrainerStateFile, c.trainErr))
+		}
 	}
 	if c.trainer == nil {
+		if m := checkpointFolder.FindStringSubmatch(filepath.Base(c.dir)); m != nil {
+			rep.Step, _ = strconv.Atoi(m[1])
+			rep.StepFrom = "folder name"
+		}
 		return
 	}
 	t := c.trainer
@@ -304,7 +319,11 @@ func (a *analysis) stepAndTrainer() {
 	if t.GlobalStep < 0 {
 		a.issues.global("trainer_state", events.Critical, fmt.Sprintf("global_step is %d", t.GlobalStep))
 	}
-	a.checkLR("trainer_state learning_rate", t.LearningRate)
+	// The Hugging Face Trainer keeps the learning rate in its log; a checkpoint saved before the
+	// first log has none.
+	if _, logged := t.Metrics["learning_rate"]; t.Own() || logged {
+		a.checkLR("trainer_state learning_rate", t.LearningRate)
+	}
 	var bad []string
 	for k, v := range t.Metrics {
 		if !finite(v) {
@@ -879,7 +898,7 @@ var recommendations = map[string]string{
 	"config_mismatch":                  "adapter_config.json does not describe these tensors: rewrite it from the run config, or PEFT will load the adapter wrongly",
 	"no_config":                        "save adapter_config.json beside the weights: PEFT needs it to load the adapter",
 	"malformed_module":                 "the adapter file is damaged or was written by other code: re-save it from a good checkpoint",
-	"trainer_state":                    "resume from another checkpoint, or start a new run from this adapter",
+	"trainer_state":                    "resume from another checkpoint, or start a new run from this adapter (for another tool's checkpoint: re-save trainer_state.json from the run)",
 	"nonfinite_metrics":                "the run was already broken at this save: resume from an earlier checkpoint",
 	"learning_rate":                    "set learning_rate to a usual LoRA value (1e-6 to 1e-4) in the run config",
 	"optimizer_unreadable":             "resume with a fresh optimizer state (the moments restart from zero) or from an earlier checkpoint",

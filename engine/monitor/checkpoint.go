@@ -50,8 +50,17 @@ type folder struct {
 	malformed []string // "tensor: why"
 	trainer   *checkpoint.TrainerState
 	trainErr  error
-	optPath   string // "" when there is no optimizer file
+	optPath   string   // "" when there is no optimizer file
+	skipped   []string // files not read: PyTorch pickles
+	foreign   bool     // written by another tool (the Hugging Face Trainer…): no resume from here
 }
+
+// pickleSuffixes mark files that are PyTorch pickles (or zip archives of them): loading one
+// runs code, so the inspector names them and reads none.
+var pickleSuffixes = []string{".pt", ".pth", ".bin", ".pkl", ".pickle"}
+
+// foreignFiles are files the Hugging Face Trainer (TRL, Unsloth) saves beside the adapter.
+var foreignFiles = []string{"optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"}
 
 func (c *folder) close() {
 	if c.adapter != nil {
@@ -104,8 +113,31 @@ func openCheckpoint(dir string) (*folder, error) {
 	if _, err := os.Stat(filepath.Join(dir, checkpoint.OptimizerFile)); err == nil {
 		c.optPath = filepath.Join(dir, checkpoint.OptimizerFile)
 	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		for _, suf := range pickleSuffixes {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), suf) {
+				c.skipped = append(c.skipped, e.Name())
+				break
+			}
+		}
+	}
+	switch {
+	case c.trainer != nil:
+		c.foreign = !c.trainer.Own()
+	default:
+		for _, f := range foreignFiles {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				c.foreign = true
+			}
+		}
+		c.foreign = c.foreign || checkpointFolder.MatchString(filepath.Base(dir))
+	}
 	return c, nil
 }
+
+// checkpointFolder is the Hugging Face Trainer's checkpoint folder name.
+var checkpointFolder = regexp.MustCompile(`^checkpoint-(\d+)$`)
 
 // splitLoRAName parses a PEFT tensor name into its module path and factor ("A" or "B"):
 // base_model.model.<module>.lora_A.weight, also lora_A.<adapter>.weight and the embedding

@@ -65,12 +65,36 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		}
 		p("\n")
 	}
-	if t := r.Trainer; t != nil {
+	if t := r.Trainer; t != nil && t.Own() {
 		p("trainer    global_step %d · learning_rate %.3g · data_cursor %d", t.GlobalStep, t.LearningRate, t.DataCursor)
 		if h := t.ConfigHash; h != "" {
 			p(" · config %s", h[:min(len(h), 12)]) // enough to tell configurations apart
 		}
 		p("\n")
+	} else if t != nil {
+		p("trainer    Hugging Face Trainer state: global_step %d", t.GlobalStep)
+		if t.MaxSteps > 0 {
+			p(" of %d", t.MaxSteps)
+		}
+		p(" · epoch %.4g · %d log entries", t.Epoch, t.LogEntries)
+		if _, ok := t.Metrics["learning_rate"]; ok {
+			p(" · learning_rate %.3g", t.LearningRate)
+		}
+		p("\n")
+		if len(t.Metrics) > 0 {
+			var kv []string
+			for _, k := range []string{"reward", "reward_std", "kl", "entropy", "loss", "grad_norm"} {
+				if v, ok := t.Metrics[k]; ok {
+					kv = append(kv, fmt.Sprintf("%s %.4g", k, v))
+				}
+			}
+			if len(kv) > 0 {
+				p("           last log: %s\n", strings.Join(kv, " · "))
+			}
+		}
+	}
+	if len(r.Skipped) > 0 {
+		p("skipped    %s (PyTorch pickles are not read: loading one runs code)\n", strings.Join(r.Skipped, ", "))
 	}
 
 	if len(r.Issues) == 0 {

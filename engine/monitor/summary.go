@@ -27,23 +27,28 @@ type Trend struct {
 	Last      float64 `json:"last"` // the latest finite value
 }
 
-// trendOf classifies a window: the slope is significant when |slope| ≥ t·SE (a t-test of the
-// least-squares slope against the residual noise); a perfect line (SE 0) with a slope that is
-// more than rounding is significant too.
+// trendOf classifies a window.
 func trendOf(metric string, y []float64, t float64) Trend {
 	f := fitLine(y)
-	tr := Trend{Metric: metric, Direction: Stable, Slope: f.Slope, SlopeSE: f.SlopeSE, Change: f.Change(), Points: len(y)}
+	tr := Trend{Metric: metric, Direction: direction(f, t), Slope: f.Slope, SlopeSE: f.SlopeSE, Change: f.Change(), Points: len(y)}
 	if len(y) > 0 {
 		tr.Last = y[len(y)-1]
 	}
-	scale := 1e-12 * (math.Abs(f.Intercept) + math.Abs(f.Change()) + 1e-300)
-	if math.Abs(f.Change()) > scale && math.Abs(f.Slope) >= t*f.SlopeSE {
-		tr.Direction = Increasing
-		if f.Slope < 0 {
-			tr.Direction = Decreasing
-		}
-	}
 	return tr
+}
+
+// direction says which way a fitted line goes: the slope is significant when |slope| ≥ t·SE
+// (a t-test of the least-squares slope against the residual noise); a perfect line (SE 0) with
+// a change that is more than rounding is significant too.
+func direction(f lineFit, t float64) string {
+	scale := 1e-12 * (math.Abs(f.Intercept) + math.Abs(f.Change()) + 1e-300)
+	switch {
+	case math.Abs(f.Change()) <= scale || math.Abs(f.Slope) < t*f.SlopeSE:
+		return Stable
+	case f.Slope < 0:
+		return Decreasing
+	}
+	return Increasing
 }
 
 // Reliability describes how dependable a reward signal has been over the reliability window.

@@ -24,8 +24,9 @@ var stepFolder = regexp.MustCompile(`^(?:step-|checkpoint-|global_step_)(\d+)$`)
 var adapterPlaces = []string{".", "actor", filepath.Join("actor", "lora_adapter"), "lora_adapter"}
 
 // Checkpoints lists the checkpoints of the run folder dir (up to three folders deep), by step:
-// folders named as one of the tools names its checkpoints that hold adapter_config.json or an
-// adapter_model file (at their top, or in verl's actor/ or lora_adapter/ subfolders). A folder
+// this tool's checkpoints/step-NNNNNN folders, and folders named as the other tools name their
+// checkpoints that hold adapter_config.json or an adapter_model file (at their top, or in
+// actor/ or lora_adapter/ subfolders). A folder
 // that does not exist has none. Temporary folders of a save in progress (hidden) are skipped.
 func Checkpoints(dir string) ([]Checkpoint, error) {
 	if _, err := os.Stat(dir); err != nil {
@@ -44,7 +45,13 @@ func Checkpoints(dir string) ([]Checkpoint, error) {
 			return fs.SkipDir
 		}
 		if m := stepFolder.FindStringSubmatch(d.Name()); m != nil {
-			if where, ok := adapterIn(p); ok {
+			where, ok := adapterIn(p)
+			if own := strings.HasPrefix(d.Name(), "step-") && filepath.Base(filepath.Dir(p)) == "checkpoints"; own && !ok {
+				// This tool saves its checkpoints whole (renamed into place): one is there as
+				// soon as its folder is, before its checkpoint event is logged.
+				where, ok = p, true
+			}
+			if ok {
 				n, _ := strconv.Atoi(m[1])
 				out = append(out, Checkpoint{Step: n, Path: where})
 			}

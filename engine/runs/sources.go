@@ -77,7 +77,7 @@ func (s *tbSource) readFile(p *pipeline, path string, isLast func() bool) {
 		}
 		if !s.cur.empty() && time.Since(s.lastAt) >= p.o.settle() {
 			s.flush(p)
-			if !p.alive() {
+			if !p.alive() || p.ended {
 				return
 			}
 		}

@@ -3,16 +3,17 @@ package replay
 import (
 	"fmt"
 	"io"
-	"math"
+	"sort"
 	"strings"
 	"time"
 
-	"rlhfstation/engine/events"
+	"rlhfstation/engine/monitor"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/state"
 )
 
-// summaryMetrics are the metrics the plain summary tabulates, in order, when present.
+// summaryMetrics are the metrics the summary tabulates first, in order, when present; each
+// reward function's mean follows the reward.
 var summaryMetrics = []string{
 	"reward", "reward_std", "kl", "entropy", "loss", "grad_norm", "frac_reward_zero_std",
 	"completions/mean_length", "ppl/word", "ppl/phrase", "ppl/sentence", "ppl/aggregate", "ppl/improvement",
@@ -20,91 +21,121 @@ var summaryMetrics = []string{
 	"mem/rss_bytes", "mem/gpu_bytes",
 }
 
+// Found says where a run was read from, for runs of other tools.
+type Found struct {
+	Description string   // what was read, in words
+	Notes       []string // what else was found
+	Unmapped    []string // metrics kept under the tool's own names
+	Foreign     bool     // another tool's run
+}
+
 // Summary writes a plain-text account of a run (no colour, no cursor movement): what ran, how
-// it ended, the main metrics (first, last, min, max, trend), perplexity against baselines,
-// anomalies newest first, checkpoints and the latest sample. now is used for a run still in
-// progress.
-func Summary(w io.Writer, r *state.Run, now time.Time) error {
+// it ended, the main metrics (first, last, min, max, and the trend over the whole run and over
+// the recent window, each named), perplexity against baselines, anomalies newest first,
+// checkpoints and the latest sample. now is used for a run still in progress.
+func Summary(w io.Writer, rep monitor.RunReport, found Found, now time.Time) error {
 	var b strings.Builder
+	r := rep.Run
 	name := r.Name
 	if name == "" {
 		name = "(no run_start event)"
 	}
 	fmt.Fprintf(&b, "run %s", name)
-	for _, kv := range [][2]string{{"preset", r.Preset}, {"model", r.Model}, {"device", r.Device}} {
+	for _, kv := range [][2]string{{"written by", r.Source}, {"preset", r.Preset}, {"model", r.Model}, {"device", r.Device}} {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, " · %s %s", kv[0], kv[1])
 		}
 	}
 	b.WriteString("\n")
-	status := "in progress"
-	if r.Ended {
-		status = r.Status
-		if r.Reason != "" {
-			status += " (" + r.Reason + ")"
+	if found.Foreign {
+		b.WriteString("found " + found.Description + "\n")
+		for _, n := range found.Notes {
+			b.WriteString("  " + n + "\n")
 		}
 	}
-	steps := fmt.Sprint(r.Step)
+	status := r.Status
+	if r.Reason != "" {
+		status += " (" + r.Reason + ")"
+	}
+	steps := fmt.Sprint(r.LastStep)
 	if r.TotalSteps > 0 {
 		steps += fmt.Sprintf("/%d", r.TotalSteps)
 	}
-	fmt.Fprintf(&b, "status %s · step %s · elapsed %s\n", status, steps, format.Duration(r.Elapsed(now)))
-	if p := r.Params; p != nil && p.Total > 0 {
-		fmt.Fprintf(&b, "params %s (%s trainable)\n", format.Count(float64(p.Total)), format.Count(float64(p.Trainable)))
+	fmt.Fprintf(&b, "status %s · step %s", status, steps)
+	if r.Started != nil {
+		end := now
+		switch {
+		case r.Ended != nil:
+			end = *r.Ended
+		case r.Status != "in progress" && r.Last != nil:
+			end = *r.Last
+		}
+		if r.Last != nil && end.Before(*r.Last) {
+			end = *r.Last
+		}
+		fmt.Fprintf(&b, " · elapsed %s", format.Duration(end.Sub(*r.Started)))
 	}
+	b.WriteString("\n\n")
 
-	b.WriteString("\n")
-	fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %s\n", "metric", "first", "last", "min", "max", "trend")
-	for _, name := range summaryMetrics {
-		s := r.Series(name)
-		if len(s) == 0 {
-			continue
-		}
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, v := range s {
-			if !math.IsNaN(v) {
-				lo, hi = math.Min(lo, v), math.Max(hi, v)
-			}
-		}
+	names := tableMetrics(rep)
+	fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %-12s %s\n", "metric", "first", "last", "min", "max", "trend (run)",
+		fmt.Sprintf("trend (last %d)", window(rep)))
+	for _, n := range names {
+		m := rep.Metrics[n]
 		f := format.Value
-		if strings.HasPrefix(name, "mem/") {
+		if strings.HasPrefix(n, "mem/") {
 			f = format.Bytes
 		}
-		fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %s\n", name, f(s[0]), f(s[len(s)-1]),
-			f(lo), f(hi), trendWord(r.TrendOf(name)))
+		lo, hi := "—", "—"
+		if m.N > 0 {
+			lo, hi = f(m.Min), f(m.Max)
+		}
+		recent := "—"
+		if m.Recent != nil {
+			recent = word(m.Recent.Direction)
+		}
+		fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %-12s %s\n", n, f(float64(m.First)), f(float64(m.Last)), lo, hi,
+			word(m.Trend.Direction), recent)
 	}
 
+	base := state.BaselinesFrom(r.Config, rep.Final)
 	var ppl []string
 	for _, l := range []string{"word", "phrase", "sentence", "aggregate"} {
-		v, ok := r.Last("ppl/" + l)
+		v, ok := rep.Final["ppl/"+l]
 		if !ok {
 			continue
 		}
-		if base := r.Baselines.Get(l); base > 0 {
-			ppl = append(ppl, fmt.Sprintf("%s %s (baseline %s, %s)", l, format.Value(v), format.Value(base), format.SignedPercent((v-base)/base)))
+		if bl := base.Get(l); bl > 0 {
+			ppl = append(ppl, fmt.Sprintf("%s %s (baseline %s, %s)", l, format.Value(v), format.Value(bl), format.SignedPercent((v-bl)/bl)))
 		} else {
 			ppl = append(ppl, fmt.Sprintf("%s %s", l, format.Value(v)))
 		}
 	}
 	if len(ppl) > 0 {
-		b.WriteString("\nperplexity: " + strings.Join(ppl, " · ") + "\n")
+		b.WriteString("\nperplexity (lower is better): " + strings.Join(ppl, " · ") + "\n")
 	}
-	if r.Has("ntl/digit_accuracy") {
-		v, _ := r.Last("ntl/digit_accuracy")
-		fmt.Fprintf(&b, "number tokens: digit accuracy %s · digits seen %s\n", format.Percent(v), format.Count(r.Sum("ntl/total_digits")))
+	if v, ok := rep.Final["ntl/digit_accuracy"]; ok {
+		digits := rep.Metrics["ntl/total_digits"]
+		fmt.Fprintf(&b, "number tokens: digit accuracy %s · digits seen %s\n", format.Percent(v), format.Count(digits.Mean*float64(digits.N)))
+	}
+	if len(found.Unmapped) > 0 {
+		fmt.Fprintf(&b, "\nmetrics under the tool's own names (%d): %s\n", len(found.Unmapped), strings.Join(found.Unmapped, ", "))
 	}
 
-	fmt.Fprintf(&b, "\nanomalies (%d), newest first:\n", len(r.Anomalies))
-	for i := len(r.Anomalies) - 1; i >= 0; i-- {
-		a := r.Anomalies[i]
+	fmt.Fprintf(&b, "\nanomalies (%d), newest first:\n", len(rep.Anomalies)+rep.AnomaliesDropped)
+	for i := len(rep.Anomalies) - 1; i >= 0; i-- {
+		a := rep.Anomalies[i]
 		what := a.Rule
 		if a.Metric != "" {
 			what += " " + a.Metric + "=" + format.Value(a.Value)
 		}
 		fmt.Fprintf(&b, "  %-8s step %-5d %s: %s\n", a.Severity, a.Step, what, a.Message)
 	}
-	fmt.Fprintf(&b, "\ncheckpoints (%d):\n", len(r.Checkpoints))
-	for _, c := range r.Checkpoints {
+	if rep.AnomaliesDropped > 0 {
+		fmt.Fprintf(&b, "  … and %d more after the first %d\n", rep.AnomaliesDropped, len(rep.Anomalies))
+	}
+	fmt.Fprintf(&b, "\ncheckpoints (%d):\n", len(rep.Checkpoints))
+	for _, c := range rep.Checkpoints {
 		h := "health —"
 		if c.Health != nil {
 			h = fmt.Sprintf("health %.2f", c.Health.Score)
@@ -116,51 +147,72 @@ func Summary(w io.Writer, r *state.Run, now time.Time) error {
 			}
 		}
 	}
-	if e, ok := r.LatestSamples(); ok && len(e.Samples) > 0 {
-		s := e.Samples[0]
-		fmt.Fprintf(&b, "\nlatest sample (step %d, 1 of %d): reward %s · advantage %+.3f\n", e.Step, len(e.Samples), format.Value(s.Reward), s.Advantage)
-		fmt.Fprintf(&b, "  prompt: %s\n  completion: %s\n", oneLine(s.Prompt), oneLine(s.Completion))
-	}
-	for _, l := range r.Logs {
-		if l.Level == "error" {
-			fmt.Fprintf(&b, "\nerror: %s\n", l.Message)
+	if s := rep.LatestSample; s != nil {
+		fmt.Fprintf(&b, "\nlatest sample (step %d, 1 of %d): reward %s · advantage %s\n", s.Step, s.Of,
+			format.Value(float64(s.Reward)), signed(float64(s.Advantage)))
+		if s.Prompt != "" {
+			fmt.Fprintf(&b, "  prompt: %s\n", oneLine(s.Prompt))
 		}
+		fmt.Fprintf(&b, "  completion: %s\n", oneLine(s.Completion))
+	} else if found.Foreign {
+		b.WriteString("\nno completions logged (TRL: log_completions=True; verl: trainer.rollout_data_dir)\n")
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(&b, "\n%s\n", p)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// tableMetrics orders the summary's rows: the known metrics first (each reward function's
+// mean after the reward), then, for another tool's run, the rest of its metrics by name.
+func tableMetrics(rep monitor.RunReport) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		if _, ok := rep.Metrics[n]; ok && !seen[n] {
+			out = append(out, n)
+			seen[n] = true
+		}
+	}
+	var funcs []string
+	for n := range rep.Metrics {
+		if strings.HasPrefix(n, "rewards/") && strings.HasSuffix(n, "/mean") {
+			funcs = append(funcs, n)
+		}
+	}
+	sort.Strings(funcs)
+	for _, n := range summaryMetrics {
+		add(n)
+		if n == "reward" {
+			for _, f := range funcs {
+				add(f)
+			}
+		}
+	}
+	return out
+}
 
-func trendWord(t state.Trend) string {
-	switch t {
-	case state.Rising:
+// window is the recent trends' window (the monitor's trend_window).
+func window(monitor.RunReport) int { return monitor.DefaultThresholds().TrendWindow }
+
+func word(dir string) string {
+	switch dir {
+	case monitor.Increasing:
 		return "rising"
-	case state.Falling:
+	case monitor.Decreasing:
 		return "falling"
-	case state.Stable:
+	case monitor.Stable:
 		return "stable"
 	}
 	return "—"
 }
 
-// Load reads every complete event of runDir into a run state, with the checkpoints found on
-// disk added.
-func Load(runDir string) (*state.Run, error) {
-	evs, err := events.ReadFile(EventsFile(runDir))
-	if err != nil {
-		return nil, err
+func signed(v float64) string {
+	if v != v {
+		return "—"
 	}
-	r := state.New()
-	for _, e := range evs {
-		r.Apply(e)
-	}
-	cps, err := Checkpoints(runDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range cps {
-		r.AddFolderCheckpoint(c.Path, c.Step)
-	}
-	return r, nil
+	return fmt.Sprintf("%+.3f", v)
 }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

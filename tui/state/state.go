@@ -346,6 +346,12 @@ func (r *Run) TrendOf(name string) Trend {
 	return Stable
 }
 
+// BaselinesFrom reads the baselines of a run_start config and of step metrics
+// "ppl/baseline/<level>" (the metrics win).
+func BaselinesFrom(cfg map[string]any, m events.Metrics) Baselines {
+	return baselinesFromMetrics(m, baselinesFromConfig(cfg, Baselines{}))
+}
+
 // baselinesFromConfig reads run_start's config["baselines"] = {word, phrase, sentence,
 // aggregate?} (numbers).
 func baselinesFromConfig(cfg map[string]any, b Baselines) Baselines {
