@@ -477,6 +477,23 @@ func TestSamples(t *testing.T) {
 		}
 	}
 
+	// TRL's parquet tables (log_completions), beside TensorBoard events.
+	pd := t.TempDir()
+	runstest.WriteTRL(pd, p, runstest.TRLOptions{TensorBoard: true})
+	runstest.ParquetCompletions(pd, 20, [][3]any{{"What is 6*7?", "6*7 = 42", 1.0}, {"What is 6*7?", "41", 0.0}})
+	r, _ = Detect(pd)
+	ss = ofType(collect(t, r, Options{}), events.Samples)
+	if len(ss) != 1 || ss[0].Step != 20 || len(ss[0].Samples) != 2 {
+		t.Fatalf("parquet samples %+v", ss)
+	}
+	if s := ss[0].Samples[1]; s.Prompt != "What is 6*7?" || s.Completion != "41" || s.Rewards["accuracy_reward"] != 0 ||
+		s.Rewards["format_reward"] != 0.5 || s.Reward != 0.5 || s.Advantage != 0.25 {
+		t.Errorf("parquet sample %+v", s)
+	}
+	if !strings.Contains(r.Describe(), "completions (1 TRL parquet tables)") {
+		t.Errorf("describe: %s", r.Describe())
+	}
+
 	// verl's rollout dumps.
 	vd := t.TempDir()
 	runstest.WriteVerlLog(filepath.Join(vd, "logs", "exp.jsonl"), p, false)

@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/parquet-go/parquet-go"
+
 	"rlhfstation/safetensors"
 )
 
@@ -532,4 +534,39 @@ func WriteTRL(dir string, p Plan, o TRLOptions) error {
 		}
 	}
 	return nil
+}
+
+// completionRow is a row of TRL's completions table as pandas writes it to parquet.
+type completionRow struct {
+	Step           int64   `parquet:"step"`
+	Prompt         string  `parquet:"prompt"`
+	Completion     string  `parquet:"completion"`
+	AccuracyReward float64 `parquet:"accuracy_reward"`
+	FormatReward   float64 `parquet:"format_reward"`
+	Advantage      float64 `parquet:"advantage"`
+}
+
+// ParquetCompletions writes TRL's completions/completions_<step>.parquet (log_completions).
+func ParquetCompletions(dir string, step int, rows [][3]any) error {
+	if err := os.MkdirAll(filepath.Join(dir, "completions"), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "completions", fmt.Sprintf("completions_%05d.parquet", step)))
+	if err != nil {
+		return err
+	}
+	w := parquet.NewGenericWriter[completionRow](f)
+	for i, r := range rows {
+		acc, _ := r[2].(float64)
+		if _, err := w.Write([]completionRow{{Step: int64(step), Prompt: r[0].(string), Completion: r[1].(string),
+			AccuracyReward: acc, FormatReward: 0.5, Advantage: 0.5 - 0.25*float64(i)}}); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
