@@ -137,7 +137,7 @@ func Detect(path string) (*Run, error) {
 	switch {
 	case len(f.own) > 0:
 		sortNewest(f.own, "events.jsonl")
-		return nil, fmt.Errorf("%s holds %d rlhfstation runs, not one: give one of them (%s)", path, len(f.own), listSome(f.own))
+		return nil, fmt.Errorf("%s is not a run folder: it holds %d rlhfstation run(s); give one of them (%s)", path, len(f.own), listSome(f.own))
 	case len(f.verlLogs) > 0:
 		sortNewest(f.verlLogs, "")
 		r.Kind, r.Format, r.Source = KindVerl, FormatVerlLog, f.verlLogs[0]

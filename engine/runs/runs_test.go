@@ -257,7 +257,7 @@ func TestDetectSaysWhatItLookedFor(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, "runs", n), 0o755)
 		os.WriteFile(filepath.Join(dir, "runs", n, "events.jsonl"), nil, 0o644)
 	}
-	if _, err := Detect(filepath.Join(dir, "runs")); err == nil || !strings.Contains(err.Error(), "holds 2 rlhfstation runs") {
+	if _, err := Detect(filepath.Join(dir, "runs")); err == nil || !strings.Contains(err.Error(), "is not a run folder: it holds 2 rlhfstation run(s)") {
 		t.Errorf("runs/: %v", err)
 	}
 }

@@ -264,7 +264,7 @@ func TestReplayCommandLine(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"replay", filepath.Join(dir, "missing")}, 1, "missing does not exist"},
-		{[]string{"replay", filepath.Dir(dir)}, 1, "has no events.jsonl"},
+		{[]string{"replay", filepath.Dir(dir)}, 1, "is not a run folder: it holds 1 rlhfstation run(s)"},
 		{[]string{"replay"}, 2, "replay takes one run folder"},
 		{[]string{"replay", dir, "--theme", "pink"}, 2, `--theme: "pink"`},
 	} {
