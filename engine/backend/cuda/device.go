@@ -47,6 +47,7 @@ type owner struct {
 	args       *launchArgs
 	pin        runtime.Pinner
 	staging    ring // pinned host memory for asynchronous uploads
+	capturing  bool // a graph capture is under way on the stream
 }
 
 // launchArgs is cuLaunchKernel's kernelParams: ptrs[i] points at slot i. Pinned once for
@@ -222,6 +223,9 @@ func (d *Device) Sync() error {
 }
 
 func (o *owner) sync() error {
+	if o.capturing {
+		return errCapturing
+	}
 	dr := o.d.drv
 	if err := dr.check("cuStreamSynchronize", call(dr.cuStreamSynchronize, o.stream)); err != nil {
 		return err

@@ -249,3 +249,53 @@ func uploadQ4(t *testing.T, d *Device, w *quant.Weight) *q4 {
 	}
 	return q
 }
+
+func TestKernelDropout(t *testing.T) {
+	d := device(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	n, p := 20011, float32(0.3)
+	x, xr := putBF16(t, d, randn(rng, n, 1))
+	out := allocT[bf16](t, d, n)
+	run(t, d, func(o *owner) error { return o.dropout(out, x, n, 12345, p) })
+	got := getBF16(t, d, out, n)
+	kept := 0
+	for i, v := range got {
+		if v != 0 {
+			kept++
+			if want := bf16Round(xr[i] / (1 - p)); v != want {
+				t.Fatalf("kept value %d: %v, want %v", i, v, want)
+			}
+		}
+	}
+	// 20011 draws at 0.7: the kept share within 5 standard deviations (0.016)
+	if frac := float64(kept) / float64(n); math.Abs(frac-0.7) > 0.016 {
+		t.Errorf("kept %.4f of the values, want 0.7", frac)
+	}
+	// the backward applies the forward's mask (same seed), accumulating
+	dout, doutr := putBF16(t, d, randn(rng, n, 1))
+	dx, _ := putBF16(t, d, make([]float32, n))
+	run(t, d, func(o *owner) error { return o.dropoutBack(dx, dout, n, 12345, p) })
+	for i, v := range getBF16(t, d, dx, n) {
+		want := float32(0)
+		if got[i] != 0 || xr[i] == 0 {
+			want = bf16Round(doutr[i] / (1 - p))
+		}
+		if got[i] == 0 && xr[i] != 0 {
+			want = 0
+		}
+		if v != want {
+			t.Fatalf("dropout backward %d: %v, want %v", i, v, want)
+		}
+	}
+	// another seed, another mask
+	run(t, d, func(o *owner) error { return o.dropout(out, x, n, 54321, p) })
+	same := 0
+	for i, v := range getBF16(t, d, out, n) {
+		if (v != 0) == (got[i] != 0) {
+			same++
+		}
+	}
+	if same > n*7/10 {
+		t.Errorf("masks of two seeds agree on %d of %d values", same, n)
+	}
+}

@@ -13,6 +13,8 @@ const (
 	kAttnRows
 	kAttnExpandKv
 	kAttnReduceKv
+	kDropoutForward
+	kDropoutBackward
 	kCastF32BF16
 	kCastBF16F32
 	kResidualForward
@@ -54,6 +56,8 @@ var kernelNames = [numKernels]string{
 	"attn_rows",
 	"attn_expand_kv",
 	"attn_reduce_kv",
+	"dropout_forward",
+	"dropout_backward",
 	"cast_f32_bf16",
 	"cast_bf16_f32",
 	"residual_forward",
@@ -94,6 +98,8 @@ var kernelArgs = [numKernels]int{
 	12,
 	7,
 	7,
+	6,
+	6,
 	3,
 	3,
 	4,
@@ -193,6 +199,30 @@ func (o *owner) attnReduceKv(d dims, dst devptr[bf16], ldd int32, src devptr[bf1
 	s[5] = uint64(uint32(kvHeads))
 	s[6] = uint64(uint32(hd))
 	return o.launch(kAttnReduceKv, d)
+}
+
+// dropoutForward launches dropout_forward(bf16* out, const bf16* x, i64 n, u64 seed, u32 threshold, float scale).
+func (o *owner) dropoutForward(d dims, out devptr[bf16], x devptr[bf16], n int64, seed uint64, threshold uint32, scale float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(x)
+	s[2] = uint64(n)
+	s[3] = seed
+	s[4] = uint64(threshold)
+	s[5] = uint64(math.Float32bits(scale))
+	return o.launch(kDropoutForward, d)
+}
+
+// dropoutBackward launches dropout_backward(bf16* dx, const bf16* dout, i64 n, u64 seed, u32 threshold, float scale).
+func (o *owner) dropoutBackward(d dims, dx devptr[bf16], dout devptr[bf16], n int64, seed uint64, threshold uint32, scale float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dx)
+	s[1] = uint64(dout)
+	s[2] = uint64(n)
+	s[3] = seed
+	s[4] = uint64(threshold)
+	s[5] = uint64(math.Float32bits(scale))
+	return o.launch(kDropoutBackward, d)
 }
 
 // castF32BF16 launches cast_f32_bf16(bf16* out, const float* in, i64 n).

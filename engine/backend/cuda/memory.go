@@ -174,6 +174,9 @@ func (d *Device) upload(dst uintptr, src []byte) error {
 
 // upload stages src through the pinned ring, in pieces when it is larger than the ring.
 func (o *owner) upload(dst uintptr, src []byte) error {
+	if o.capturing {
+		return errCapturing
+	}
 	dr := o.d.drv
 	for len(src) > 0 {
 		n := min(len(src), o.staging.size)
@@ -200,6 +203,9 @@ func (d *Device) download(dst []byte, src uintptr) error {
 		return d.Sync()
 	}
 	return d.do(func(o *owner) error {
+		if o.capturing {
+			return errCapturing
+		}
 		dr := o.d.drv
 		for len(dst) > 0 {
 			n := min(len(dst), o.staging.size)

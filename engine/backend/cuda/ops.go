@@ -243,3 +243,14 @@ func (o *owner) gemv4(y devptr[bf16], ldy int, x devptr[bf16], ldx int, w *q4, m
 
 // gemm runs a row-major product on the owner's stream (see cublas.gemm).
 func (o *owner) gemm(g *gemmArgs) error { return o.d.blas.gemm(o.blasHandle, g) }
+
+// dropoutThreshold is p·2^32: hashes below it drop.
+func dropoutThreshold(p float32) uint32 { return uint32(min(float64(p)*(1<<32), (1<<32)-1)) }
+
+func (o *owner) dropout(out, x devptr[bf16], n int, seed uint64, p float32) error {
+	return o.dropoutForward(o.flat(int64(n)), out, x, int64(n), seed, dropoutThreshold(p), 1/(1-p))
+}
+
+func (o *owner) dropoutBack(dx, dout devptr[bf16], n int, seed uint64, p float32) error {
+	return o.dropoutBackward(o.flat(int64(n)), dx, dout, int64(n), seed, dropoutThreshold(p), 1/(1-p))
+}

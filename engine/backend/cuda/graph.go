@@ -1,0 +1,87 @@
+package cuda
+
+import (
+	"errors"
+	"unsafe"
+)
+
+// Graph is a captured sequence of the device's work (kernels, cuBLAS products, copies within
+// the device), replayed with one launch: a decode step of a small model is hundreds of
+// launches of a few microseconds each, so replaying it as one graph removes their overhead.
+// A graph keeps the addresses and arguments it was captured with: what changes between
+// replays must live in device memory (positions, lengths, sampled ids, uniforms) and be
+// updated there before Launch.
+type Graph struct {
+	d           *Device
+	graph, exec uintptr
+}
+
+// errCapturing refuses host-to-device staging during a capture: the copy would be recorded
+// reading the staging ring, whose bytes change before the replay.
+var errCapturing = errors.New("cuda: upload while capturing a graph (upload before capturing, into buffers the graph reads)")
+
+// Capture records the work f queues (f runs on the calling goroutine and only queues device
+// ops: no uploads, downloads or syncs) into a graph ready to launch.
+func (d *Device) Capture(f func() error) (*Graph, error) {
+	if err := d.do(func(o *owner) error {
+		dr := o.d.drv
+		if err := dr.check("cuStreamBeginCapture", call(dr.cuStreamBeginCapture, o.stream, captureModeThreadLocal)); err != nil {
+			return err
+		}
+		o.capturing = true
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	ferr := f()
+	g := &Graph{d: d}
+	// End the capture whatever happened: the stream must leave capture mode to be usable.
+	res := make(chan error, 1)
+	d.queue <- func() {
+		o := d.owner
+		dr := o.d.drv
+		o.capturing = false
+		err := dr.check("cuStreamEndCapture", call(dr.cuStreamEndCapture, o.stream, uintptr(unsafe.Pointer(&g.graph))))
+		if err == nil && ferr == nil && !d.failed() {
+			err = dr.check("cuGraphInstantiate", call(dr.cuGraphInstantiate, uintptr(unsafe.Pointer(&g.exec)), g.graph, 0))
+		}
+		res <- err
+	}
+	err := <-res
+	if ferr != nil {
+		err = ferr
+	}
+	if err == nil {
+		err = d.failure()
+	}
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// Launch queues one replay of the graph on the device's stream.
+func (g *Graph) Launch() {
+	g.d.enqueue(func(o *owner) error {
+		return o.d.drv.check("cuGraphLaunch", call(o.d.drv.cuGraphLaunch, g.exec, o.stream))
+	})
+}
+
+// Close frees the graph (after the work queued before it).
+func (g *Graph) Close() {
+	if g == nil || (g.exec == 0 && g.graph == 0) {
+		return
+	}
+	exec, graph := g.exec, g.graph
+	g.exec, g.graph = 0, 0
+	g.d.queue <- func() {
+		dr := g.d.drv
+		if exec != 0 {
+			call(dr.cuGraphExecDestroy, exec)
+		}
+		if graph != 0 {
+			call(dr.cuGraphDestroy, graph)
+		}
+	}
+}
