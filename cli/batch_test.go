@@ -56,9 +56,9 @@ func TestBatchRunsAndResumes(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "run.toml:2") || !strings.Contains(stderr, "num_generaitons") {
 		t.Errorf("bad key: exit %d, %s", code, stderr)
 	}
-	// --device cuda is refused clearly.
+	// --device cuda is refused with the reason (no GPU here), as a usage error.
 	code, _, stderr = runCaptured(t, "--batch", "--model", dir, "--device", "cuda", "--out", out)
-	if code != 1 || !strings.Contains(stderr, "CUDA") {
+	if code != 2 || !strings.Contains(stderr, "--device cuda: ") {
 		t.Errorf("cuda: exit %d, %s", code, stderr)
 	}
 }

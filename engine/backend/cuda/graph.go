@@ -85,3 +85,37 @@ func (g *Graph) Close() {
 		}
 	}
 }
+
+// timeGPU runs f reps times on the owning thread between two events and returns the device
+// time per repetition in seconds (the GPU's own clock: no host overhead counted).
+func (d *Device) timeGPU(reps int, f func(o *owner) error) (float64, error) {
+	var ms float32
+	err := d.do(func(o *owner) error {
+		dr := o.d.drv
+		var start, stop uintptr
+		if err := dr.check("cuEventCreate", call(dr.cuEventCreate, uintptr(unsafe.Pointer(&start)), eventDefault)); err != nil {
+			return err
+		}
+		defer call(dr.cuEventDestroy, start)
+		if err := dr.check("cuEventCreate", call(dr.cuEventCreate, uintptr(unsafe.Pointer(&stop)), eventDefault)); err != nil {
+			return err
+		}
+		defer call(dr.cuEventDestroy, stop)
+		if err := dr.check("cuEventRecord", call(dr.cuEventRecord, start, o.stream)); err != nil {
+			return err
+		}
+		for i := 0; i < reps; i++ {
+			if err := f(o); err != nil {
+				return err
+			}
+		}
+		if err := dr.check("cuEventRecord", call(dr.cuEventRecord, stop, o.stream)); err != nil {
+			return err
+		}
+		if err := dr.check("cuEventSynchronize", call(dr.cuEventSynchronize, stop)); err != nil {
+			return err
+		}
+		return dr.check("cuEventElapsedTime", call(dr.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start, stop))
+	})
+	return float64(ms) / 1e3 / float64(reps), err
+}

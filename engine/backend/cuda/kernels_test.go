@@ -234,7 +234,7 @@ func TestKernelDequantBitExact(t *testing.T) {
 	}
 }
 
-func uploadQ4(t *testing.T, d *Device, w *quant.Weight) *q4 {
+func uploadQ4(t testing.TB, d *Device, w *quant.Weight) *q4 {
 	t.Helper()
 	shift, err := blockShift(w.BlockSize)
 	if err != nil {

@@ -32,8 +32,9 @@ func (i Info) String() string {
 
 // UnavailableError says why CUDA cannot be used here, in words for the user.
 type UnavailableError struct {
-	Reason string
-	Err    error // the underlying failure, when there is one
+	Reason string // in full: what failed and where it looked
+	Brief  string // in a few words, for a note beside a fallback to the CPU
+	Err    error  // the underlying failure, when there is one
 }
 
 func (e *UnavailableError) Error() string { return e.Reason }
@@ -63,7 +64,7 @@ func probe(envOf func(driverVersion int) libEnv) (*driver, Info, error) {
 	d, tried, err := openDriver(cudaCandidates(envOf(0)))
 	if err != nil {
 		return nil, info, &UnavailableError{Reason: fmt.Sprintf("no NVIDIA driver library: libcuda.so.1 not loadable (tried %s)",
-			strings.Join(tried, ", ")), Err: err}
+			strings.Join(tried, ", ")), Brief: "no NVIDIA driver (libcuda.so.1 not found)", Err: err}
 	}
 	info.Libs.CUDA = d.path
 	var v int32
@@ -75,7 +76,7 @@ func probe(envOf func(driverVersion int) libEnv) (*driver, Info, error) {
 		var ce *Error
 		if errors.As(err, &ce) && ce.Code == cudaErrorNoDevice {
 			return nil, info, &UnavailableError{Reason: fmt.Sprintf("cuInit returned 100 (CUDA_ERROR_NO_DEVICE): driver %s loaded (CUDA %d.%d) but no CUDA device is visible",
-				d.path, v/1000, v%1000/10), Err: err}
+				d.path, v/1000, v%1000/10), Brief: "the NVIDIA driver sees no CUDA device (cuInit returned 100)", Err: err}
 		}
 		return nil, info, &UnavailableError{Reason: fmt.Sprintf("cuInit failed with driver %s: %v", d.path, err), Err: err}
 	}
@@ -84,7 +85,7 @@ func probe(envOf func(driverVersion int) libEnv) (*driver, Info, error) {
 		return nil, info, &UnavailableError{Reason: err.Error(), Err: err}
 	}
 	if count == 0 {
-		return nil, info, &UnavailableError{Reason: "the NVIDIA driver sees no CUDA device"}
+		return nil, info, &UnavailableError{Reason: "the NVIDIA driver sees no CUDA device", Brief: "the NVIDIA driver sees no CUDA device"}
 	}
 	var dev int32
 	if err := d.check("cuDeviceGet", call(d.cuDeviceGet, uintptr(unsafe.Pointer(&dev)), 0)); err != nil {
@@ -109,12 +110,18 @@ func probe(envOf func(driverVersion int) libEnv) (*driver, Info, error) {
 		info.TotalMem = int64(total)
 	}
 	if info.Capability() < MinCapability {
-		return nil, info, &UnavailableError{Reason: fmt.Sprintf("%s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16)",
-			info.Name, info.Major, info.Minor)}
+		msg := fmt.Sprintf("%s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16)", info.Name, info.Major, info.Minor)
+		return nil, info, &UnavailableError{Reason: msg, Brief: msg}
 	}
 	libs, err := findLibs(envOf(info.DriverVersion))
 	if err != nil {
-		return nil, info, &UnavailableError{Reason: err.Error() + " (install the CUDA toolkit or pip's nvidia-cuda-nvrtc and nvidia-cublas, or set " + LibsEnv + ")", Err: err}
+		var nf *NotFoundError
+		brief := err.Error()
+		if errors.As(err, &nf) {
+			brief = nf.What + " not found"
+		}
+		return nil, info, &UnavailableError{Reason: err.Error() + " (install the CUDA toolkit or pip's nvidia-cuda-nvrtc and nvidia-cublas, or set " + LibsEnv + ")",
+			Brief: info.Name + " found but " + brief, Err: err}
 	}
 	libs.CUDA = d.path
 	info.Libs = libs

@@ -57,7 +57,7 @@ func bytesOf[T any](x []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(x[0])))
 }
 
-func allocT[T any](t *testing.T, d *Device, n int) devptr[T] {
+func allocT[T any](t testing.TB, d *Device, n int) devptr[T] {
 	t.Helper()
 	var z T
 	p, err := d.mem.alloc(max(1, n) * int(unsafe.Sizeof(z)))
@@ -67,7 +67,7 @@ func allocT[T any](t *testing.T, d *Device, n int) devptr[T] {
 	return devptr[T](p)
 }
 
-func put[T any](t *testing.T, d *Device, x []T) devptr[T] {
+func put[T any](t testing.TB, d *Device, x []T) devptr[T] {
 	t.Helper()
 	p := allocT[T](t, d, len(x))
 	if err := d.upload(uintptr(p), bytesOf(x)); err != nil {
@@ -76,7 +76,7 @@ func put[T any](t *testing.T, d *Device, x []T) devptr[T] {
 	return p
 }
 
-func get[T any](t *testing.T, d *Device, p devptr[T], n int) []T {
+func get[T any](t testing.TB, d *Device, p devptr[T], n int) []T {
 	t.Helper()
 	x := make([]T, n)
 	if err := d.download(bytesOf(x), uintptr(p)); err != nil {
@@ -86,7 +86,7 @@ func get[T any](t *testing.T, d *Device, p devptr[T], n int) []T {
 }
 
 // putBF16 uploads x rounded to bf16 and returns the rounded values too.
-func putBF16(t *testing.T, d *Device, x []float32) (devptr[bf16], []float32) {
+func putBF16(t testing.TB, d *Device, x []float32) (devptr[bf16], []float32) {
 	t.Helper()
 	b := make([]uint16, len(x))
 	r := make([]float32, len(x))
@@ -98,7 +98,7 @@ func putBF16(t *testing.T, d *Device, x []float32) (devptr[bf16], []float32) {
 	return devptr[bf16](p), r
 }
 
-func getBF16(t *testing.T, d *Device, p devptr[bf16], n int) []float32 {
+func getBF16(t testing.TB, d *Device, p devptr[bf16], n int) []float32 {
 	t.Helper()
 	b := get(t, d, devptr[uint16](p), n)
 	x := make([]float32, n)

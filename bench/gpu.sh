@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The CUDA backend on a real GPU, in one command (under 10 minutes): the backend's tests and
+# conformance suite on the device, NF4 dequantization bandwidth against a device-to-device
+# copy, one GRPO step of a Qwen2.5-0.5B-shaped model and decoding, each against PyTorch +
+# transformers + peft on the same GPU.
+#
+# 1. Where Go is (this repository), build the test binaries (CGO_ENABLED=0: no C toolchain
+#    needed on either side):
+#        bench/gpu.sh build                 # writes bench/gpu-bin/*.test
+# 2. Copy the repository (with bench/gpu-bin) to the GPU machine: an NVIDIA driver, CUDA's
+#    NVRTC and cuBLAS (a toolkit, or pip's nvidia-cuda-nvrtc and nvidia-cublas wheels, which
+#    PyTorch brings), python3 with torch, transformers and peft. No Go. Then:
+#        bash bench/gpu.sh [OUTDIR]         # default OUTDIR: bench/gpu-out
+#    Each stage's log is in OUTDIR; OUTDIR/summary.txt gathers the figures.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=bench/gpu-bin
+
+if [ "${1:-}" = "build" ]; then
+  set -e
+  mkdir -p "$bin"
+  for pkg in engine/backend/cuda engine engine/model; do
+    name=$(basename "$pkg")
+    [ "$pkg" = engine ] && name=engine
+    echo "building $bin/$name.test"
+    CGO_ENABLED=0 go test -c -o "$bin/$name.test" "./$pkg"
+  done
+  exit 0
+fi
+
+out=${1:-bench/gpu-out}
+mkdir -p "$out"
+summary=$out/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+python=${PYTHON:-python3}
+start=$(date +%s)
+
+for b in cuda engine model; do
+  if [ ! -x "$bin/$b.test" ]; then
+    echo "missing $bin/$b.test: run 'bench/gpu.sh build' where Go is, then copy bench/gpu-bin here" >&2
+    exit 2
+  fi
+done
+unset RLHFSTATION_CUDA_LIBS # the real device, not a stand-in
+
+say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
+say "   git $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $($python -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)' 2>&1)"
+
+# 1. The backend's tests on the device: kernels against the CPU, the conformance suite,
+#    whole models, a GRPO step, generation. (The NVRTC 11.8 compile check skips here.)
+say "== tests on the GPU"
+if (cd engine/backend/cuda && timeout 300 "../../../$bin/cuda.test" -test.v -test.timeout 290s) > "$out/tests.log" 2>&1; then
+  say "   PASS ($(grep -c '^--- PASS' "$out/tests.log") passed, $(grep -c '^--- SKIP' "$out/tests.log") skipped)"
+else
+  say "   FAIL: see $out/tests.log"; grep -E '^(--- FAIL|    .*_test.go)' "$out/tests.log" | head -20 | tee -a "$summary"
+fi
+grep -E '^\s+\S+_test.go:[0-9]+: (device|conformance)' "$out/tests.log" | head -5 >> "$summary"
+
+# 2. Kernel bandwidth: NF4 → bf16 against a device-to-device copy (target ratio ≥ 0.8), and
+#    the fused 4-bit GEMV of decoding.
+say "== NF4 dequantization vs device-to-device copy (GPU-event timing)"
+(cd engine/backend/cuda && timeout 120 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4' -test.benchtime 3x) > "$out/kernels.log" 2>&1
+grep -E '^Benchmark' "$out/kernels.log" | tee -a "$summary"
+
+# 3. One GRPO step of a Qwen2.5-0.5B-shaped random model (1 prompt × 8 completions × 64 new
+#    tokens after a 32-token prompt): Go on the GPU against PyTorch + peft bf16 LoRA.
+say "== GRPO step, Qwen2.5-0.5B-shaped (Go CUDA backend)"
+(cd engine && RLHFSTATION_BENCH_DEVICE=cuda timeout 240 "../$bin/engine.test" -test.run '^$' -test.bench 'GRPOStep/qwen0.5b' -test.benchtime 3x -test.short) > "$out/grpo-go.log" 2>&1
+grep -E '^Benchmark' "$out/grpo-go.log" | tee -a "$summary" || say "   (no figure: see $out/grpo-go.log)"
+say "== GRPO step, same shape (PyTorch + transformers + peft, bf16)"
+timeout 240 "$python" bench/gpu_step.py --prompts 1 --generations 8 --prompt-len 32 --new 64 --steps 3 > "$out/grpo-torch.json" 2> "$out/grpo-torch.log"
+tee -a "$summary" < "$out/grpo-torch.json"
+
+# 4. Decoding tokens/s (8 sequences and 1): Go against transformers' generate (in the JSON above).
+say "== decode (Go CUDA backend)"
+(cd engine/model && RLHFSTATION_BENCH_DEVICE=cuda timeout 120 "../../$bin/model.test" -test.run '^$' -test.bench 'DecodeQwen05' -test.benchtime 3x) > "$out/decode-go.log" 2>&1
+grep -E '^Benchmark' "$out/decode-go.log" | tee -a "$summary" || say "   (no figure: see $out/decode-go.log)"
+
+say "== done in $(( $(date +%s) - start )) s; logs in $out"
