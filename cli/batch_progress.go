@@ -65,7 +65,11 @@ func (p *batchProgress) Handle(e events.Event) {
 		}
 	case events.Anomaly:
 		p.anomalies++
-		p.line(fmt.Sprintf("%s step %d: %s (%s = %.4g): %s", strings.ToUpper(e.Severity), e.Step, e.Rule, e.Metric, e.Value, e.Message))
+		what := e.Rule
+		if e.Metric != "" {
+			what += fmt.Sprintf(" (%s = %.4g)", e.Metric, e.Value)
+		}
+		p.line(fmt.Sprintf("%s step %d: %s: %s", strings.ToUpper(e.Severity), e.Step, what, e.Message))
 	case events.Checkpoint:
 		p.ckpts = append(p.ckpts, e.Path)
 		health := ""

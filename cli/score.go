@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"rlhfstation/engine"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
 )
@@ -15,21 +16,26 @@ func init() {
 	register(command{name: "score", summary: "per-token log-probabilities and perplexity of texts under a model", order: 50, run: runScore})
 }
 
-const scoreHelp = `score [--model DIR] [--adapter CKPT] [--preset P] [--baselines FILE] [--json] TEXT...
+const scoreHelp = `score [--model DIR] [--adapter CKPT] [--prompt PROMPT] [--preset P] [--baselines FILE] [--answer A] [--json] TEXT...
 
 Scores each TEXT separately: every token's log-probability given the text before it, the
 mean negative log-likelihood (NLL) over the scored tokens and the token-level perplexity
 exp(mean NLL). The first token is conditioned on the special tokens the tokenizer's
 post-processor puts in front (a BOS), else on the config's bos_token_id; a model with
 neither cannot score a text's first token, which is then shown without a log-probability
-and left out of the mean. With --preset or --baselines it also shows the multi-level
-perplexity (word, phrase, sentence), the aggregate, the improvement over the baselines and the
-reward the preset's perplexity reward gives each text.`
+and left out of the mean. With --prompt each TEXT is a completion of PROMPT, conditioned on
+its tokens as a run's scorer conditions completions. With --preset or --baselines it also
+shows the multi-level perplexity (word, phrase, sentence), the aggregate, the improvement over
+the baselines and the reward the preset's perplexity reward gives each text; with baselines
+(or a preset without a perplexity reward) also every reward function's value and their
+weighted sum, the reward serve-reward answers (--answer is the ground truth of correctness
+and NTL).`
 
 func runScore(s streams, args []string) error {
 	fs := newFlagSet("score", scoreHelp, s.stderr)
 	mf := addModelFlags(fs)
 	rf := addScoreRewardFlags(fs)
+	prompt := fs.String("prompt", "", "score each TEXT as a completion of `PROMPT`")
 	asJSON := fs.Bool("json", false, `print one JSON document {"model", "texts": [{"text", "context", "ids", "tokens", "logprobs", "mean_nll", "perplexity"}]}`)
 	texts, err := parseFlags(fs, args)
 	if err != nil {
@@ -42,11 +48,14 @@ func runScore(s streams, args []string) error {
 	if err != nil {
 		return err
 	}
-	rs, err := rf.open(dir, s.stderr)
+	rs, err := rf.open(dir, m, tok, s.stderr)
 	if err != nil {
 		return err
 	}
-	results, err := scoreTexts(m, tok, texts)
+	if rs != nil {
+		defer rs.close()
+	}
+	results, err := scoreTexts(m, tok, *prompt, texts)
 	if err != nil {
 		return err
 	}
@@ -55,6 +64,9 @@ func runScore(s streams, args []string) error {
 			if results[i].Rewards, err = rs.score(tok, results[i].Text, results[i].LogProbs); err != nil {
 				return err
 			}
+		}
+		if err := rs.scoreAll(*prompt, results); err != nil {
+			return err
 		}
 	}
 	if *asJSON {
@@ -98,12 +110,16 @@ func scoringContext(m *model.Model, tok *tokenizer.Tokenizer, text string) (ctx,
 	return nil, ids
 }
 
-func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, texts []string) ([]textScore, error) {
+// scoreTexts scores each text, conditioned on prompt when it is not "".
+func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, prompt string, texts []string) ([]textScore, error) {
 	seqs := make([][]int, len(texts))
 	ctxLen := make([]int, len(texts))
 	results := make([]textScore, len(texts))
 	for i, text := range texts {
 		ctx, ids := scoringContext(m, tok, text)
+		if prompt != "" {
+			ctx = engine.PromptContext(m, tok, prompt)
+		}
 		seqs[i] = append(slices.Clone(ctx), ids...)
 		ctxLen[i] = len(ctx)
 		r := textScore{Text: text, Context: ctx, IDs: ids, Tokens: make([]string, len(ids)), LogProbs: make([]*float64, len(ids))}

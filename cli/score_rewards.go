@@ -2,16 +2,18 @@ package cli
 
 // The preset rewards of `rlhfstation score --preset P --baselines F` (issue 5): for each
 // scored text, P_word, P_phrase, P_sentence, the aggregate, the improvement over the
-// baselines and the reward the preset's perplexity reward gives it, plus per-word NLLs.
+// baselines and the reward the preset's perplexity reward gives it, plus per-word NLLs; with
+// baselines (or a preset without a perplexity reward) also every reward function's value and
+// the weighted total, from engine.Scorer as serve-reward computes them (issue 17).
 //
 // Wiring into score.go:
 //
-//	rf := addScoreRewardFlags(fs)                 // --preset, --baselines, --accept-baselines
-//	...after loading the model folder dir:
-//	rs, err := rf.open(dir, stderr)               // nil, nil when neither flag is given
-//	...for each text, with the textScore's LogProbs (nil where a token has no context):
-//	r, err := rs.score(tok, text, logProbs)       // *textRewards, JSON field "rewards"
-//	printTextRewards(w, r)                        // the human lines
+//	rf := addScoreRewardFlags(fs)              // --preset, --baselines, --answer, --accept-baselines
+//	rs, err := rf.open(dir, m, tok, stderr)    // nil, nil when neither --preset nor --baselines
+//	defer rs.close()
+//	r, err := rs.score(tok, text, logProbs)    // per text: *textRewards, JSON field "rewards"
+//	err = rs.scoreAll(prompt, results)         // sets each text's total and functions
+//	printTextRewards(w, r)                     // the human lines
 
 import (
 	"flag"
@@ -20,6 +22,8 @@ import (
 	"math"
 	"strings"
 
+	"rlhfstation/engine"
+	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
 	"rlhfstation/presets"
 	"rlhfstation/rewards"
@@ -27,32 +31,50 @@ import (
 
 // scoreRewardFlags are the score command's reward flags.
 type scoreRewardFlags struct {
-	preset, baselines *string
-	accept            *bool
+	preset, baselines, answer *string
+	accept                    *bool
 }
 
 func addScoreRewardFlags(fs *flag.FlagSet) scoreRewardFlags {
 	return scoreRewardFlags{
 		preset:    fs.String("preset", "", "also show the perplexity levels, aggregate, improvement and reward under preset `P` (story, technical, code, math or a user preset); default story when --baselines is given"),
 		baselines: fs.String("baselines", "", "baselines.json `FILE` (from rlhfstation baseline) for the improvement and reward"),
+		answer:    fs.String("answer", "", "ground truth `A` of the correctness and NTL rewards (a number, or text ending in #### N)"),
 		accept:    fs.Bool("accept-baselines", false, "use baselines made with another model or tokenizer"),
 	}
 }
 
 // open loads the preset and baselines for the model folder dir; nil when neither was asked.
 // Warnings go to stderr.
-func (f scoreRewardFlags) open(dir string, stderr io.Writer) (*scoreRewards, error) {
+func (f scoreRewardFlags) open(dir string, m *model.Model, tok *tokenizer.Tokenizer, stderr io.Writer) (*scoreRewards, error) {
 	if *f.preset == "" && *f.baselines == "" {
 		return nil, nil
 	}
-	return newScoreRewards(dir, *f.preset, *f.baselines, *f.accept, stderr)
+	s, err := newScoreRewards(dir, *f.preset, *f.baselines, *f.accept, stderr)
+	if err != nil {
+		return nil, err
+	}
+	s.answer = rewards.GroundTruth(*f.answer)
+	// Every function's value needs the baselines when the preset has a perplexity reward.
+	if s.baselines != nil || s.preset.PPL == nil || s.preset.PPL.Weight == 0 {
+		var levels rewards.Levels
+		if s.baselines != nil {
+			levels = s.baselines.Levels
+		}
+		if s.scorer, err = engine.NewScorer(m, tok, s.preset, levels); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
-// scoreRewards scores texts under a preset's perplexity reward.
+// scoreRewards scores texts under a preset's rewards.
 type scoreRewards struct {
 	preset    presets.Preset
 	baselines *rewards.Baselines // nil: levels and aggregate only
 	ppl       rewards.PPL
+	scorer    *engine.Scorer // every function of the preset; nil without baselines
+	answer    string
 }
 
 // newScoreRewards loads preset name (default story) and, when baselinesPath is set, the
@@ -66,14 +88,26 @@ func newScoreRewards(modelDir, name, baselinesPath string, accept bool, stderr i
 	if err != nil {
 		return nil, err
 	}
-	if p.PPL == nil {
-		return nil, fmt.Errorf("preset %s has no perplexity reward ([ppl]) to score texts with", name)
+	s := &scoreRewards{preset: p}
+	if p.PPL != nil {
+		s.ppl = rewards.PPL{Weights: p.PPL.Levels, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds}
 	}
-	s := &scoreRewards{preset: p, ppl: rewards.PPL{Weights: p.PPL.Levels, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds}}
 	if baselinesPath == "" {
 		return s, nil
 	}
-	b, err := rewards.LoadBaselines(baselinesPath)
+	b, err := loadBaselines(modelDir, baselinesPath, accept, stderr)
+	if err != nil {
+		return nil, err
+	}
+	s.baselines = b
+	s.ppl.Baselines = b.Levels
+	return s, nil
+}
+
+// loadBaselines reads a baselines.json, refusing baselines made with another model or
+// tokenizer than the folder's unless accept; a warning goes to stderr.
+func loadBaselines(modelDir, path string, accept bool, stderr io.Writer) (*rewards.Baselines, error) {
+	b, err := rewards.LoadBaselines(path)
 	if err != nil {
 		return nil, err
 	}
@@ -83,14 +117,44 @@ func newScoreRewards(modelDir, name, baselinesPath string, accept bool, stderr i
 	}
 	warning, err := b.Check(modelHash, tokHash, accept)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", baselinesPath, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if warning != "" {
 		fmt.Fprintln(stderr, "rlhfstation: warning:", warning)
 	}
-	s.baselines = &b
-	s.ppl.Baselines = b.Levels
-	return s, nil
+	return &b, nil
+}
+
+func (s *scoreRewards) close() {
+	if s.scorer != nil {
+		s.scorer.Close()
+	}
+}
+
+// scoreAll gives each result the preset's total reward and every function's value, as
+// serve-reward computes them for the same prompt and texts.
+func (s *scoreRewards) scoreAll(prompt string, results []textScore) error {
+	if s.scorer == nil {
+		return nil
+	}
+	texts := make([]engine.Text, len(results))
+	for i, r := range results {
+		texts[i] = engine.Text{Prompt: prompt, Completion: r.Text, Answer: s.answer}
+	}
+	res, err := s.scorer.Score(texts)
+	if err != nil {
+		return err
+	}
+	for i := range results {
+		r := results[i].Rewards
+		r.Total = finite(res.Total[i])
+		r.Functions = map[string]*float64{}
+		for _, f := range s.scorer.Funcs() {
+			r.Functions[f.Func.Name()] = finite(res.ByFunc[f.Func.Name()][i])
+		}
+		r.weights = s.scorer.Funcs()
+	}
+	return nil
 }
 
 // textRewards is one text's multi-level perplexity under the preset. Values are null where
@@ -106,6 +170,12 @@ type textRewards struct {
 	Reward      *float64  `json:"reward"`
 	Empty       bool      `json:"empty"` // no word: reward 0
 	Words       []wordNLL `json:"words"`
+	// Total is the preset's reward r = Σ_f w_f r_f and Functions each function's r_f (null:
+	// not applicable), present with baselines or for a preset without a perplexity reward.
+	Total     *float64            `json:"total,omitempty"`
+	Functions map[string]*float64 `json:"functions,omitempty"`
+	weights   []rewards.Weighted
+	noPPL     bool // the preset has no perplexity reward
 }
 
 // wordNLL is one word and NLL(w), the sum of its tokens' NLLs.
@@ -120,6 +190,9 @@ type wordNLL struct {
 // tok.Encode(text, false), nil for a token without context (left out: its bytes still
 // belong to their word, with no NLL).
 func (s *scoreRewards) score(tok *tokenizer.Tokenizer, text string, logProbs []*float64) (*textRewards, error) {
+	if s.preset.PPL == nil {
+		return &textRewards{Preset: s.preset.Name, Words: []wordNLL{}, noPPL: true}, nil
+	}
 	enc := tok.Encode(text, false)
 	if len(enc.IDs) != len(logProbs) {
 		return nil, fmt.Errorf("%d log-probabilities for %d tokens of %q", len(logProbs), len(enc.IDs), text)
@@ -173,6 +246,19 @@ func printTextRewards(w io.Writer, r *textRewards) {
 			return "—"
 		}
 		return fmt.Sprintf(format, *p)
+	}
+	defer func() {
+		if r.Total == nil {
+			return
+		}
+		parts := make([]string, len(r.weights))
+		for i, f := range r.weights {
+			parts[i] = fmt.Sprintf("%s %s ×%s", f.Func.Name(), show(r.Functions[f.Func.Name()], "%.4g"), num(f.Weight))
+		}
+		fmt.Fprintf(w, "preset %s reward %.4g = %s\n", r.Preset, *r.Total, strings.Join(parts, " + "))
+	}()
+	if r.noPPL {
+		return
 	}
 	if r.Empty {
 		fmt.Fprintf(w, "preset %s: no word to score (reward %s)\n", r.Preset, show(r.Reward, "%.2f"))

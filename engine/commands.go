@@ -75,8 +75,7 @@ func (e *Engine) commandFailed(f rewards.CommandFailure) {
 	if f.Retry {
 		sev = events.Warning
 	}
-	e.emit(events.Event{Type: events.Anomaly, Step: f.Step, Rule: "reward_command", Metric: "rewards/" + f.Name + "/mean",
-		Severity: sev, Message: f.Message()})
+	e.emit(events.Event{Type: events.Anomaly, Step: f.Step, Rule: "reward_command", Severity: sev, Message: f.Message()})
 }
 
 // stopForCommand ends the run after a command reward failed twice: the last complete step is

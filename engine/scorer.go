@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/data"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
 	"rlhfstation/presets"
@@ -60,9 +63,6 @@ func (s *Scorer) Funcs() []rewards.Weighted { return s.funcs }
 // Close ends the command rewards' processes.
 func (s *Scorer) Close() { rewards.CloseCommands(s.funcs) }
 
-// digitPassFloats bounds the logits one pass of the NTL logits holds (128 MiB).
-const digitPassFloats = 32 << 20
-
 // Score scores a batch: one pass of the model over every prompt + completion.
 func (s *Scorer) Score(texts []Text) (rewards.Result, error) {
 	s.mu.Lock()
@@ -76,15 +76,9 @@ func (s *Scorer) Score(texts []Text) (rewards.Result, error) {
 	for i, t := range texts {
 		seqs[i], first[i], samples[i] = s.prepare(t)
 	}
-	lps, err := s.model.LogProbs(seqs, 1)
+	lps, digits, err := s.logProbs(seqs, first)
 	if err != nil {
 		return rewards.Result{}, err
-	}
-	var digits [][][]float32 // [text][completion position] digit logits
-	if s.digits != nil {
-		if digits, err = s.digitLogits(seqs, first); err != nil {
-			return rewards.Result{}, err
-		}
 	}
 	for i := range samples {
 		smp := &samples[i]
@@ -119,16 +113,23 @@ func (s *Scorer) Score(texts []Text) (rewards.Result, error) {
 	return rewards.Compose(s.funcs, samples)
 }
 
+// PromptContext is what completions of prompt are conditioned on: its tokens with the
+// tokenizer's special tokens, as a run encodes prompts; the config's BOS when that is nothing.
+func PromptContext(m *model.Model, tok *tokenizer.Tokenizer, prompt string) []int {
+	ctx := tok.Encode(prompt, true).IDs
+	if len(ctx) == 0 && m.Config.BOS >= 0 {
+		ctx = []int{m.Config.BOS}
+	}
+	return ctx
+}
+
 // prepare tokenizes a text as a run sees it: the prompt with the tokenizer's special tokens
 // (the config's BOS when the tokenizer adds none), then the completion's tokens. Special
 // tokens in the completion (an end-of-text a trainer left in) carry no text, as in a run;
 // a sequence longer than the model's context loses prompt tokens from its front (the BOS
 // kept), then completion tokens from its end.
 func (s *Scorer) prepare(t Text) (seq []int, first int, smp rewards.Sample) {
-	prompt := s.tok.Encode(t.Prompt, true).IDs
-	if len(prompt) == 0 && s.model.Config.BOS >= 0 {
-		prompt = []int{s.model.Config.BOS}
-	}
+	prompt := PromptContext(s.model, s.tok, t.Prompt)
 	all := s.tok.Encode(t.Completion, false).IDs
 	limit := s.model.Config.MaxPos
 	if len(all) > limit-1 {
@@ -161,40 +162,41 @@ func (s *Scorer) prepare(t Text) (seq []int, first int, smp rewards.Sample) {
 		IDs: ids, Spans: spans, CompletionIDs: all, Columns: t.Columns}
 }
 
-// digitLogits runs the model over the sequences in groups whose logits fit digitPassFloats
-// and gathers, for each completion token, the logits over the digit tokens that predicted it.
-func (s *Scorer) digitLogits(seqs [][]int, first []int) ([][][]float32, error) {
-	V := s.model.Config.Vocab
-	out := make([][][]float32, len(seqs))
-	for lo := 0; lo < len(seqs); {
-		hi, rows, capacity := lo, 0, 0
-		for hi < len(seqs) && (hi == lo || (rows+len(seqs[hi]))*V <= digitPassFloats) {
-			rows += len(seqs[hi])
-			capacity = max(capacity, len(seqs[hi]))
-			hi++
-		}
-		if capacity == 0 {
-			lo = hi
-			continue
-		}
-		cache := s.model.NewCache(hi-lo, capacity)
-		logits, err := s.model.Forward(cache, seqs[lo:hi], false)
-		if err != nil {
-			return nil, err
-		}
-		row := 0
-		for i := lo; i < hi; i++ {
-			n := len(seqs[i]) - first[i]
-			out[i] = make([][]float32, n)
-			for k := 0; k < n; k++ {
-				if p := first[i] + k; p > 0 {
-					r := row + p - 1 // the row after token p-1 predicts token p
-					out[i][k] = s.digits.Gather(nil, logits[r*V:(r+1)*V])
-				}
-			}
-			row += len(seqs[i])
-		}
-		lo = hi
+// logProbs runs the model once over the sequences: the log-probability of every token and,
+// when NTL is used, the logits over the digit tokens that predicted each completion token.
+func (s *Scorer) logProbs(seqs [][]int, first []int) ([][]float32, [][][]float32, error) {
+	if s.digits == nil {
+		lps, err := s.model.LogProbs(seqs, 1)
+		return lps, nil, err
 	}
-	return out, nil
+	digits := make([][][]float32, len(seqs))
+	for i := range seqs {
+		digits[i] = make([][]float32, len(seqs[i])-first[i])
+	}
+	lps, err := s.model.LogProbsSeeing(seqs, 1, func(i, pos int, logits []float32) {
+		// The logits after token pos predict token pos+1: completion token pos+1-first.
+		if k := pos + 1 - first[i]; k >= 0 && k < len(digits[i]) {
+			digits[i][k] = s.digits.Gather(nil, logits)
+		}
+	})
+	return lps, digits, err
+}
+
+// BuiltinBaselines are the perplexity baselines a run without data computes: over the
+// reference texts of the built-in prompts of the preset's domain (with the default seed).
+func BuiltinBaselines(m *model.Model, tok *tokenizer.Tokenizer, modelDir string, p presets.Preset, progress func(done, total int)) (rewards.Baselines, error) {
+	ps, err := builtinPrompts(p.Root, config.Default().Seed)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	b, err := ComputeBaselines(m, tok, referenceTexts(ps), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512, Progress: progress})
+	if err != nil {
+		return rewards.Baselines{}, fmt.Errorf("computing baselines: %w", err)
+	}
+	if b.ModelHash, b.TokenizerHash, err = rewards.FolderHashes(modelDir); err != nil {
+		return rewards.Baselines{}, err
+	}
+	b.Created = time.Now().UTC().Truncate(time.Second)
+	b.Source = "built-in " + p.Root + " references"
+	return b, nil
 }

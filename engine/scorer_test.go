@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -101,8 +102,8 @@ func TestScorerMatchesTextByTextReference(t *testing.T) {
 	}
 }
 
-// NTL's digit logits come from one pass over each sequence: they equal the logits of an
-// incremental decode, position by position.
+// NTL's digit logits come from the pass that gives the log-probabilities: they equal the
+// logits of an incremental decode, position by position.
 func TestScorerDigitLogits(t *testing.T) {
 	m, tok := loadTiny(t)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the built-in presets
@@ -118,9 +119,12 @@ func TestScorerDigitLogits(t *testing.T) {
 		seq, f, _ := s.prepare(x)
 		seqs, first = append(seqs, seq), append(first, f)
 	}
-	got, err := s.digitLogits(seqs, first)
+	lps, got, err := s.logProbs(seqs, first)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if plain, _ := m.LogProbs(seqs, 1); !reflect.DeepEqual(plain, lps) {
+		t.Error("log-probabilities differ when the logits are seen")
 	}
 	V := m.Config.Vocab
 	for i, seq := range seqs {

@@ -346,6 +346,12 @@ func (m *Model) headRows() int { return min(1024, max(64, (4<<20)/m.Config.Vocab
 // softmax(logits/temperature) (temperature 0 means 1); out[0] is 0, as the first token has
 // no context. Sequences run packed, without a cache, at most maxPassRows rows at a time.
 func (m *Model) LogProbs(seqs [][]int, temperature float32) ([][]float32, error) {
+	return m.LogProbsSeeing(seqs, temperature, nil)
+}
+
+// LogProbsSeeing is LogProbs that also shows see the raw logits (before the temperature) that
+// predict token i+1 of sequence s, for every i: one pass gives both. The slice is reused.
+func (m *Model) LogProbsSeeing(seqs [][]int, temperature float32, see func(s, i int, logits []float32)) ([][]float32, error) {
 	invT := invTemperature(temperature)
 	out := make([][]float32, len(seqs))
 	for i := range seqs {
@@ -365,7 +371,17 @@ func (m *Model) LogProbs(seqs [][]int, temperature float32) ([][]float32, error)
 		if p.rows > 0 {
 			hidden := m.inference(p)
 			logp := make([]float32, p.rows)
-			m.headLogProbs(logp, nil, hidden, targetsOf(p, group), p.rows, invT)
+			var seeRow func(row int, logits []float32)
+			if see != nil {
+				k := 0 // rows come in order: the run holding row is k or later
+				seeRow = func(row int, logits []float32) {
+					for row >= p.runs[k].row+p.runs[k].n {
+						k++
+					}
+					see(lo+p.runs[k].seq, row-p.runs[k].row, logits)
+				}
+			}
+			m.headLogProbs(logp, nil, hidden, targetsOf(p, group), p.rows, invT, seeRow)
 			for _, r := range p.runs {
 				copy(out[lo+r.seq][1:], logp[r.row:r.row+r.n-1])
 			}
@@ -395,14 +411,20 @@ func targetsOf(p *pass, seqs [][]int) []int32 {
 }
 
 // headLogProbs computes log-probabilities (and entropies when ent is not nil) of the
-// targets, forming logits headRows rows at a time.
-func (m *Model) headLogProbs(logp, ent, hidden []float32, targets []int32, rows int, invT float32) {
+// targets, forming logits headRows rows at a time; see, when set, is shown each row's logits
+// first.
+func (m *Model) headLogProbs(logp, ent, hidden []float32, targets []int32, rows int, invT float32, see func(row int, logits []float32)) {
 	V, D := m.Config.Vocab, m.Config.Dim
 	chunk := m.headRows()
 	buf := m.logitsBuf(min(rows, chunk) * V)
 	for r0 := 0; r0 < rows; r0 += chunk {
 		n := min(chunk, rows-r0)
 		m.logits(buf, hidden[r0*D:(r0+n)*D], n)
+		if see != nil {
+			for j := 0; j < n; j++ {
+				see(r0+j, buf[j*V:(j+1)*V])
+			}
+		}
 		var e []float32
 		if ent != nil {
 			e = ent[r0 : r0+n]

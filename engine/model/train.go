@@ -97,7 +97,7 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	if o.Entropy {
 		entSel = make([]float32, n)
 	}
-	m.headLogProbs(logpSel, entSel, t.hsel, t.tsel, n, t.invT)
+	m.headLogProbs(logpSel, entSel, t.hsel, t.tsel, n, t.invT, nil)
 	logp := make([]float32, rows)
 	var ent []float32
 	if o.Entropy {
