@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -56,9 +55,7 @@ func runBaseline(s streams, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(s.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(b)
+		return writeJSON(s.stdout, true, b)
 	}
 	printBaselines(s.stdout, b)
 	fmt.Fprintf(s.stdout, "wrote %s\n", *out)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"rlhfstation/engine"
@@ -76,9 +75,7 @@ func runEval(s streams, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(s.stdout)
-		enc.SetEscapeHTML(false)
-		return enc.Encode(r)
+		return writeJSON(s.stdout, false, r)
 	}
 	what := "the model"
 	if *mf.adapter != "" {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -86,7 +85,5 @@ func runGenerate(s streams, args []string) error {
 	for i, id := range newIDs {
 		doc.Tokens[i] = tok.Token(id)
 	}
-	enc := json.NewEncoder(s.stdout)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(doc)
+	return writeJSON(s.stdout, false, doc)
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-
 	"rlhfstation/engine/monitor"
 )
 
@@ -65,10 +63,7 @@ func runInspect(s streams, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(s.stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(rep)
+		return writeJSON(s.stdout, true, rep)
 	}
 	return rep.WriteText(s.stdout, *top)
 }

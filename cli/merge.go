@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-
 	"rlhfstation/engine"
 	"rlhfstation/safetensors"
 )
@@ -51,9 +49,7 @@ func runMerge(s streams, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(s.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+		return writeJSON(s.stdout, true, sum)
 	}
 	return sum.WriteText(s.stdout)
 }

@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"rlhfstation/presets"
@@ -84,37 +81,6 @@ func printPresetsTable(stdout, stderr io.Writer, infos []presets.Info) {
 	}
 }
 
-// otherRewards describes the rewards besides perplexity, e.g.
-// "ntl ×1 (final_answer, wasserstein, tau 1), correctness ×1 (flexible)".
-func otherRewards(p presets.Preset) string {
-	var parts []string
-	if p.NTL != nil {
-		mode, tau := string(p.NTL.Mode), "tau "+num(p.NTL.Tau)
-		if p.NTL.Mode == rewards.HybridMode {
-			mode += " " + num(p.NTL.ConfidenceWeight)
-		}
-		if p.NTL.Schedule != "" && p.NTL.Schedule != rewards.ScheduleConstant {
-			tau += "→" + num(p.NTL.TauEnd) + " " + p.NTL.Schedule
-		}
-		parts = append(parts, fmt.Sprintf("ntl ×%s (%s, %s, %s)", num(p.NTL.Weight), mode, p.NTL.Loss, tau))
-	}
-	if p.Correctness != nil {
-		parts = append(parts, fmt.Sprintf("correctness ×%s (%s)", num(p.Correctness.Weight), p.Correctness.Extraction))
-	}
-	if p.Format != nil {
-		parts = append(parts, fmt.Sprintf("format ×%s", num(p.Format.Weight)))
-	}
-	for _, c := range p.Commands {
-		parts = append(parts, fmt.Sprintf("%s ×%s (command %s)", c.Name, num(c.Weight), strings.Join(c.Command, " ")))
-	}
-	if len(parts) == 0 {
-		return "—"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-
 // presetJSON is one preset in `presets --json`.
 type presetJSON struct {
 	Name        string         `json:"name"`
@@ -180,7 +146,5 @@ func printPresetsJSON(w io.Writer, infos []presets.Info) error {
 		}
 		out.Presets = append(out.Presets, pj)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, true, out)
 }

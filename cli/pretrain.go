@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -136,8 +135,9 @@ func runPretrain(s streams, args []string) error {
 		doc := map[string]any{"out": *out, "params": res.Params, "steps": res.Steps, "tokens": res.Tokens,
 			"seconds": res.Elapsed.Seconds(), "train_loss": res.TrainLoss, "val_loss": res.ValLoss,
 			"uniform_loss": res.UniformLoss, "interrupted": res.Interrupted, "bytes": size}
-		js, _ := json.Marshal(doc)
-		fmt.Fprintln(s.stdout, string(js))
+		if err := writeJSON(s.stdout, false, doc); err != nil {
+			return err
+		}
 	} else {
 		fmt.Fprintf(s.stdout, "trained %d steps (%s tokens) in %s: train loss %.4f, validation loss %.4f nats/token (uniform guess ln %d = %.4f)\n",
 			res.Steps, human.Count(int64(res.Tokens)), res.Elapsed.Round(time.Second), res.TrainLoss, res.ValLoss, o.Config.Vocab, res.UniformLoss)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"rlhfstation/engine"
 	"rlhfstation/quant"
@@ -57,9 +56,7 @@ func runQuantize(s streams, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(s.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+		return writeJSON(s.stdout, true, sum)
 	}
 	return sum.WriteText(s.stdout)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -70,9 +69,7 @@ func runScore(s streams, args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(s.stdout)
-		enc.SetEscapeHTML(false)
-		return enc.Encode(struct {
+		return writeJSON(s.stdout, false, struct {
 			Model string      `json:"model"`
 			Texts []textScore `json:"texts"`
 		}{dir, results})

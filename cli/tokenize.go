@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -59,9 +58,7 @@ func printTokens(w io.Writer, tok *tokenizer.Tokenizer, e tokenizer.Encoding, as
 		for i, id := range e.IDs {
 			doc.Tokens[i] = tok.Token(id)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		return enc.Encode(doc)
+		return writeJSON(w, false, doc)
 	}
 	width := len("id")
 	for _, id := range e.IDs {
@@ -73,14 +70,4 @@ func printTokens(w io.Writer, tok *tokenizer.Tokenizer, e tokenizer.Encoding, as
 	}
 	_, err := fmt.Fprintf(w, "%d tokens\n", len(e.IDs))
 	return err
-}
-
-// readableToken shows what a token stands for: its bytes as a quoted Go string (so
-// spaces, newlines and partial UTF-8 characters are visible), or a special token's
-// name unquoted.
-func readableToken(tok *tokenizer.Tokenizer, id int) string {
-	if tok.IsSpecial(id) {
-		return tok.Token(id) + " (special)"
-	}
-	return strconv.Quote(string(tok.TokenBytes(id)))
 }
