@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,10 +117,7 @@ func replaySummary(ctx context.Context, stdout io.Writer, run *runs.Run, opts ru
 	}
 	sort.Strings(rep.Unmapped)
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(rep)
+		return writeJSON(stdout, true, rep)
 	}
 	return replay.Summary(stdout, rep.RunReport, replay.Found{Description: rep.Found, Notes: rep.Notes,
 		Unmapped: rep.Unmapped, Foreign: run.Kind != runs.KindOwn}, time.Now())
