@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"rlhfstation/engine/checkpoint"
@@ -190,5 +191,52 @@ func TestCommandRewardSetUpErrors(t *testing.T) {
 	ps[1].Extra = map[string]any{"completions": "x"}
 	if _, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: ps}); err == nil || !strings.Contains(err.Error(), `column "completions"`) {
 		t.Errorf("reserved column: %v", err)
+	}
+}
+
+// An interrupt during a reward command's batch does not wait for its reply: the run saves its
+// last complete step and ends as interrupted, with no anomaly for the command.
+func TestInterruptDuringACommandReward(t *testing.T) {
+	py := testref.Python3(t)
+	script := filepath.Join(t.TempDir(), "hang.py")
+	src := "import json, sys, time\nfor line in sys.stdin:\n    req = json.loads(line)\n    if req['step'] >= 2:\n        time.sleep(600)\n    print(json.dumps({'rewards': [0.0] * len(req['completions'])}), flush=True)\n"
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := tinyConfig(t, "story", 4)
+	c.SaveSteps = 10
+	c.Rewards = []presets.CommandReward{{Name: "hang", Command: []string{py, script}, Weight: 1, Timeout: rewards.DefaultCommandTimeout}}
+	e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, "story")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var evs []events.Event
+	var cancelled time.Time
+	for ev := range e.Events() {
+		evs = append(evs, ev)
+		if ev.Type == events.Step && ev.Step == 1 {
+			time.Sleep(300 * time.Millisecond) // step 2's batch is with the command
+			cancelled = time.Now()
+			cancel()
+		}
+	}
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("run returned %v", err)
+	}
+	// Waiting for the reply would take the command's timeout (a minute).
+	if d := time.Since(cancelled); d > 20*time.Second {
+		t.Errorf("the interrupt waited %s", d)
+	}
+	for _, ev := range evs {
+		if ev.Type == events.Anomaly && ev.Rule == "reward_command" {
+			t.Errorf("anomaly %s", ev.Message)
+		}
+	}
+	if _, err := checkpoint.Load(filepath.Join(e.RunDir(), "checkpoints", "step-000001")); err != nil {
+		t.Errorf("no checkpoint of step 1: %v", err)
 	}
 }

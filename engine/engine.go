@@ -223,6 +223,9 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 		}
 	}()
 	e.start = e.now()
+	for _, c := range e.commandRewards() {
+		c.SetContext(ctx) // an interrupt does not wait for a reward command's reply
+	}
 	e.sampler.Start(e.start)
 	e.emitRunStart()
 	for _, line := range e.setupLog {

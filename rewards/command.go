@@ -18,6 +18,7 @@ package rewards
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,7 @@ type Command struct {
 
 	mu   sync.Mutex
 	proc *process
+	ctx  context.Context // nil: never cancelled
 
 	logMu sync.Mutex
 	log   io.Writer
@@ -113,6 +115,15 @@ func NewCommand(name string, argv []string, timeout time.Duration) (*Command, er
 
 // Name is the configured name.
 func (c *Command) Name() string { return c.name }
+
+// SetContext makes a batch in progress end when ctx is done (an interrupted run): Score then
+// returns ctx's error, which is not a failure of the command (nothing is reported or restarted;
+// the process, in an unknown state, is replaced at the next batch).
+func (c *Command) SetContext(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+}
 
 // Argv is the command line.
 func (c *Command) Argv() []string { return append([]string(nil), c.argv...) }
@@ -163,6 +174,7 @@ const (
 	FailCrash     = "crash"
 	FailTimeout   = "timeout"
 	FailMalformed = "malformed"
+	failCancelled = "cancelled" // the context ended: not a failure of the command
 )
 
 func (f CommandFailure) Error() string {
@@ -224,6 +236,11 @@ func (c *Command) Score(samples []Sample) ([]float64, map[string]float64, error)
 		values, metrics, f := c.exchange(req, len(samples))
 		if f == nil {
 			return values, metrics, nil
+		}
+		if f.Kind == failCancelled {
+			c.proc.stop(0)
+			c.proc = nil
+			return nil, nil, c.ctx.Err()
 		}
 		f.Step = step
 		// The process is in an unknown state after any failure: it is replaced.
@@ -306,6 +323,10 @@ func (c *Command) exchange(req []byte, n int) ([]float64, map[string]float64, *C
 	}
 	timer := time.NewTimer(c.timeout)
 	defer timer.Stop()
+	var cancelled <-chan struct{}
+	if c.ctx != nil {
+		cancelled = c.ctx.Done()
+	}
 	written := make(chan error, 1)
 	go func() {
 		_, err := p.stdin.Write(req)
@@ -332,6 +353,8 @@ func (c *Command) exchange(req []byte, n int) ([]float64, map[string]float64, *C
 			line = r.line
 		case <-timer.C:
 			return nil, nil, &CommandFailure{Name: c.name, Kind: FailTimeout, Detail: fmt.Sprintf("no reply within %s", c.timeout)}
+		case <-cancelled:
+			return nil, nil, &CommandFailure{Name: c.name, Kind: failCancelled}
 		}
 	}
 	values, metrics, err := c.parseReply(line, n)

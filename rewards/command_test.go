@@ -2,6 +2,7 @@ package rewards
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,5 +248,23 @@ func TestCommandCloseKillsAStuckProcess(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Close took %s", d)
+	}
+}
+
+// A cancelled context ends a batch in progress at once, as no failure of the command.
+func TestCommandCancelled(t *testing.T) {
+	c := fakeCommand(t, "len", "hang", time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.SetContext(ctx)
+	failed := false
+	c.OnFailure = func(CommandFailure) { failed = true }
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	start := time.Now()
+	_, _, err := c.Score([]Sample{{Completion: "abc"}})
+	if !errors.Is(err, context.Canceled) || failed {
+		t.Errorf("error %v, reported as a failure %v", err, failed)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
 	}
 }
