@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"rlhfstation/engine/events"
 	"rlhfstation/internal/testmodel"
 	"rlhfstation/internal/testref"
+	"rlhfstation/rewards"
 )
 
 // commandRunConfig writes a run configuration whose only reward is examples/short_answers.py
@@ -107,5 +109,44 @@ func TestBatchStopsWhenACommandRewardFailsTwice(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(run, "rewards", "short.stderr"))
 	if strings.Count(string(log), "RuntimeError: the grader is down") != 2 {
 		t.Errorf("rewards/short.stderr:\n%s", log)
+	}
+}
+
+// The shim passes TRL's arguments (the dataset's columns, answer, trainer_state), takes None
+// as not applicable and {"rewards", "metrics"} replies, keeps the function's prints off its
+// replies, and loads MODULE:FUNCTION as well as FILE.py:FUNCTION.
+func TestTRLRewardShim(t *testing.T) {
+	py := testref.Python3(t)
+	dir := t.TempDir()
+	src := `def scored(prompts, completions, completion_ids, answer, trainer_state, level, **kw):
+    print("debug output the trainer must not see as a reply")
+    rewards = [None if l is None else float(len(c) + len(ids)) for c, ids, l in zip(completions, completion_ids, level)]
+    return {"rewards": rewards, "metrics": {"step": trainer_state.global_step, "answers": sum(a == "7" for a in answer)}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "myrewards.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", dir)
+	shim, _ := filepath.Abs("../examples/trl_reward_shim.py")
+	samples := []rewards.Sample{
+		{Prompt: "p", Completion: "abc", Answer: "7", CompletionIDs: []int{1, 2, 3, 0}, Step: 5, Columns: map[string]any{"level": "easy"}},
+		{Prompt: "p", Completion: "de", Answer: "8", CompletionIDs: []int{4}, Step: 5},
+	}
+	for _, spec := range []string{filepath.Join(dir, "myrewards.py") + ":scored", "myrewards:scored"} {
+		c, err := rewards.NewCommand("mine", []string{py, shim, spec}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		values, metrics, err := c.Score(samples)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		if values[0] != 7 || !math.IsNaN(values[1]) || metrics["rewards/mine/step"] != 5 || metrics["rewards/mine/answers"] != 1 {
+			t.Errorf("%s: values %v, metrics %v", spec, values, metrics)
+		}
 	}
 }
