@@ -54,7 +54,7 @@ func (o *owner) kvHeadsView(src devptr[bf16], lds, L int, a attnShape) (devptr[b
 // attentionForward sets out for every span. probs, when not 0, receives each span's
 // probabilities for the backward (span after span, head-major, heads × n × (pos+n) bf16, as
 // the CPU lays them out); without it, spans shorter than 8 rows take the row kernel.
-func (o *owner) attentionForward(out, probs, q devptr[bf16], spans []span, a attnShape, pos devptr[int32], kvOff devptr[int64]) error {
+func (o *owner) attentionForward(out, probs, q devptr[bf16], spans []span, a attnShape) error {
 	off := 0
 	for _, s := range spans {
 		if s.n == 0 {
@@ -145,14 +145,13 @@ func (o *owner) attentionSpan(out, probs, q devptr[bf16], s span, a attnShape) e
 	return nil
 }
 
-// attentionRowsOf runs the row kernel over the given rows (decode steps and short spans):
-// pos and kvOff (device arrays, one entry per row in order) give each row's position and the
-// element offset of its sequence's key 0 in k and v.
-func (o *owner) attentionRowsOf(out, q, k, v devptr[bf16], ldk int, rows int, pos devptr[int32], kvOff devptr[int64], a attnShape) error {
+// attentionRowsOf runs the row kernel over rows (decode steps and short spans): kv and pos
+// (device arrays, in row order) give each row's key and value base addresses and position.
+func (o *owner) attentionRowsOf(out, q devptr[bf16], kv devptr[uint64], pos devptr[int32], ldk int, rows int, a attnShape) error {
 	if rows == 0 {
 		return nil
 	}
-	return o.attentionRows(out, q, k, v, kvOff, pos, rows, a.heads, a.kvHeads, a.hd, ldk, a.scale, a.window)
+	return o.attentionRows(out, q, kv, pos, rows, a.heads, a.kvHeads, a.hd, ldk, a.scale, a.window)
 }
 
 // attentionBackward accumulates dq and each span's dk and dv from dout, given the forward's

@@ -34,7 +34,6 @@ func TestKernelAttention(t *testing.T) {
 		var cspans []cpu.Span
 		row := 0
 		var posArr []int32
-		var kvOff []int64
 		// each run's keys and values in a buffer of its own (as a cache slot would hold them)
 		var kbufs, vbufs []devptr[bf16]
 		for _, r := range c.runs {
@@ -58,21 +57,20 @@ func TestKernelAttention(t *testing.T) {
 
 		out := allocT[bf16](t, d, rows*qw)
 		probs := allocT[bf16](t, d, len(probsWant))
-		run(t, d, func(o *owner) error { return o.attentionForward(out, probs, q, spans, a, 0, 0) })
+		run(t, d, func(o *owner) error { return o.attentionForward(out, probs, q, spans, a) })
 		closeTo(t, "attention (cuBLAS path)", getBF16(t, d, out, rows*qw), want, 2e-2, 1/32.)
 		closeTo(t, "attention probabilities", getBF16(t, d, probs, len(probsWant)), probsWant, 2e-3, 1/100.)
 
 		// the row kernel, each span's rows against its own key buffer
 		out2 := allocT[bf16](t, d, rows*qw)
+		var kvp []uint64
 		for i, s := range spans {
-			pp := put(t, d, posArr[s.row:s.row+s.n])
-			offs := make([]int64, s.n)
-			_ = kvOff
-			op := put(t, d, offs)
-			qs, os := bf16At(q, s.row*qw), bf16At(out2, s.row*qw)
-			k, v := kbufs[i], vbufs[i]
-			run(t, d, func(o *owner) error { return o.attentionRowsOf(os, qs, k, v, kw, s.n, pp, op, a) })
+			for j := 0; j < s.n; j++ {
+				kvp = append(kvp, uint64(kbufs[i]), uint64(vbufs[i]))
+			}
 		}
+		pp, kp := put(t, d, posArr), put(t, d, kvp)
+		run(t, d, func(o *owner) error { return o.attentionRowsOf(out2, q, kp, pp, kw, rows, a) })
 		closeTo(t, "attention (row kernel)", getBF16(t, d, out2, rows*qw), want, 2e-2, 1/32.)
 
 		// backward, with stored probabilities and recomputed ones

@@ -95,7 +95,7 @@ var kernelNames = [numKernels]string{
 var kernelArgs = [numKernels]int{
 	7,
 	5,
-	12,
+	10,
 	7,
 	7,
 	6,
@@ -157,21 +157,19 @@ func (o *owner) attnSoftmaxBackward(d dims, dscores devptr[bf16], probs devptr[b
 	return o.launch(kAttnSoftmaxBackward, d)
 }
 
-// attnRows launches attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const i64* kv_off, const int* pos, int heads, int kv_heads, int hd, int ldk, float scale, int window).
-func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], kvOff devptr[int64], pos devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32) error {
+// attnRows launches attn_rows(bf16* out, const bf16* q, const u64* kv, const int* pos, int heads, int kv_heads, int hd, int ldk, float scale, int window).
+func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], kv devptr[uint64], pos devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(q)
-	s[2] = uint64(k)
-	s[3] = uint64(v)
-	s[4] = uint64(kvOff)
-	s[5] = uint64(pos)
-	s[6] = uint64(uint32(heads))
-	s[7] = uint64(uint32(kvHeads))
-	s[8] = uint64(uint32(hd))
-	s[9] = uint64(uint32(ldk))
-	s[10] = uint64(math.Float32bits(scale))
-	s[11] = uint64(uint32(window))
+	s[2] = uint64(kv)
+	s[3] = uint64(pos)
+	s[4] = uint64(uint32(heads))
+	s[5] = uint64(uint32(kvHeads))
+	s[6] = uint64(uint32(hd))
+	s[7] = uint64(uint32(ldk))
+	s[8] = uint64(math.Float32bits(scale))
+	s[9] = uint64(uint32(window))
 	return o.launch(kAttnRows, d)
 }
 

@@ -156,13 +156,14 @@ func (o *owner) softmaxBack(dscores, probs devptr[bf16], dprobs devptr[float32],
 	return o.attnSoftmaxBackward(warpRows(rows), dscores, probs, dprobs, int32(rows), int32(L))
 }
 
-// attentionRows computes attention for rows one at a time (decode steps, short spans).
-func (o *owner) attentionRows(out, q, k, v devptr[bf16], kvOff devptr[int64], pos devptr[int32], rows, heads, kvHeads, hd, ldk int, scale float32, window int) error {
+// attentionRows computes attention for rows one at a time (decode steps, short spans): kv
+// holds each row's key and value base addresses, pos its position.
+func (o *owner) attentionRows(out, q devptr[bf16], kv devptr[uint64], pos devptr[int32], rows, heads, kvHeads, hd, ldk int, scale float32, window int) error {
 	if hd > 256 {
 		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", hd)
 	}
 	d := dims{grid: [3]uint32{uint32(rows), uint32(heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
-	return o.attnRows(d, out, q, k, v, kvOff, pos, int32(heads), int32(kvHeads), int32(hd), int32(ldk), scale, int32(window))
+	return o.attnRows(d, out, q, kv, pos, int32(heads), int32(kvHeads), int32(hd), int32(ldk), scale, int32(window))
 }
 
 func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {

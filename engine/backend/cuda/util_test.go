@@ -50,12 +50,6 @@ func bf16Round(f float32) float32 {
 
 func bf16Bits(f float32) uint16 { return uint16(math.Float32bits(bf16Round(f)) >> 16) }
 
-func bytesOf[T any](x []T) []byte {
-	if len(x) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(x[0])))
-}
 
 func allocT[T any](t testing.TB, d *Device, n int) devptr[T] {
 	t.Helper()

@@ -73,23 +73,20 @@ extern "C" __global__ void logprob_forward(float* logp, float* entropy, const fl
     }
 }
 
-// dlogits[r] = dlogp[r]·inv_temp·(onehot(t) − softmax(z)), bf16, set (not added); rows
-// without a target or with dlogp 0 get zeros.
+// dlogits[r] += dlogp[r]·inv_temp·(onehot(t) − softmax(z)) (bf16); rows without a target
+// or with dlogp 0 are left alone.
 extern "C" __global__ void logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + (i64)r * vocab;
         bf16* d = dlogits + (i64)r * vocab;
         int t = targets[r];
         float g = t >= 0 ? dlogp[r] * inv_temp : 0.f;
-        if (g == 0.f) {
-            for (int j = threadIdx.x; j < vocab; j += blockDim.x) d[j] = 0;
-            continue;
-        }
+        if (g == 0.f) continue;
         softmax_stats a = row_stats(row, vocab, inv_temp);
         float inv_s = 1.f / a.s;
         for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
             float p = __expf(row[j] * inv_temp - a.m) * inv_s;
-            d[j] = f32_to_bf16(g * ((j == t ? 1.f : 0.f) - p));
+            d[j] = f32_to_bf16(bf16_to_f32(d[j]) + g * ((j == t ? 1.f : 0.f) - p));
         }
     }
 }

@@ -40,7 +40,7 @@ var scalars = map[string][2]string{
 	"double": {"float64", "math.Float64bits(%s)"},
 }
 
-var pointees = map[string]string{"bf16": "bf16", "float": "float32", "u8": "uint8", "int": "int32", "i64": "int64", "double": "float64", "u32": "uint32"}
+var pointees = map[string]string{"bf16": "bf16", "float": "float32", "u8": "uint8", "int": "int32", "i64": "int64", "double": "float64", "u32": "uint32", "u64": "uint64"}
 
 // Parse finds every kernel of src in order.
 func Parse(src string) ([]Kernel, error) {
