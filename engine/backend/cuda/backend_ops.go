@@ -10,45 +10,57 @@ import (
 // The model's ops, named and ordered as the CPU backend's functions (engine/backend/cpu):
 // outputs first, backward ops accumulating into their gradients.
 
+// The residual stream (the embedding's output, each block's input and output) is float32,
+// the inputs of products bf16: mixed precision as PyTorch's autocast keeps it. Norms read
+// the float32 stream and write bf16 (or float32); residual adds take a bf16 projection into
+// the float32 stream; their backward ops run in float32. The bf16-only forms exist too.
+
+func residual(name string, x Buf, n int) error {
+	if x.dt != F32 && x.dt != BF16 {
+		return fmt.Errorf("cuda: %s is %s, want f32 or bf16", name, x.dt)
+	}
+	return need(name, x, x.dt, n)
+}
+
 // EmbeddingForward sets out[r] = wte[ids[r]] (+ wpe[pos[r]]) for rows = ids.Len().
 func (b *Backend) EmbeddingForward(out, ids, pos, wte, wpe Buf, dim int) error {
 	rows := ids.n
-	return b.queue(firstErr(need("out", out, BF16, rows*dim), need("ids", ids, I32, rows), need("wte", wte, BF16, dim),
+	return b.queue(firstErr(residual("out", out, rows*dim), need("ids", ids, I32, rows), need("wte", wte, BF16, dim),
 		opt("pos", pos, I32, rows), opt("wpe", wpe, BF16, dim)),
-		func(o *owner) error { return o.embed(out.bf(), ids.i32(), pos.i32(), wte.bf(), wpe.bf(), rows, dim) })
+		func(o *owner) error { return o.embed(out, ids.i32(), pos.i32(), wte.bf(), wpe.bf(), rows, dim) })
 }
 
 // EmbeddingBackward accumulates dwte[ids[r]] += dout[r] and dwpe[pos[r]] += dout[r] (float32
 // tables, either absent).
 func (b *Backend) EmbeddingBackward(dwte, dwpe, dout, ids, pos Buf, dim int) error {
 	rows := ids.n
-	return b.queue(firstErr(need("dout", dout, BF16, rows*dim), need("ids", ids, I32, rows), opt("dwte", dwte, F32, dim),
+	return b.queue(firstErr(need("dout", dout, F32, rows*dim), need("ids", ids, I32, rows), opt("dwte", dwte, F32, dim),
 		opt("dwpe", dwpe, F32, dim), opt("pos", pos, I32, rows)),
-		func(o *owner) error { return o.embedBack(dwte.f32(), dwpe.f32(), dout.bf(), ids.i32(), pos.i32(), rows, dim) })
+		func(o *owner) error { return o.embedBack(dwte.f32(), dwpe.f32(), dout.f32(), ids.i32(), pos.i32(), rows, dim) })
 }
 
 // RMSNormForward sets out = x·rstd·weight per row, keeping rstd.
 func (b *Backend) RMSNormForward(out, rstd, inp, weight Buf, rows, dim int, eps float64) error {
-	return b.queue(firstErr(need("out", out, BF16, rows*dim), need("rstd", rstd, F32, rows), need("inp", inp, BF16, rows*dim),
+	return b.queue(firstErr(residual("out", out, rows*dim), need("rstd", rstd, F32, rows), residual("inp", inp, rows*dim),
 		need("weight", weight, F32, dim)),
-		func(o *owner) error { return o.rmsnorm(out.bf(), rstd.f32(), inp.bf(), weight.f32(), rows, dim, float32(eps)) })
+		func(o *owner) error { return o.rmsnorm(out, rstd.f32(), inp, weight.f32(), rows, dim, float32(eps)) })
 }
 
 // RMSNormBackward accumulates dinp and dweight (absent when frozen).
 func (b *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buf, rows, dim int) error {
-	return b.queue(firstErr(need("dinp", dinp, BF16, rows*dim), opt("dweight", dweight, F32, dim), need("dout", dout, BF16, rows*dim),
-		need("inp", inp, BF16, rows*dim), need("weight", weight, F32, dim), need("rstd", rstd, F32, rows)),
+	return b.queue(firstErr(residual("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), residual("dout", dout, rows*dim),
+		residual("inp", inp, rows*dim), need("weight", weight, F32, dim), need("rstd", rstd, F32, rows)),
 		func(o *owner) error {
-			return o.rmsnormBack(dinp.bf(), dweight.f32(), dout.bf(), inp.bf(), weight.f32(), rstd.f32(), rows, dim)
+			return o.rmsnormBack(dinp, dweight.f32(), dout, inp, weight.f32(), rstd.f32(), rows, dim)
 		})
 }
 
 // LayerNormForward sets out = (x−mean)·rstd·weight + bias per row, keeping mean and rstd.
 func (b *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias Buf, rows, dim int, eps float64) error {
-	return b.queue(firstErr(need("out", out, BF16, rows*dim), need("mean", mean, F32, rows), need("rstd", rstd, F32, rows),
-		need("inp", inp, BF16, rows*dim), need("weight", weight, F32, dim), need("bias", bias, F32, dim)),
+	return b.queue(firstErr(residual("out", out, rows*dim), need("mean", mean, F32, rows), need("rstd", rstd, F32, rows),
+		residual("inp", inp, rows*dim), need("weight", weight, F32, dim), need("bias", bias, F32, dim)),
 		func(o *owner) error {
-			return o.layernorm(out.bf(), mean.f32(), rstd.f32(), inp.bf(), weight.f32(), bias.f32(), rows, dim, float32(eps))
+			return o.layernorm(out, mean.f32(), rstd.f32(), inp, weight.f32(), bias.f32(), rows, dim, float32(eps))
 		})
 }
 
@@ -57,34 +69,48 @@ func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mea
 	if (dweight.ptr == 0) != (dbias.ptr == 0) {
 		return fmt.Errorf("cuda: LayerNormBackward wants both weight and bias gradients or neither")
 	}
-	return b.queue(firstErr(need("dinp", dinp, BF16, rows*dim), opt("dweight", dweight, F32, dim), opt("dbias", dbias, F32, dim),
-		need("dout", dout, BF16, rows*dim), need("inp", inp, BF16, rows*dim), need("weight", weight, F32, dim),
+	return b.queue(firstErr(residual("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), opt("dbias", dbias, F32, dim),
+		residual("dout", dout, rows*dim), residual("inp", inp, rows*dim), need("weight", weight, F32, dim),
 		need("mean", mean, F32, rows), need("rstd", rstd, F32, rows)),
 		func(o *owner) error {
-			return o.layernormBack(dinp.bf(), dweight.f32(), dbias.f32(), dout.bf(), inp.bf(), weight.f32(), mean.f32(), rstd.f32(), rows, dim)
+			return o.layernormBack(dinp, dweight.f32(), dbias.f32(), dout, inp, weight.f32(), mean.f32(), rstd.f32(), rows, dim)
 		})
 }
 
-// ResidualForward sets out = a + b over n elements.
+// ResidualForward sets out = a + b over n elements (out, a: the float32 stream, b: bf16;
+// or all bf16). out may alias a.
 func (b *Backend) ResidualForward(out, x, y Buf, n int) error {
-	return b.queue(firstErr(need("out", out, BF16, n), need("a", x, BF16, n), need("b", y, BF16, n)),
-		func(o *owner) error { return o.residual(out.bf(), x.bf(), y.bf(), n) })
+	return b.queue(firstErr(residual("out", out, n), residual("a", x, n), need("b", y, BF16, n)),
+		func(o *owner) error { return o.residual(out, x, y, n) })
 }
 
-// ResidualBackward accumulates da += dout and db += dout (either absent).
+// ResidualBackward accumulates da += dout and db += dout (either absent; any of float32 and
+// bf16).
 func (b *Backend) ResidualBackward(da, db, dout Buf, n int) error {
-	return b.queue(firstErr(opt("da", da, BF16, n), opt("db", db, BF16, n), need("dout", dout, BF16, n)),
+	return b.queue(firstErr(residual("dout", dout, n), optResidual("da", da, n), optResidual("db", db, n)),
 		func(o *owner) error {
 			if da.ptr != 0 {
-				if err := o.addBF16(da.bf(), dout.bf(), 1, n); err != nil {
+				if err := o.add(da, dout, 1, n); err != nil {
 					return err
 				}
 			}
 			if db.ptr != 0 {
-				return o.addBF16(db.bf(), dout.bf(), 1, n)
+				return o.add(db, dout, 1, n)
 			}
 			return nil
 		})
+}
+
+func optResidual(name string, x Buf, n int) error {
+	if x.ptr == 0 {
+		return nil
+	}
+	return residual(name, x, n)
+}
+
+// Add accumulates acc += alpha·x (float32 or bf16 each).
+func (b *Backend) Add(acc, x Buf, alpha float32, n int) error {
+	return b.queue(firstErr(residual("acc", acc, n), residual("x", x, n)), func(o *owner) error { return o.add(acc, x, alpha, n) })
 }
 
 // GELUForward sets out = GELU(inp) (tanh approximation).

@@ -22,9 +22,13 @@ func TestKernelElementwise(t *testing.T) {
 	out := allocT[bf16](t, d, n)
 	want := make([]float32, n)
 
-	run(t, d, func(o *owner) error { return o.residual(out, a, b, n) })
+	run(t, d, func(o *owner) error { return o.residual(bfBuf(out, n), bfBuf(a, n), bfBuf(b, n), n) })
 	cpu.ResidualForward(want, ar, br, n)
 	closeTo(t, "residual", getBF16(t, d, out, n), want, 1e-6, 1/128.)
+	// the float32 stream plus a bf16 projection, in place
+	x := put(t, d, ar)
+	run(t, d, func(o *owner) error { return o.residual(f32Buf(x, n), f32Buf(x, n), bfBuf(b, n), n) })
+	closeTo(t, "residual f32 += bf16", get(t, d, x, n), want, 1e-6, 1e-6)
 
 	run(t, d, func(o *owner) error { return o.gelu(out, a, n) })
 	cpu.GELUForward(want, ar, n)
@@ -91,47 +95,72 @@ func TestKernelBias(t *testing.T) {
 
 func TestKernelNorms(t *testing.T) {
 	d := device(t)
+	b := &Backend{d: d}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, sh := range []struct{ rows, dim int }{{1, 7}, {19, 333}, {64, 1024}} {
-		rows, dim := sh.rows, sh.dim
-		in, inr := putBF16(t, d, randn(rng, rows*dim, 1.5))
-		w := randn(rng, dim, 1)
-		bias := randn(rng, dim, 0.1)
-		wp, bp := put(t, d, w), put(t, d, bias)
-		out := allocT[bf16](t, d, rows*dim)
-		rstd, mean := allocT[float32](t, d, rows), allocT[float32](t, d, rows)
-		want, wr, wm := make([]float32, rows*dim), make([]float32, rows), make([]float32, rows)
+		for _, stream := range []DType{F32, BF16} { // the residual stream's type
+			rows, dim := sh.rows, sh.dim
+			x := randn(rng, rows*dim, 1.5)
+			in, inr := upStream(t, b, stream, x)
+			w := randn(rng, dim, 1)
+			bias := randn(rng, dim, 0.1)
+			wp, bp := up(t, b, F32, w), up(t, b, F32, bias)
+			out, _ := b.Alloc(BF16, rows*dim)
+			rstd, _ := b.Alloc(F32, rows)
+			mean, _ := b.Alloc(F32, rows)
+			want, wr, wm := make([]float32, rows*dim), make([]float32, rows), make([]float32, rows)
 
-		run(t, d, func(o *owner) error { return o.rmsnorm(out, rstd, in, wp, rows, dim, 1e-5) })
-		cpu.RMSNormForward(want, wr, inr, w, rows, dim, 1e-5)
-		closeTo(t, "rmsnorm", getBF16(t, d, out, rows*dim), want, 1e-3, 1/100.)
-		closeTo(t, "rmsnorm rstd", get(t, d, rstd, rows), wr, 0, 1e-5)
+			must(t, b.RMSNormForward(out, rstd, in, wp, rows, dim, 1e-5))
+			cpu.RMSNormForward(want, wr, inr, w, rows, dim, 1e-5)
+			closeTo(t, "rmsnorm", down(t, b, out), want, 1e-3, 1/100.)
+			closeTo(t, "rmsnorm rstd", down(t, b, rstd), wr, 0, 1e-5)
+			if stream == F32 {
+				o32, _ := b.Alloc(F32, rows*dim)
+				must(t, b.RMSNormForward(o32, rstd, in, wp, rows, dim, 1e-5))
+				closeTo(t, "rmsnorm to f32", down(t, b, o32), want, 1e-5, 1e-5)
+			}
 
-		dout, doutr := putBF16(t, d, randn(rng, rows*dim, 1))
-		dx0 := randn(rng, rows*dim, 0.5)
-		dx, dxr := putBF16(t, d, dx0)
-		dw0 := randn(rng, dim, 1)
-		dw := put(t, d, dw0)
-		run(t, d, func(o *owner) error { return o.rmsnormBack(dx, dw, dout, in, wp, rstd, rows, dim) })
-		cpu.RMSNormBackward(dxr, dw0, doutr, inr, w, wr, rows, dim)
-		closeTo(t, "rmsnorm dx", getBF16(t, d, dx, rows*dim), dxr, 2e-2, 1/64.)
-		closeTo(t, "rmsnorm dweight", get(t, d, dw, dim), dw0, 1e-3, 1e-3)
+			dout, doutr := upStream(t, b, stream, randn(rng, rows*dim, 1))
+			dx0 := randn(rng, rows*dim, 0.5)
+			dx, dxr := upStream(t, b, stream, dx0)
+			dw0 := randn(rng, dim, 1)
+			dw := up(t, b, F32, dw0)
+			must(t, b.RMSNormBackward(dx, dw, dout, in, wp, rstd, rows, dim))
+			cpu.RMSNormBackward(dxr, dw0, doutr, inr, w, wr, rows, dim)
+			tol := 2e-2
+			if stream == F32 {
+				tol = 1e-4
+			}
+			closeTo(t, "rmsnorm dx", down(t, b, dx), dxr, tol, tol)
+			closeTo(t, "rmsnorm dweight", down(t, b, dw), dw0, 1e-3, 1e-3)
 
-		run(t, d, func(o *owner) error { return o.layernorm(out, mean, rstd, in, wp, bp, rows, dim, 1e-5) })
-		cpu.LayerNormForward(want, wm, wr, inr, w, bias, rows, dim, 1e-5)
-		closeTo(t, "layernorm", getBF16(t, d, out, rows*dim), want, 1e-3, 1/100.)
-		closeTo(t, "layernorm mean", get(t, d, mean, rows), wm, 1e-6, 1e-5)
+			must(t, b.LayerNormForward(out, mean, rstd, in, wp, bp, rows, dim, 1e-5))
+			cpu.LayerNormForward(want, wm, wr, inr, w, bias, rows, dim, 1e-5)
+			closeTo(t, "layernorm", down(t, b, out), want, 1e-3, 1/100.)
+			closeTo(t, "layernorm mean", down(t, b, mean), wm, 1e-6, 1e-5)
 
-		dx, dxr = putBF16(t, d, dx0)
-		dw0, db0 := randn(rng, dim, 1), randn(rng, dim, 1)
-		dw, db := put(t, d, dw0), put(t, d, db0)
-		run(t, d, func(o *owner) error { return o.layernormBack(dx, dw, db, dout, in, wp, mean, rstd, rows, dim) })
-		cpu.LayerNormBackward(dxr, dw0, db0, doutr, inr, w, wm, wr, rows, dim)
-		closeTo(t, "layernorm dx", getBF16(t, d, dx, rows*dim), dxr, 2e-2, 1/64.)
-		closeTo(t, "layernorm dweight", get(t, d, dw, dim), dw0, 1e-3, 1e-3)
-		closeTo(t, "layernorm dbias", get(t, d, db, dim), db0, 1e-3, 1e-3)
+			dx, dxr = upStream(t, b, stream, dx0)
+			dw0, db0 := randn(rng, dim, 1), randn(rng, dim, 1)
+			dw, db := up(t, b, F32, dw0), up(t, b, F32, db0)
+			must(t, b.LayerNormBackward(dx, dw, db, dout, in, wp, mean, rstd, rows, dim))
+			cpu.LayerNormBackward(dxr, dw0, db0, doutr, inr, w, wm, wr, rows, dim)
+			closeTo(t, "layernorm dx", down(t, b, dx), dxr, tol, tol)
+			closeTo(t, "layernorm dweight", down(t, b, dw), dw0, 1e-3, 1e-3)
+			closeTo(t, "layernorm dbias", down(t, b, db), db0, 1e-3, 1e-3)
+		}
 	}
 }
+
+// upStream uploads x as the residual stream's type, returning the values the device holds.
+func upStream(t *testing.T, b *Backend, dt DType, x []float32) (Buf, []float32) {
+	if dt == BF16 {
+		return upBF16(t, b, x)
+	}
+	return up(t, b, F32, x), append([]float32(nil), x...)
+}
+
+func bfBuf(p devptr[bf16], n int) Buf     { return Buf{ptr: uintptr(p), dt: BF16, n: n} }
+func f32Buf(p devptr[float32], n int) Buf { return Buf{ptr: uintptr(p), dt: F32, n: n} }
 
 func TestKernelRoPEAndEmbedding(t *testing.T) {
 	d := device(t)
@@ -174,14 +203,18 @@ func TestKernelRoPEAndEmbedding(t *testing.T) {
 	ip := put(t, d, ids)
 	out := allocT[bf16](t, d, rows*dim)
 	want := make([]float32, rows*dim)
-	run(t, d, func(o *owner) error { return o.embed(out, ip, pp, wte, wpe, rows, dim) })
+	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, wte, wpe, rows, dim) })
 	cpu.EmbeddingForward(want, ids, pos, wter, wper, dim)
 	closeTo(t, "embedding", getBF16(t, d, out, rows*dim), want, 1e-6, 1/128.)
-	run(t, d, func(o *owner) error { return o.embed(out, ip, pp, wte, 0, rows, dim) })
+	out32 := allocT[float32](t, d, rows*dim)
+	run(t, d, func(o *owner) error { return o.embed(f32Buf(out32, rows*dim), ip, pp, wte, wpe, rows, dim) })
+	closeTo(t, "embedding into f32", get(t, d, out32, rows*dim), want, 1e-6, 1e-6)
+	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, wte, 0, rows, dim) })
 	cpu.EmbeddingForward(want, ids, pos, wter, nil, dim)
 	closeTo(t, "embedding without positions", getBF16(t, d, out, rows*dim), want, 0, 0)
 
-	dout, doutr := putBF16(t, d, randn(rng, rows*dim, 1))
+	doutr := randn(rng, rows*dim, 1)
+	dout := put(t, d, doutr)
 	dwte0 := randn(rng, vocab*dim, 1)
 	dwte := put(t, d, dwte0)
 	run(t, d, func(o *owner) error { return o.embedBack(dwte, 0, dout, ip, pp, rows, dim) })

@@ -18,8 +18,11 @@ const (
 	kCastF32BF16
 	kCastBF16F32
 	kResidualForward
-	kAddScaledBF16
+	kResidualForwardBF16
 	kAddScaledF32
+	kAddScaledBF16
+	kAddScaledBF16F32
+	kAddScaledF32BF16
 	kScaleF32
 	kGeluForward
 	kGeluBackward
@@ -31,14 +34,21 @@ const (
 	kAdd2dBF16
 	kCopyRowsBF16
 	kEmbeddingForward
+	kEmbeddingForwardBF16
 	kEmbeddingBackward
 	kLogprobForward
 	kLogprobBackward
 	kDigitProbs
 	kRmsnormForward
+	kRmsnormForwardF32
+	kRmsnormForwardBF16
 	kRmsnormBackward
+	kRmsnormBackwardBF16
 	kLayernormForward
+	kLayernormForwardF32
+	kLayernormForwardBF16
 	kLayernormBackward
+	kLayernormBackwardBF16
 	kAdamwUpdate
 	kSumsqPartial
 	kSumF32
@@ -61,8 +71,11 @@ var kernelNames = [numKernels]string{
 	"cast_f32_bf16",
 	"cast_bf16_f32",
 	"residual_forward",
-	"add_scaled_bf16",
+	"residual_forward_bf16",
 	"add_scaled_f32",
+	"add_scaled_bf16",
+	"add_scaled_bf16_f32",
+	"add_scaled_f32_bf16",
 	"scale_f32",
 	"gelu_forward",
 	"gelu_backward",
@@ -74,14 +87,21 @@ var kernelNames = [numKernels]string{
 	"add2d_bf16",
 	"copy_rows_bf16",
 	"embedding_forward",
+	"embedding_forward_bf16",
 	"embedding_backward",
 	"logprob_forward",
 	"logprob_backward",
 	"digit_probs",
 	"rmsnorm_forward",
+	"rmsnorm_forward_f32",
+	"rmsnorm_forward_bf16",
 	"rmsnorm_backward",
+	"rmsnorm_backward_bf16",
 	"layernorm_forward",
+	"layernorm_forward_f32",
+	"layernorm_forward_bf16",
 	"layernorm_backward",
+	"layernorm_backward_bf16",
 	"adamw_update",
 	"sumsq_partial",
 	"sum_f32",
@@ -105,6 +125,9 @@ var kernelArgs = [numKernels]int{
 	4,
 	4,
 	4,
+	4,
+	4,
+	4,
 	3,
 	3,
 	4,
@@ -121,8 +144,15 @@ var kernelArgs = [numKernels]int{
 	7,
 	7,
 	7,
+	7,
+	7,
+	7,
+	8,
 	8,
 	9,
+	9,
+	9,
+	10,
 	10,
 	11,
 	3,
@@ -241,14 +271,34 @@ func (o *owner) castBF16F32(d dims, out devptr[float32], in devptr[bf16], n int6
 	return o.launch(kCastBF16F32, d)
 }
 
-// residualForward launches residual_forward(bf16* out, const bf16* a, const bf16* b, i64 n).
-func (o *owner) residualForward(d dims, out devptr[bf16], a devptr[bf16], b devptr[bf16], n int64) error {
+// residualForward launches residual_forward(float* out, const float* a, const bf16* b, i64 n).
+func (o *owner) residualForward(d dims, out devptr[float32], a devptr[float32], b devptr[bf16], n int64) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(a)
 	s[2] = uint64(b)
 	s[3] = uint64(n)
 	return o.launch(kResidualForward, d)
+}
+
+// residualForwardBF16 launches residual_forward_bf16(bf16* out, const bf16* a, const bf16* b, i64 n).
+func (o *owner) residualForwardBF16(d dims, out devptr[bf16], a devptr[bf16], b devptr[bf16], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(a)
+	s[2] = uint64(b)
+	s[3] = uint64(n)
+	return o.launch(kResidualForwardBF16, d)
+}
+
+// addScaledF32 launches add_scaled_f32(float* acc, const float* x, float alpha, i64 n).
+func (o *owner) addScaledF32(d dims, acc devptr[float32], x devptr[float32], alpha float32, n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(acc)
+	s[1] = uint64(x)
+	s[2] = uint64(math.Float32bits(alpha))
+	s[3] = uint64(n)
+	return o.launch(kAddScaledF32, d)
 }
 
 // addScaledBF16 launches add_scaled_bf16(bf16* acc, const bf16* x, float alpha, i64 n).
@@ -261,14 +311,24 @@ func (o *owner) addScaledBF16(d dims, acc devptr[bf16], x devptr[bf16], alpha fl
 	return o.launch(kAddScaledBF16, d)
 }
 
-// addScaledF32 launches add_scaled_f32(float* acc, const float* x, float alpha, i64 n).
-func (o *owner) addScaledF32(d dims, acc devptr[float32], x devptr[float32], alpha float32, n int64) error {
+// addScaledBF16F32 launches add_scaled_bf16_f32(bf16* acc, const float* x, float alpha, i64 n).
+func (o *owner) addScaledBF16F32(d dims, acc devptr[bf16], x devptr[float32], alpha float32, n int64) error {
 	s := &o.args.slots
 	s[0] = uint64(acc)
 	s[1] = uint64(x)
 	s[2] = uint64(math.Float32bits(alpha))
 	s[3] = uint64(n)
-	return o.launch(kAddScaledF32, d)
+	return o.launch(kAddScaledBF16F32, d)
+}
+
+// addScaledF32BF16 launches add_scaled_f32_bf16(float* acc, const bf16* x, float alpha, i64 n).
+func (o *owner) addScaledF32BF16(d dims, acc devptr[float32], x devptr[bf16], alpha float32, n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(acc)
+	s[1] = uint64(x)
+	s[2] = uint64(math.Float32bits(alpha))
+	s[3] = uint64(n)
+	return o.launch(kAddScaledF32BF16, d)
 }
 
 // scaleF32 launches scale_f32(float* x, float s, i64 n).
@@ -379,8 +439,8 @@ func (o *owner) copyRowsBF16(d dims, dst devptr[bf16], dstRows devptr[int64], ld
 	return o.launch(kCopyRowsBF16, d)
 }
 
-// embeddingForward launches embedding_forward(bf16* out, const int* ids, const int* pos, const bf16* wte, const bf16* wpe, int rows, int dim).
-func (o *owner) embeddingForward(d dims, out devptr[bf16], ids devptr[int32], pos devptr[int32], wte devptr[bf16], wpe devptr[bf16], rows int32, dim int32) error {
+// embeddingForward launches embedding_forward(float* out, const int* ids, const int* pos, const bf16* wte, const bf16* wpe, int rows, int dim).
+func (o *owner) embeddingForward(d dims, out devptr[float32], ids devptr[int32], pos devptr[int32], wte devptr[bf16], wpe devptr[bf16], rows int32, dim int32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(ids)
@@ -392,8 +452,21 @@ func (o *owner) embeddingForward(d dims, out devptr[bf16], ids devptr[int32], po
 	return o.launch(kEmbeddingForward, d)
 }
 
-// embeddingBackward launches embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* ids, const int* pos, int rows, int dim).
-func (o *owner) embeddingBackward(d dims, dwte devptr[float32], dwpe devptr[float32], dout devptr[bf16], ids devptr[int32], pos devptr[int32], rows int32, dim int32) error {
+// embeddingForwardBF16 launches embedding_forward_bf16(bf16* out, const int* ids, const int* pos, const bf16* wte, const bf16* wpe, int rows, int dim).
+func (o *owner) embeddingForwardBF16(d dims, out devptr[bf16], ids devptr[int32], pos devptr[int32], wte devptr[bf16], wpe devptr[bf16], rows int32, dim int32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(ids)
+	s[2] = uint64(pos)
+	s[3] = uint64(wte)
+	s[4] = uint64(wpe)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(dim))
+	return o.launch(kEmbeddingForwardBF16, d)
+}
+
+// embeddingBackward launches embedding_backward(float* dwte, float* dwpe, const float* dout, const int* ids, const int* pos, int rows, int dim).
+func (o *owner) embeddingBackward(d dims, dwte devptr[float32], dwpe devptr[float32], dout devptr[float32], ids devptr[int32], pos devptr[int32], rows int32, dim int32) error {
 	s := &o.args.slots
 	s[0] = uint64(dwte)
 	s[1] = uint64(dwpe)
@@ -444,8 +517,8 @@ func (o *owner) digitProbs(d dims, out devptr[float32], logits devptr[float32], 
 	return o.launch(kDigitProbs, d)
 }
 
-// rmsnormForward launches rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps).
-func (o *owner) rmsnormForward(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[bf16], weight devptr[float32], rows int32, dim int32, eps float32) error {
+// rmsnormForward launches rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps).
+func (o *owner) rmsnormForward(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[float32], weight devptr[float32], rows int32, dim int32, eps float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(rstd)
@@ -457,8 +530,34 @@ func (o *owner) rmsnormForward(d dims, out devptr[bf16], rstd devptr[float32], i
 	return o.launch(kRmsnormForward, d)
 }
 
-// rmsnormBackward launches rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const float* weight, const float* rstd, int rows, int dim).
-func (o *owner) rmsnormBackward(d dims, dinp devptr[bf16], dweight devptr[float32], dout devptr[bf16], inp devptr[bf16], weight devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
+// rmsnormForwardF32 launches rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps).
+func (o *owner) rmsnormForwardF32(d dims, out devptr[float32], rstd devptr[float32], inp devptr[float32], weight devptr[float32], rows int32, dim int32, eps float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(rstd)
+	s[2] = uint64(inp)
+	s[3] = uint64(weight)
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(dim))
+	s[6] = uint64(math.Float32bits(eps))
+	return o.launch(kRmsnormForwardF32, d)
+}
+
+// rmsnormForwardBF16 launches rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps).
+func (o *owner) rmsnormForwardBF16(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[bf16], weight devptr[float32], rows int32, dim int32, eps float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(rstd)
+	s[2] = uint64(inp)
+	s[3] = uint64(weight)
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(dim))
+	s[6] = uint64(math.Float32bits(eps))
+	return o.launch(kRmsnormForwardBF16, d)
+}
+
+// rmsnormBackward launches rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, int rows, int dim).
+func (o *owner) rmsnormBackward(d dims, dinp devptr[float32], dweight devptr[float32], dout devptr[float32], inp devptr[float32], weight devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
 	s := &o.args.slots
 	s[0] = uint64(dinp)
 	s[1] = uint64(dweight)
@@ -471,8 +570,22 @@ func (o *owner) rmsnormBackward(d dims, dinp devptr[bf16], dweight devptr[float3
 	return o.launch(kRmsnormBackward, d)
 }
 
-// layernormForward launches layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const float* weight, const float* bias, int rows, int dim, float eps).
-func (o *owner) layernormForward(d dims, out devptr[bf16], mean devptr[float32], rstd devptr[float32], inp devptr[bf16], weight devptr[float32], bias devptr[float32], rows int32, dim int32, eps float32) error {
+// rmsnormBackwardBF16 launches rmsnorm_backward_bf16(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const float* weight, const float* rstd, int rows, int dim).
+func (o *owner) rmsnormBackwardBF16(d dims, dinp devptr[bf16], dweight devptr[float32], dout devptr[bf16], inp devptr[bf16], weight devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dinp)
+	s[1] = uint64(dweight)
+	s[2] = uint64(dout)
+	s[3] = uint64(inp)
+	s[4] = uint64(weight)
+	s[5] = uint64(rstd)
+	s[6] = uint64(uint32(rows))
+	s[7] = uint64(uint32(dim))
+	return o.launch(kRmsnormBackwardBF16, d)
+}
+
+// layernormForward launches layernorm_forward(bf16* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int rows, int dim, float eps).
+func (o *owner) layernormForward(d dims, out devptr[bf16], mean devptr[float32], rstd devptr[float32], inp devptr[float32], weight devptr[float32], bias devptr[float32], rows int32, dim int32, eps float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(mean)
@@ -486,8 +599,38 @@ func (o *owner) layernormForward(d dims, out devptr[bf16], mean devptr[float32],
 	return o.launch(kLayernormForward, d)
 }
 
-// layernormBackward launches layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const float* weight, const float* mean, const float* rstd, int rows, int dim).
-func (o *owner) layernormBackward(d dims, dinp devptr[bf16], dweight devptr[float32], dbias devptr[float32], dout devptr[bf16], inp devptr[bf16], weight devptr[float32], mean devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
+// layernormForwardF32 launches layernorm_forward_f32(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int rows, int dim, float eps).
+func (o *owner) layernormForwardF32(d dims, out devptr[float32], mean devptr[float32], rstd devptr[float32], inp devptr[float32], weight devptr[float32], bias devptr[float32], rows int32, dim int32, eps float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(mean)
+	s[2] = uint64(rstd)
+	s[3] = uint64(inp)
+	s[4] = uint64(weight)
+	s[5] = uint64(bias)
+	s[6] = uint64(uint32(rows))
+	s[7] = uint64(uint32(dim))
+	s[8] = uint64(math.Float32bits(eps))
+	return o.launch(kLayernormForwardF32, d)
+}
+
+// layernormForwardBF16 launches layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const bf16* inp, const float* weight, const float* bias, int rows, int dim, float eps).
+func (o *owner) layernormForwardBF16(d dims, out devptr[bf16], mean devptr[float32], rstd devptr[float32], inp devptr[bf16], weight devptr[float32], bias devptr[float32], rows int32, dim int32, eps float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(mean)
+	s[2] = uint64(rstd)
+	s[3] = uint64(inp)
+	s[4] = uint64(weight)
+	s[5] = uint64(bias)
+	s[6] = uint64(uint32(rows))
+	s[7] = uint64(uint32(dim))
+	s[8] = uint64(math.Float32bits(eps))
+	return o.launch(kLayernormForwardBF16, d)
+}
+
+// layernormBackward launches layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, const float* mean, const float* rstd, int rows, int dim).
+func (o *owner) layernormBackward(d dims, dinp devptr[float32], dweight devptr[float32], dbias devptr[float32], dout devptr[float32], inp devptr[float32], weight devptr[float32], mean devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
 	s := &o.args.slots
 	s[0] = uint64(dinp)
 	s[1] = uint64(dweight)
@@ -500,6 +643,22 @@ func (o *owner) layernormBackward(d dims, dinp devptr[bf16], dweight devptr[floa
 	s[8] = uint64(uint32(rows))
 	s[9] = uint64(uint32(dim))
 	return o.launch(kLayernormBackward, d)
+}
+
+// layernormBackwardBF16 launches layernorm_backward_bf16(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const float* weight, const float* mean, const float* rstd, int rows, int dim).
+func (o *owner) layernormBackwardBF16(d dims, dinp devptr[bf16], dweight devptr[float32], dbias devptr[float32], dout devptr[bf16], inp devptr[bf16], weight devptr[float32], mean devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dinp)
+	s[1] = uint64(dweight)
+	s[2] = uint64(dbias)
+	s[3] = uint64(dout)
+	s[4] = uint64(inp)
+	s[5] = uint64(weight)
+	s[6] = uint64(mean)
+	s[7] = uint64(rstd)
+	s[8] = uint64(uint32(rows))
+	s[9] = uint64(uint32(dim))
+	return o.launch(kLayernormBackwardBF16, d)
 }
 
 // adamwUpdate launches adamw_update(float* p, const float* g, float* m, float* v, i64 n, float b1, float b2, float step, float sqrt_bc2, float eps, float decay).

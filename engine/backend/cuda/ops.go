@@ -39,16 +39,32 @@ func (o *owner) castBF16ToF32(out devptr[float32], in devptr[bf16], n int) error
 	return o.castBF16F32(o.flat(int64(n)), out, in, int64(n))
 }
 
-func (o *owner) residual(out, a, b devptr[bf16], n int) error {
-	return o.residualForward(o.flat(int64(n)), out, a, b, int64(n))
+// residual sets out = a + b: out and a float32 (the residual stream) with b bf16, or all bf16.
+func (o *owner) residual(out, a, b Buf, n int) error {
+	d := o.flat(int64(n))
+	switch {
+	case out.dt == F32 && a.dt == F32 && b.dt == BF16:
+		return o.residualForward(d, out.f32(), a.f32(), b.bf(), int64(n))
+	case out.dt == BF16 && a.dt == BF16 && b.dt == BF16:
+		return o.residualForwardBF16(d, out.bf(), a.bf(), b.bf(), int64(n))
+	}
+	return fmt.Errorf("cuda: residual of %s + %s into %s", a.dt, b.dt, out.dt)
 }
 
-func (o *owner) addBF16(acc, x devptr[bf16], alpha float32, n int) error {
-	return o.addScaledBF16(o.flat(int64(n)), acc, x, alpha, int64(n))
-}
-
-func (o *owner) addF32(acc, x devptr[float32], alpha float32, n int) error {
-	return o.addScaledF32(o.flat(int64(n)), acc, x, alpha, int64(n))
+// add sets acc += alpha·x between float32 and bf16 buffers.
+func (o *owner) add(acc, x Buf, alpha float32, n int) error {
+	d := o.flat(int64(n))
+	switch {
+	case acc.dt == F32 && x.dt == F32:
+		return o.addScaledF32(d, acc.f32(), x.f32(), alpha, int64(n))
+	case acc.dt == BF16 && x.dt == BF16:
+		return o.addScaledBF16(d, acc.bf(), x.bf(), alpha, int64(n))
+	case acc.dt == BF16 && x.dt == F32:
+		return o.addScaledBF16F32(d, acc.bf(), x.f32(), alpha, int64(n))
+	case acc.dt == F32 && x.dt == BF16:
+		return o.addScaledF32BF16(d, acc.f32(), x.bf(), alpha, int64(n))
+	}
+	return fmt.Errorf("cuda: add of %s into %s", x.dt, acc.dt)
 }
 
 func (o *owner) scale(x devptr[float32], s float32, n int) error {
@@ -96,16 +112,29 @@ func (o *owner) copyRows(dst devptr[bf16], dstRows devptr[int64], ldd int, src d
 	return o.copyRowsBF16(d, dst, dstRows, int32(ldd), src, srcRows, int32(lds), int32(n), int32(cols))
 }
 
-func (o *owner) embed(out devptr[bf16], ids, pos devptr[int32], wte, wpe devptr[bf16], rows, dim int) error {
-	return o.embeddingForward(cols2d(rows, dim), out, ids, pos, wte, wpe, int32(rows), int32(dim))
+func (o *owner) embed(out Buf, ids, pos devptr[int32], wte, wpe devptr[bf16], rows, dim int) error {
+	if out.dt == BF16 {
+		return o.embeddingForwardBF16(cols2d(rows, dim), out.bf(), ids, pos, wte, wpe, int32(rows), int32(dim))
+	}
+	return o.embeddingForward(cols2d(rows, dim), out.f32(), ids, pos, wte, wpe, int32(rows), int32(dim))
 }
 
-func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[bf16], ids, pos devptr[int32], rows, dim int) error {
+func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[float32], ids, pos devptr[int32], rows, dim int) error {
 	return o.embeddingBackward(cols2d(rows, dim), dwte, dwpe, dout, ids, pos, int32(rows), int32(dim))
 }
 
-func (o *owner) rmsnorm(out devptr[bf16], rstd devptr[float32], in devptr[bf16], w devptr[float32], rows, dim int, eps float32) error {
-	return o.rmsnormForward(warpRows(rows), out, rstd, in, w, int32(rows), int32(dim), eps)
+// rmsnorm: the input float32 (the residual stream) with a bf16 or float32 output, or bf16 both.
+func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32], rows, dim int, eps float32) error {
+	d := warpRows(rows)
+	switch {
+	case in.dt == F32 && out.dt == BF16:
+		return o.rmsnormForward(d, out.bf(), rstd, in.f32(), w, int32(rows), int32(dim), eps)
+	case in.dt == F32 && out.dt == F32:
+		return o.rmsnormForwardF32(d, out.f32(), rstd, in.f32(), w, int32(rows), int32(dim), eps)
+	case in.dt == BF16 && out.dt == BF16:
+		return o.rmsnormForwardBF16(d, out.bf(), rstd, in.bf(), w, int32(rows), int32(dim), eps)
+	}
+	return fmt.Errorf("cuda: RMSNorm of %s into %s", in.dt, out.dt)
 }
 
 // normBackDims spreads rows over a few blocks per multiprocessor when weight gradients are
@@ -122,24 +151,46 @@ func (o *owner) normBackDims(rows, dim, sharedPerDim int, weights bool) (dims, e
 	return d, nil
 }
 
-func (o *owner) rmsnormBack(din devptr[bf16], dw devptr[float32], dout, in devptr[bf16], w, rstd devptr[float32], rows, dim int) error {
+// rmsnormBack: dinp, dout and inp all float32 or all bf16.
+func (o *owner) rmsnormBack(din Buf, dw devptr[float32], dout, in Buf, w, rstd devptr[float32], rows, dim int) error {
 	d, err := o.normBackDims(rows, dim, 1, dw != 0)
 	if err != nil {
 		return err
 	}
-	return o.rmsnormBackward(d, din, dw, dout, in, w, rstd, int32(rows), int32(dim))
+	switch {
+	case din.dt == F32 && dout.dt == F32 && in.dt == F32:
+		return o.rmsnormBackward(d, din.f32(), dw, dout.f32(), in.f32(), w, rstd, int32(rows), int32(dim))
+	case din.dt == BF16 && dout.dt == BF16 && in.dt == BF16:
+		return o.rmsnormBackwardBF16(d, din.bf(), dw, dout.bf(), in.bf(), w, rstd, int32(rows), int32(dim))
+	}
+	return fmt.Errorf("cuda: RMSNorm backward with dinp %s, dout %s, inp %s", din.dt, dout.dt, in.dt)
 }
 
-func (o *owner) layernorm(out devptr[bf16], mean, rstd devptr[float32], in devptr[bf16], w, b devptr[float32], rows, dim int, eps float32) error {
-	return o.layernormForward(warpRows(rows), out, mean, rstd, in, w, b, int32(rows), int32(dim), eps)
+func (o *owner) layernorm(out Buf, mean, rstd devptr[float32], in Buf, w, b devptr[float32], rows, dim int, eps float32) error {
+	d := warpRows(rows)
+	switch {
+	case in.dt == F32 && out.dt == BF16:
+		return o.layernormForward(d, out.bf(), mean, rstd, in.f32(), w, b, int32(rows), int32(dim), eps)
+	case in.dt == F32 && out.dt == F32:
+		return o.layernormForwardF32(d, out.f32(), mean, rstd, in.f32(), w, b, int32(rows), int32(dim), eps)
+	case in.dt == BF16 && out.dt == BF16:
+		return o.layernormForwardBF16(d, out.bf(), mean, rstd, in.bf(), w, b, int32(rows), int32(dim), eps)
+	}
+	return fmt.Errorf("cuda: LayerNorm of %s into %s", in.dt, out.dt)
 }
 
-func (o *owner) layernormBack(din devptr[bf16], dw, db devptr[float32], dout, in devptr[bf16], w, mean, rstd devptr[float32], rows, dim int) error {
+func (o *owner) layernormBack(din Buf, dw, db devptr[float32], dout, in Buf, w, mean, rstd devptr[float32], rows, dim int) error {
 	d, err := o.normBackDims(rows, dim, 2, dw != 0)
 	if err != nil {
 		return err
 	}
-	return o.layernormBackward(d, din, dw, db, dout, in, w, mean, rstd, int32(rows), int32(dim))
+	switch {
+	case din.dt == F32 && dout.dt == F32 && in.dt == F32:
+		return o.layernormBackward(d, din.f32(), dw, db, dout.f32(), in.f32(), w, mean, rstd, int32(rows), int32(dim))
+	case din.dt == BF16 && dout.dt == BF16 && in.dt == BF16:
+		return o.layernormBackwardBF16(d, din.bf(), dw, db, dout.bf(), in.bf(), w, mean, rstd, int32(rows), int32(dim))
+	}
+	return fmt.Errorf("cuda: LayerNorm backward with dinp %s, dout %s, inp %s", din.dt, dout.dt, in.dt)
 }
 
 // rope rotates x [rows, heads·2·half] in place by the tabulated angles of pos (sign −1: back).

@@ -11,23 +11,26 @@ extern "C" __global__ void cast_bf16_f32(float* out, const bf16* in, i64 n) {
         out[i] = bf16_to_f32(in[i]);
 }
 
-// out = a + b (out may alias a or b)
-extern "C" __global__ void residual_forward(bf16* out, const bf16* a, const bf16* b, i64 n) {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
-        out[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+// out = a + b (out may alias a or b): the residual stream (a, out: float32) plus a
+// projection's output (b: bf16); or all bf16.
+template <typename TO, typename TA, typename TB>
+__device__ void residual_fwd(TO* out, const TA* a, const TB* b, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) stf(out + i, ldf(a + i) + ldf(b + i));
 }
+extern "C" __global__ void residual_forward(float* out, const float* a, const bf16* b, i64 n) { residual_fwd(out, a, b, n); }
+extern "C" __global__ void residual_forward_bf16(bf16* out, const bf16* a, const bf16* b, i64 n) { residual_fwd(out, a, b, n); }
 
-// acc += alpha·x (the residual's backward with alpha 1)
-extern "C" __global__ void add_scaled_bf16(bf16* acc, const bf16* x, float alpha, i64 n) {
+// acc += alpha·x between the two storage types (the residual's backward with alpha 1;
+// gradients of float32 tensors).
+template <typename TA, typename TX>
+__device__ void add_scaled(TA* acc, const TX* x, float alpha, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
-        acc[i] = f32_to_bf16(bf16_to_f32(acc[i]) + alpha * bf16_to_f32(x[i]));
+        stf(acc + i, ldf(acc + i) + alpha * ldf(x + i));
 }
-
-// acc += alpha·x in float32 (gradients of float32 tensors)
-extern "C" __global__ void add_scaled_f32(float* acc, const float* x, float alpha, i64 n) {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
-        acc[i] += alpha * x[i];
-}
+extern "C" __global__ void add_scaled_f32(float* acc, const float* x, float alpha, i64 n) { add_scaled(acc, x, alpha, n); }
+extern "C" __global__ void add_scaled_bf16(bf16* acc, const bf16* x, float alpha, i64 n) { add_scaled(acc, x, alpha, n); }
+extern "C" __global__ void add_scaled_bf16_f32(bf16* acc, const float* x, float alpha, i64 n) { add_scaled(acc, x, alpha, n); }
+extern "C" __global__ void add_scaled_f32_bf16(float* acc, const bf16* x, float alpha, i64 n) { add_scaled(acc, x, alpha, n); }
 
 extern "C" __global__ void scale_f32(float* x, float s, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)

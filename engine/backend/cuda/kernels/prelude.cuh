@@ -51,6 +51,12 @@ __device__ __forceinline__ bf16 f32_to_bf16(float f) {
 #endif
 }
 
+// Loads and stores in either storage type, computing in float32 (templates over the two).
+__device__ __forceinline__ float ldf(const float* p) { return *p; }
+__device__ __forceinline__ float ldf(const bf16* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void stf(float* p, float v) { *p = v; }
+__device__ __forceinline__ void stf(bf16* p, float v) { *p = f32_to_bf16(v); }
+
 // The two bf16 of a 32-bit word: the lower address is the low half (little-endian).
 __device__ __forceinline__ float lo_bf16(u32 w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi_bf16(u32 w) { return __uint_as_float(w & 0xffff0000u); }
