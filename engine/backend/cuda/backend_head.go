@@ -141,7 +141,9 @@ func (b *Backend) AttentionBackward(dq, dout, probs, q Buf, spans []Span, a Atte
 	qw := a.Heads * a.HeadDim
 	return b.queue(firstErr(need("dq", dq, BF16, rows*qw), need("dout", dout, BF16, rows*qw), need("q", q, BF16, rows*qw),
 		opt("probs", probs, BF16, a.ProbSize(spans))),
-		func(o *owner) error { return o.attentionBackward(dq.bf(), dout.bf(), probs.bf(), q.bf(), sp, a.shape()) })
+		func(o *owner) error {
+			return o.attentionBackward(dq.bf(), dout.bf(), probs.bf(), q.bf(), sp, a.shape())
+		})
 }
 
 // headChunk is how many rows of float32 logits the head forms at a time (about 64 MiB).
@@ -281,7 +283,9 @@ func (b *Backend) DigitProbs(out, logits, ids, values Buf, rows, vocab int) erro
 	n := ids.n
 	return b.queue(firstErr(need("out", out, F32, rows*10), need("logits", logits, F32, rows*vocab), need("ids", ids, I32, n),
 		need("values", values, I32, n)),
-		func(o *owner) error { return o.digits(out.f32(), logits.f32(), ids.i32(), values.i32(), n, rows, vocab) })
+		func(o *owner) error {
+			return o.digits(out.f32(), logits.f32(), ids.i32(), values.i32(), n, rows, vocab)
+		})
 }
 
 // OptParam is one trainable float32 tensor with its gradient and AdamW moments.

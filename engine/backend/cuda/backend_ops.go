@@ -36,7 +36,9 @@ func (b *Backend) EmbeddingBackward(dwte, dwpe, dout, ids, pos Buf, dim int) err
 	rows := ids.n
 	return b.queue(firstErr(need("dout", dout, F32, rows*dim), need("ids", ids, I32, rows), opt("dwte", dwte, F32, dim),
 		opt("dwpe", dwpe, F32, dim), opt("pos", pos, I32, rows)),
-		func(o *owner) error { return o.embedBack(dwte.f32(), dwpe.f32(), dout.f32(), ids.i32(), pos.i32(), rows, dim) })
+		func(o *owner) error {
+			return o.embedBack(dwte.f32(), dwpe.f32(), dout.f32(), ids.i32(), pos.i32(), rows, dim)
+		})
 }
 
 // RMSNormForward sets out = x·rstd·weight per row, keeping rstd.
@@ -307,7 +309,9 @@ func (b *Backend) RoPEBackward(dx, pos Buf, heads int, r *RoPETable) error {
 func (b *Backend) rope(x, pos Buf, heads int, r *RoPETable, sign float32) error {
 	rows := pos.n
 	return b.queue(firstErr(need("x", x, BF16, rows*heads*2*r.Half), need("pos", pos, I32, rows)),
-		func(o *owner) error { return o.rope(x.bf(), pos.i32(), r.cos.f32(), r.sin.f32(), rows, heads, r.Half, sign) })
+		func(o *owner) error {
+			return o.rope(x.bf(), pos.i32(), r.cos.f32(), r.sin.f32(), rows, heads, r.Half, sign)
+		})
 }
 
 // Q4 is a 4-bit weight on the device, uploaded once.

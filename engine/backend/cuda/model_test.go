@@ -21,16 +21,16 @@ import (
 type devModel struct {
 	stream  DType // the residual stream's type
 	headF32 bool
-	b      *Backend
-	m      *model.Model
-	weight map[*model.Linear]Buf
-	q4     map[*model.Linear]*Q4
-	bias   map[*model.Linear]Buf
-	norms  map[*model.Param]Buf
-	embed  Buf
-	head   Buf
-	pos    Buf
-	rope   *RoPETable
+	b       *Backend
+	m       *model.Model
+	weight  map[*model.Linear]Buf
+	q4      map[*model.Linear]*Q4
+	bias    map[*model.Linear]Buf
+	norms   map[*model.Param]Buf
+	embed   Buf
+	head    Buf
+	pos     Buf
+	rope    *RoPETable
 }
 
 func newDevModel(t *testing.T, b *Backend, m *model.Model) *devModel {

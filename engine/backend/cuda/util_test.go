@@ -50,7 +50,6 @@ func bf16Round(f float32) float32 {
 
 func bf16Bits(f float32) uint16 { return uint16(math.Float32bits(bf16Round(f)) >> 16) }
 
-
 func allocT[T any](t testing.TB, d *Device, n int) devptr[T] {
 	t.Helper()
 	var z T
