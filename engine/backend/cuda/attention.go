@@ -175,19 +175,10 @@ func (o *owner) attentionBackward(dq, dout, probs, q devptr[bf16], spans []span,
 	return nil
 }
 
-func (o *owner) attentionSpanBackward(dq, dout, probs, q devptr[bf16], s span, a attnShape) error {
+// attentionSpanBackward: the scores are recomputed (one more product per head) and the
+// softmax's backward runs from them in float32; the stored probabilities are not read.
+func (o *owner) attentionSpanBackward(dq, dout, _, q devptr[bf16], s span, a attnShape) error {
 	L := s.pos + s.n
-	if probs == 0 { // recompute the probabilities
-		p, err := o.tmp(2 * a.heads * s.n * L)
-		if err != nil {
-			return err
-		}
-		defer o.done(p)
-		if err := o.attentionSpan(0, devptr[bf16](p), q, s, a); err != nil {
-			return err
-		}
-		probs = devptr[bf16](p)
-	}
 	qw := a.qw()
 	ke, ldk, kbuf, err := o.kvHeadsView(s.k, s.ldk, L, a)
 	if err != nil {
@@ -214,6 +205,12 @@ func (o *owner) attentionSpanBackward(dq, dout, probs, q devptr[bf16], s span, a
 		defer o.done(dvbuf)
 		dke, dve, ldd, beta = devptr[bf16](dkbuf), devptr[bf16](dvbuf), qw, 0
 	}
+	nL := int64(s.n * L)
+	sc, err := o.tmp(4 * a.heads * s.n * L)
+	if err != nil {
+		return err
+	}
+	defer o.done(sc)
 	dp, err := o.tmp(4 * a.heads * s.n * L)
 	if err != nil {
 		return err
@@ -224,15 +221,19 @@ func (o *owner) attentionSpanBackward(dq, dout, probs, q devptr[bf16], s span, a
 		return err
 	}
 	defer o.done(ds)
+	pr, err := o.tmp(2 * a.heads * s.n * L)
+	if err != nil {
+		return err
+	}
+	defer o.done(pr)
 	qs, dos, dqs := bf16At(q, s.row*qw), bf16At(dout, s.row*qw), bf16At(dq, s.row*qw)
-	nL := int64(s.n * L)
 	steps := []gemmArgs{
+		// S = scale·Q·Kᵀ
+		{transB: true, m: s.n, n: L, k: a.hd, alpha: a.scale, a: uintptr(qs), aType: dtBF16, lda: qw, strideA: int64(a.hd),
+			b: uintptr(ke), bType: dtBF16, ldb: ldk, strideB: int64(a.hd), c: sc, cType: dtF32, ldc: L, strideC: nL},
 		// dP = dO·Vᵀ
 		{transB: true, m: s.n, n: L, k: a.hd, alpha: 1, a: uintptr(dos), aType: dtBF16, lda: qw, strideA: int64(a.hd),
 			b: uintptr(ve), bType: dtBF16, ldb: ldk, strideB: int64(a.hd), c: dp, cType: dtF32, ldc: L, strideC: nL},
-		// dV += Pᵀ·dO
-		{transA: true, m: L, n: a.hd, k: s.n, alpha: 1, beta: beta, a: uintptr(probs), aType: dtBF16, lda: L, strideA: nL,
-			b: uintptr(dos), bType: dtBF16, ldb: qw, strideB: int64(a.hd), c: uintptr(dve), cType: dtBF16, ldc: ldd, strideC: int64(a.hd)},
 	}
 	for i := range steps {
 		steps[i].batch = a.heads
@@ -240,10 +241,14 @@ func (o *owner) attentionSpanBackward(dq, dout, probs, q devptr[bf16], s span, a
 			return err
 		}
 	}
-	if err := o.softmaxBack(devptr[bf16](ds), probs, devptr[float32](dp), a.heads*s.n, L); err != nil {
+	if err := o.attnSoftmaxBackwardScores(warpRows(a.heads*s.n), devptr[bf16](ds), devptr[bf16](pr), devptr[float32](sc), devptr[float32](dp),
+		int32(a.heads), int32(s.n), int32(L), int32(s.pos), int32(a.window)); err != nil {
 		return err
 	}
 	steps = []gemmArgs{
+		// dV += Pᵀ·dO
+		{transA: true, m: L, n: a.hd, k: s.n, alpha: 1, beta: beta, a: pr, aType: dtBF16, lda: L, strideA: nL,
+			b: uintptr(dos), bType: dtBF16, ldb: qw, strideB: int64(a.hd), c: uintptr(dve), cType: dtBF16, ldc: ldd, strideC: int64(a.hd)},
 		// dQ += scale·dS·K
 		{m: s.n, n: a.hd, k: L, alpha: a.scale, beta: 1, a: ds, aType: dtBF16, lda: L, strideA: nL,
 			b: uintptr(ke), bType: dtBF16, ldb: ldk, strideB: int64(a.hd), c: uintptr(dqs), cType: dtBF16, ldc: qw, strideC: int64(a.hd)},

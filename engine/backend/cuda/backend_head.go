@@ -183,13 +183,14 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, d
 		})
 }
 
-// HeadLogProbsBackward accumulates dhidden += dlogits·head for dlogits the gradient of
-// Σ dlogp[r]·logp[r] (the logits recomputed a chunk at a time; the head is frozen).
+// HeadLogProbsBackward accumulates dhidden (float32 or bf16) += dlogits·head for dlogits the
+// gradient of Σ dlogp[r]·logp[r] (the logits recomputed a chunk at a time; the head is frozen).
 func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT float32) error {
 	if rows == 0 {
 		return nil
 	}
-	return b.queue(firstErr(need("dhidden", dhidden, BF16, rows*dim), need("hidden", hidden, BF16, rows*dim),
+	ct, _ := cublasType(dhidden.dt)
+	return b.queue(firstErr(residual("dhidden", dhidden, rows*dim), need("hidden", hidden, BF16, rows*dim),
 		need("head", head, BF16, vocab*dim), need("dlogp", dlogp, F32, rows), need("targets", targets, I32, rows)),
 		func(o *owner) error {
 			chunk := headChunk(rows, vocab)
@@ -217,7 +218,7 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 					return err
 				}
 				if err := o.gemm(&gemmArgs{m: n, n: dim, k: vocab, alpha: 1, beta: 1, a: dl, aType: dtBF16, lda: vocab,
-					b: head.ptr, bType: dtBF16, ldb: dim, c: uintptr(bf16At(dhidden.bf(), r0*dim)), cType: dtBF16, ldc: dim}); err != nil {
+					b: head.ptr, bType: dtBF16, ldb: dim, c: dhidden.Slice(r0*dim, n*dim).ptr, cType: ct, ldc: dim}); err != nil {
 					return err
 				}
 			}

@@ -10,6 +10,7 @@ var _ = math.Float32bits
 const (
 	kAttnSoftmaxForward kernelID = iota
 	kAttnSoftmaxBackward
+	kAttnSoftmaxBackwardScores
 	kAttnRows
 	kAttnExpandKv
 	kAttnReduceKv
@@ -63,6 +64,7 @@ const (
 var kernelNames = [numKernels]string{
 	"attn_softmax_forward",
 	"attn_softmax_backward",
+	"attn_softmax_backward_scores",
 	"attn_rows",
 	"attn_expand_kv",
 	"attn_reduce_kv",
@@ -115,6 +117,7 @@ var kernelNames = [numKernels]string{
 var kernelArgs = [numKernels]int{
 	7,
 	5,
+	9,
 	10,
 	7,
 	7,
@@ -185,6 +188,21 @@ func (o *owner) attnSoftmaxBackward(d dims, dscores devptr[bf16], probs devptr[b
 	s[3] = uint64(uint32(rows))
 	s[4] = uint64(uint32(L))
 	return o.launch(kAttnSoftmaxBackward, d)
+}
+
+// attnSoftmaxBackwardScores launches attn_softmax_backward_scores(bf16* dscores, bf16* probs, const float* scores, const float* dprobs, int heads, int n, int L, int pos0, int window).
+func (o *owner) attnSoftmaxBackwardScores(d dims, dscores devptr[bf16], probs devptr[bf16], scores devptr[float32], dprobs devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dscores)
+	s[1] = uint64(probs)
+	s[2] = uint64(scores)
+	s[3] = uint64(dprobs)
+	s[4] = uint64(uint32(heads))
+	s[5] = uint64(uint32(n))
+	s[6] = uint64(uint32(L))
+	s[7] = uint64(uint32(pos0))
+	s[8] = uint64(uint32(window))
+	return o.launch(kAttnSoftmaxBackwardScores, d)
 }
 
 // attnRows launches attn_rows(bf16* out, const bf16* q, const u64* kv, const int* pos, int heads, int kv_heads, int hd, int ldk, float scale, int window).

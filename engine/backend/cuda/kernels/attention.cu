@@ -38,6 +38,41 @@ extern "C" __global__ void attn_softmax_backward(bf16* dscores, const bf16* prob
     }
 }
 
+// The backward's softmax, from recomputed float32 scores (as flash attention's backward
+// does, rather than from stored bf16 probabilities: dP − Σ P·dP cancels, and bf16's rounding
+// of P would show in it): P = softmax(scores) over the visible keys in float32,
+// dscores = P ⊙ (dP − Σ_j P·dP) rounded to bf16 once, and P in bf16 for dV = Pᵀ·dO.
+// Layout as attn_softmax_forward; one warp per row.
+extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* probs, const float* scores, const float* dprobs,
+                                                        int heads, int n, int L, int pos0, int window) {
+    int lane = threadIdx.x & 31;
+    int rows = heads * n;
+    for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
+        int p = pos0 + row % n;
+        int k0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+        const float* s = scores + (i64)row * L;
+        const float* d = dprobs + (i64)row * L;
+        float m = NEG_INF;
+        for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, s[j]);
+        m = warp_max(m);
+        float sum = 0.f, dot = 0.f;
+        for (int j = k0 + lane; j <= p; j += 32) {
+            float e = __expf(s[j] - m);
+            sum += e;
+            dot += e * d[j];
+        }
+        float inv = 1.f / warp_sum(sum);
+        dot = warp_sum(dot) * inv;
+        bf16* ds = dscores + (i64)row * L;
+        bf16* pr = probs + (i64)row * L;
+        for (int j = lane; j < L; j += 32) {
+            float pj = (j >= k0 && j <= p) ? __expf(s[j] - m) * inv : 0.f;
+            ds[j] = f32_to_bf16(pj * (d[j] - dot));
+            pr[j] = f32_to_bf16(pj);
+        }
+    }
+}
+
 #define ROWS_MAX_DIMS 8  // head_dim ≤ 256: each lane holds dims lane, lane+32, …
 #define ROWS_WARPS 4
 

@@ -81,8 +81,10 @@ extern "C" __global__ void logprob_backward(bf16* dlogits, const float* logits, 
         bf16* d = dlogits + (i64)r * vocab;
         int t = targets[r];
         float g = t >= 0 ? dlogp[r] * inv_temp : 0.f;
-        if (g == 0.f) continue;
+        // every block reaches the same barriers whatever its rows (a simulator that runs
+        // barrier-free kernels as plain loops must see them in the first block)
         softmax_stats a = row_stats(row, vocab, inv_temp);
+        if (g == 0.f) continue;
         float inv_s = 1.f / a.s;
         for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
             float p = __expf(row[j] * inv_temp - a.m) * inv_s;
