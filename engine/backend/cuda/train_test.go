@@ -21,8 +21,10 @@ type cpuAdapter struct {
 	act lora.Activations
 }
 
-func (a *cpuAdapter) Forward(y, x []float32, rows int, train bool) { a.l.Forward(y, x, rows, train, nil, &a.act) }
-func (a *cpuAdapter) Backward(dx, dy, x []float32, rows int)       { a.l.Backward(dx, dy, x, &a.act) }
+func (a *cpuAdapter) Forward(y, x []float32, rows int, train bool) {
+	a.l.Forward(y, x, rows, train, nil, &a.act)
+}
+func (a *cpuAdapter) Backward(dx, dy, x []float32, rows int) { a.l.Backward(dx, dy, x, &a.act) }
 
 // devLoRA is one adapter on the device: float32 masters and gradients.
 type devLoRA struct {
