@@ -141,6 +141,8 @@ type Model struct {
 	ntl         ntl.Model
 	kl          charts.Model
 	reward      charts.Model
+	entropy     charts.Model // in place of perplexity for other tools' runs
+	length      charts.Model // in place of NTL for other tools' runs
 	alerts      alerts.Model
 	samples     samples.Model
 	checkpoints checkpoints.Model
@@ -169,6 +171,8 @@ func New(opts Options) Model {
 	m.ntl = ntl.New(ctx)
 	m.kl = charts.KL(ctx)
 	m.reward = charts.Reward(ctx)
+	m.entropy = charts.Entropy(ctx)
+	m.length = charts.Length(ctx)
 	m.alerts = alerts.New(ctx)
 	m.samples = samples.New(ctx)
 	m.checkpoints = checkpoints.New(ctx, opts.Inspect, opts.Generate)

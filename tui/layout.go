@@ -7,6 +7,8 @@ import (
 
 	"rlhfstation/tui/component"
 	"rlhfstation/tui/header"
+	"rlhfstation/tui/ntl"
+	"rlhfstation/tui/perplexity"
 )
 
 // wideLayout is the width from which the dashboard uses three columns instead of two.
@@ -64,11 +66,21 @@ func (m *Model) layout() {
 	for i, p := range m.panes() {
 		p.SetSize(s[i].w, s[i].h)
 	}
+	// The stand-ins of the perplexity and NTL panes take their places (see panes).
+	m.ppl.SetSize(s[panePerplexity].w, s[panePerplexity].h)
+	m.ntl.SetSize(s[paneNTL].w, s[paneNTL].h)
+	m.entropy.SetSize(s[panePerplexity].w, s[panePerplexity].h)
+	m.length.SetSize(s[paneNTL].w, s[paneNTL].h)
 }
 
-// panes are the dashboard's panes, in the order of paneSizes.
+// panes are the dashboard's panes, in the order of paneSizes. Another tool's run that logs no
+// perplexity and no number token loss shows its entropy and completion length in their places.
 func (m *Model) panes() [paneCount]component.Component {
-	return [paneCount]component.Component{panePerplexity: &m.ppl, paneNTL: &m.ntl, paneKL: &m.kl,
+	var first, second component.Component = &m.ppl, &m.ntl
+	if r := m.ctx.Run; r.Source != "" && !perplexity.Used(r) && !ntl.Used(r) {
+		first, second = &m.entropy, &m.length
+	}
+	return [paneCount]component.Component{panePerplexity: first, paneNTL: second, paneKL: &m.kl,
 		paneReward: &m.reward, paneAlerts: &m.alerts, paneSamples: &m.samples}
 }
 

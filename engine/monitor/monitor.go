@@ -49,7 +49,7 @@ type Monitor struct {
 	n        int // Observe calls so far
 	lastStep int
 	series   map[string]*series
-	latches  map[string]*latch
+	latches  map[latchKey]*latch
 	alerts   map[string]int // by rule
 
 	entropyBase []float64 // the first EntropyBaselineSteps finite entropy values
@@ -67,6 +67,7 @@ type Monitor struct {
 
 // series is what the monitor keeps per metric.
 type series struct {
+	skipZ bool  // the z-score ignores the metric (Thresholds.ZSkip, decided once)
 	trend *ring // recent finite values
 	z     zscore
 	leak  *ring // LeakMetrics only
@@ -80,7 +81,7 @@ func New(th Thresholds) *Monitor {
 		th:      th,
 		Now:     time.Now,
 		series:  map[string]*series{},
-		latches: map[string]*latch{},
+		latches: map[latchKey]*latch{},
 		alerts:  map[string]int{},
 		stall:   newRing(th.StallWindow),
 		epoch:   map[string]*stats.Running{},
@@ -128,8 +129,11 @@ func (l *latch) updateHysteresis(cond, recovered bool, need, cooldown int) bool 
 	return false
 }
 
+// latchKey names a latch: one per rule and metric.
+type latchKey struct{ rule, metric string }
+
 func (m *Monitor) latch(rule, metric string) *latch {
-	k := rule + "\x00" + metric
+	k := latchKey{rule, metric}
 	l := m.latches[k]
 	if l == nil {
 		l = &latch{}
@@ -141,7 +145,7 @@ func (m *Monitor) latch(rule, metric string) *latch {
 func (m *Monitor) seriesOf(name string) *series {
 	s := m.series[name]
 	if s == nil {
-		s = &series{trend: newRing(m.th.TrendWindow), z: zscore{win: newRing(m.th.ZWindow)}}
+		s = &series{trend: newRing(m.th.TrendWindow), z: zscore{win: newRing(m.th.ZWindow)}, skipZ: m.th.skipZ(name)}
 		for _, lm := range m.th.LeakMetrics {
 			if lm == name {
 				s.leak = newRing(m.th.LeakWindow)
@@ -206,7 +210,7 @@ func (m *Monitor) Observe(step int, metrics events.Metrics) []events.Event {
 	for _, name := range names {
 		v := metrics[name]
 		s := m.seriesOf(name)
-		if !m.th.skipZ(name) {
+		if !s.skipZ {
 			z, cond := s.z.observe(v, &m.th)
 			fire := m.latch(RuleZScore, name).update(armed && cond, 1, m.th.CooldownSteps)
 			if fire && !busy[name] {

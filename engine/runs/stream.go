@@ -127,6 +127,7 @@ func newPipeline(ctx context.Context, r *Run, o Options, send func(events.Event)
 		p.mapper = newMapper(r.Kind)
 	}
 	p.total = plannedSteps(r)
+	p.mon.Now = func() time.Time { return p.lastTime } // alerts carry the time of their step
 	return p
 }
 
@@ -143,8 +144,9 @@ func (p *pipeline) wait() bool {
 	}
 }
 
-// start sends the detection note and run_start, once.
-func (p *pipeline) start() bool {
+// start sends the detection note and run_start, once; t is the time of the first step when
+// the files say.
+func (p *pipeline) start(t ...time.Time) bool {
 	if p.started {
 		return true
 	}
@@ -159,11 +161,15 @@ func (p *pipeline) start() bool {
 		msg += "; " + n
 	}
 	cfg := map[string]any{"source": r.Kind.Label(), "metrics_from": r.Source, "samples_from": r.Samples}
-	if !p.send(events.Event{Type: events.Log, Time: time.Now(), Level: "info", Message: msg}) {
+	if !p.send(events.Event{Type: events.Log, Time: p.lastTime, Level: "info", Message: msg}) {
 		return false
 	}
-	return p.send(events.Event{Type: events.RunStart, Run: r.Name, Model: baseModel(r.Dir), Source: r.Kind.Label(),
-		TotalSteps: p.total, Config: cfg})
+	start := events.Event{Type: events.RunStart, Run: r.Name, Model: baseModel(r.Dir), Source: r.Kind.Label(),
+		TotalSteps: p.total, Config: cfg}
+	if len(t) > 0 {
+		start.Time = t[0]
+	}
+	return p.send(start)
 }
 
 // step takes one raw step; false when the consumer is gone.
@@ -184,7 +190,7 @@ func (p *pipeline) step(st rawStep) bool {
 			p.mapper = newMapper(k)
 		}
 	}
-	if !p.start() {
+	if !p.start(st.Time) {
 		return false
 	}
 	metrics, ended := p.mapper.apply(st.Values)
@@ -278,7 +284,7 @@ func (p *pipeline) warn(key, msg string) {
 	if p.warned[key] > 1 {
 		return
 	}
-	p.send(events.Event{Type: events.Log, Time: time.Now(), Level: "warn", Message: msg})
+	p.send(events.Event{Type: events.Log, Time: p.lastTime, Level: "warn", Message: msg})
 }
 
 // finish sends what is left: the remaining completions, the unmapped names and run_end.
@@ -296,17 +302,17 @@ func (p *pipeline) finish(err error) {
 	}
 	for key, n := range p.warned {
 		if n > 1 {
-			p.send(events.Event{Type: events.Log, Time: time.Now(), Level: "warn", Message: fmt.Sprintf("%s: %d more like the warning above", key, n-1)})
+			p.send(events.Event{Type: events.Log, Time: p.lastTime, Level: "warn", Message: fmt.Sprintf("%s: %d more like the warning above", key, n-1)})
 		}
 	}
 	if u := p.mapper.Unmapped(); len(u) > 0 {
-		p.send(events.Event{Type: events.Log, Time: time.Now(), Level: "info", Message: fmt.Sprintf(
+		p.send(events.Event{Type: events.Log, Time: p.lastTime, Level: "info", Message: fmt.Sprintf(
 			"%d metric(s) kept their %s names (no DESIGN §5 equivalent): %s", len(u), p.run.Kind.Label(), strings.Join(u, ", "))})
 	}
 	end := events.Event{Type: events.RunEnd, Time: p.lastTime, Step: p.lastStep}
 	switch {
 	case err != nil:
-		p.send(events.Event{Type: events.Log, Time: time.Now(), Level: "error", Message: err.Error()})
+		p.send(events.Event{Type: events.Log, Time: p.lastTime, Level: "error", Message: err.Error()})
 		end.Status, end.Reason = "failed", "reading the run: "+err.Error()
 	case p.ended || (p.total > 0 && p.lastStep >= p.total):
 		end.Status, end.Reason = "completed", fmt.Sprintf("%s logged the end of training", p.run.Kind.Label())

@@ -149,7 +149,10 @@ func (m Model) line(e events.Event, w int, sel bool) string {
 	st := m.Ctx.Styles
 	what := e.Rule
 	if e.Metric != "" {
-		what += " " + e.Metric + "=" + format.Value(e.Value)
+		what += " " + e.Metric
+		if format.AlertHasValue(e.Rule) {
+			what += "=" + format.Value(e.Value)
+		}
 	}
 	rest := fmt.Sprintf(" s%-4d %s · %s", e.Step, what, oneLine(e.Message))
 	if sel {
@@ -179,7 +182,9 @@ func Detail(st styles.Styles, e events.Event, w int) string {
 	row("rule", e.Rule)
 	if e.Metric != "" {
 		row("metric", e.Metric)
-		row("value", format.Value(e.Value))
+		if format.AlertHasValue(e.Rule) {
+			row("value", format.Value(e.Value))
+		}
 	}
 	b.WriteString("\n")
 	b.WriteString(lipgloss.Wrap(e.Message, w, " "))

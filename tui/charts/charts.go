@@ -69,6 +69,34 @@ func Reward(ctx *context.Context) Model {
 	})
 }
 
+// Entropy is the policy's entropy per step (shown for other tools' runs, which log no
+// perplexity), with the entropy-collapse rule's bound (DESIGN §15).
+func Entropy(ctx *context.Context) Model {
+	return New(ctx, "entropy", []Series{{"entropy", "entropy"}}, func(r *state.Run) []string {
+		v, ok := r.Last("entropy")
+		if !ok {
+			return nil
+		}
+		return []string{"now " + format.Value(v) + " " + format.Arrow(r.TrendOf("entropy")), "alert below 30% of its early level"}
+	})
+}
+
+// Length is the mean completion length per step (shown for other tools' runs, which log no
+// number token loss).
+func Length(ctx *context.Context) Model {
+	return New(ctx, "completion length", []Series{{"completions/mean_length", "mean tokens"}}, func(r *state.Run) []string {
+		v, ok := r.Last("completions/mean_length")
+		if !ok {
+			return nil
+		}
+		c := []string{"now " + format.Value(v) + " " + format.Arrow(r.TrendOf("completions/mean_length"))}
+		if z, ok := r.Last("completions/clipped_ratio"); ok {
+			c = append(c, "clipped "+format.Percent(z))
+		}
+		return c
+	})
+}
+
 // View renders the framed chart.
 func (m Model) View() string {
 	return m.Frame(m.title, func(w, h int) string {
@@ -263,4 +291,41 @@ func lastFinite(s []float64) float64 {
 		}
 	}
 	return math.NaN()
+}
+
+// sparkBlocks are the eight heights of a sparkline cell.
+var sparkBlocks = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws s in at most w cells of block characters, scaled to its own minimum and
+// maximum (a flat series sits on the middle height); longer series are resampled keeping each
+// bucket's most extreme point, non-finite values are blanks.
+func Sparkline(s []float64, w int) string {
+	if w <= 0 || len(s) == 0 {
+		return ""
+	}
+	c := make([]float64, len(s))
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, v := range s {
+		if math.IsInf(v, 0) {
+			v = math.NaN()
+		}
+		c[i] = v
+		if !math.IsNaN(v) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	c = resample(c, w)
+	var b strings.Builder
+	for _, v := range c {
+		switch {
+		case math.IsNaN(v):
+			b.WriteRune(' ')
+		case hi == lo:
+			b.WriteRune(sparkBlocks[3])
+		default:
+			i := int(math.Round((v - lo) / (hi - lo) * float64(len(sparkBlocks)-1)))
+			b.WriteRune(sparkBlocks[max(0, min(i, len(sparkBlocks)-1))])
+		}
+	}
+	return b.String()
 }

@@ -132,3 +132,7 @@ func Arrow(t state.Trend) string {
 	}
 	return "·"
 }
+
+// AlertHasValue reports whether an anomaly's value means something: a non_finite alert carries
+// 0 (JSON cannot hold NaN; its message names the value).
+func AlertHasValue(rule string) bool { return rule != "non_finite" }

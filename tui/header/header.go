@@ -42,6 +42,9 @@ func (m Model) View() string {
 		{st.Title.Render("rlhfstation"), 9},
 		{st.Muted.Render("run ") + name, 8},
 	}
+	if r.Source != "" {
+		line1 = append(line1, segment{st.Muted.Render("from ") + r.Source, 7})
+	}
 	if r.Preset != "" {
 		line1 = append(line1, segment{st.Muted.Render("preset ") + r.Preset, 7})
 	}
@@ -78,7 +81,9 @@ func (m Model) View() string {
 	} else {
 		line2 = append(line2, segment{st.Muted.Render("step ") + fmt.Sprint(r.Step), 9})
 	}
-	line2 = append(line2, segment{st.Muted.Render("elapsed ") + format.Duration(r.Elapsed(now)), 8})
+	if !r.StartTime.IsZero() { // other tools' logs may carry no times
+		line2 = append(line2, segment{st.Muted.Render("elapsed ") + format.Duration(r.Elapsed(now)), 8})
+	}
 	if eta, ok := r.ETA(now); ok {
 		line2 = append(line2, segment{st.Muted.Render("ETA ") + format.Duration(eta), 7})
 	}

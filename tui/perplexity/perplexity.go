@@ -1,6 +1,7 @@
 // Package perplexity is the pane of the multi-level perplexity reward (DESIGN §6.1): each
-// level now, against its baseline, with its trend, and a chart of the levels when there is
-// room.
+// level now, against its baseline, with a sparkline of its run and its trend arrow, one level a
+// row so that no two lines cross; and, when there is room, a chart of the aggregate against its
+// baseline. Lower perplexity is better, and the pane says so.
 package perplexity
 
 import (
@@ -25,45 +26,88 @@ type Model struct {
 // New returns the pane.
 func New(ctx *context.Context) Model { return Model{Base: component.New(ctx)} }
 
-// View renders the framed pane.
-func (m Model) View() string {
-	title := "perplexity"
-	if v, ok := m.Ctx.Run.Last("ppl/improvement"); ok {
-		title += " · improvement " + format.SignedPercent(v)
+// Title is the pane's title for an inner width w: that lower is better, and the run's
+// improvement over the baselines (DESIGN §6.1: positive when the perplexity fell) with the word
+// for it, as much as fits.
+func (m Model) Title(w int) string {
+	st := m.Ctx.Styles
+	v, ok := m.Ctx.Run.Last("ppl/improvement")
+	if !ok {
+		return "perplexity · lower is better"
 	}
-	return m.Frame(title, m.body)
+	verdict, style := "better", st.Good
+	switch {
+	case v < 0:
+		verdict, style = "worse", st.Bad
+	case v == 0 || v != v:
+		verdict, style = "no change", st.Muted
+	}
+	p := format.SignedPercent(v)
+	for _, t := range [][2]string{
+		{"perplexity · lower is better · improvement ", p + ", " + verdict + " than baseline"},
+		{"perplexity · improvement ", p + ": " + verdict + " than baseline"},
+		{"perplexity · ", p + ": " + verdict + " than baseline"},
+		{"perplexity · ", p + " " + verdict},
+	} {
+		if len([]rune(t[0]+t[1])) <= w-3 {
+			return t[0] + style.Render(t[1])
+		}
+	}
+	return "perplexity " + style.Render(p)
 }
+
+// View renders the framed pane.
+func (m Model) View() string { return m.Frame(m.Title(m.Width-2), m.body) }
+
+// Used reports whether the run logs perplexity.
+func Used(r *state.Run) bool {
+	for _, l := range Levels {
+		if r.Has("ppl/" + l) {
+			return true
+		}
+	}
+	return false
+}
+
+// columns of a row: level, now, baseline, Δ, then the sparkline and the arrow.
+const rowFixed = 9 + 1 + 8 + 1 + 8 + 1 + 7 + 1
 
 func (m Model) body(w, h int) string {
 	st, r := m.Ctx.Styles, m.Ctx.Run
-	any := false
-	for _, l := range Levels {
-		any = any || r.Has("ppl/"+l)
-	}
-	if !any {
+	if !Used(r) {
 		return st.Muted.Render("waiting for perplexity metrics…")
+	}
+	spark := w - rowFixed - 2 // the arrow and its space
+	if spark < 6 {
+		spark = 0
 	}
 	var lines []string
 	if h >= 5 {
-		lines = append(lines, st.Muted.Render(fmt.Sprintf("%-9s %8s %8s %7s", "level", "now", "baseline", "Δ")))
+		// The sparkline and the arrow both tell the whole run.
+		head := fmt.Sprintf("%-9s %8s %8s %7s %s", "level", "now", "baseline", "Δ", "run")
+		lines = append(lines, st.Muted.Render(head))
 	}
 	for _, l := range Levels {
-		lines = append(lines, m.row(l))
+		lines = append(lines, m.row(l, spark))
 	}
 	if rest := h - len(lines); rest >= 4 {
-		levels := []string{"word", "phrase", "sentence"}
-		data := make([][]float64, len(levels))
-		for i, l := range levels {
-			data[i] = m.relative(l)
+		level := "aggregate"
+		if !r.Has("ppl/aggregate") {
+			level = "word"
 		}
-		lines = append(lines, charts.Plot(st, data, levels, []string{"% against baseline"}, w, rest))
+		what := "% against baseline"
+		if r.Baselines.Get(level) <= 0 {
+			what = "% against its first value"
+		}
+		lines = append(lines, charts.Plot(st, [][]float64{m.relative(level)}, []string{level},
+			[]string{level + " " + what, "below 0 is better"}, w, rest))
 	}
 	return strings.Join(lines, "\n")
 }
 
-// row is one level: name, now, baseline, relative change and the trend arrow. Lower is
-// better, so a fall is drawn as good.
-func (m Model) row(level string) string {
+// row is one level: name, now, baseline, relative change, the level's run as a sparkline and
+// the run's trend arrow. Lower is better, so a fall is drawn as good.
+func (m Model) row(level string, spark int) string {
 	st, r := m.Ctx.Styles, m.Ctx.Run
 	name := "ppl/" + level
 	v, ok := r.Last(name)
@@ -85,7 +129,7 @@ func (m Model) row(level string) string {
 	} else {
 		ds = fmt.Sprintf("%7s", "")
 	}
-	t := r.TrendOf(name)
+	t := r.TrendOver(name, 0)
 	arrow := format.Arrow(t)
 	switch t {
 	case state.Falling:
@@ -93,11 +137,19 @@ func (m Model) row(level string) string {
 	case state.Rising:
 		arrow = st.Bad.Render(arrow)
 	}
-	return fmt.Sprintf("%-9s %8s %8s %s %s", level, format.Value(v), bs, ds, arrow)
+	line := fmt.Sprintf("%-9s %8s %8s %s", level, format.Value(v), bs, ds)
+	if spark > 0 {
+		style := st.Text
+		if len(st.SeriesTag) > 0 {
+			style = st.SeriesTag[0]
+		}
+		line += " " + style.Render(charts.Sparkline(r.Series(name), spark))
+	}
+	return line + " " + arrow
 }
 
 // relative is a level's series as a percentage change against its baseline (against its
-// first value when the baseline is unknown), so the three levels share one axis.
+// first value when the baseline is unknown).
 func (m Model) relative(level string) []float64 {
 	s := m.Ctx.Run.Series("ppl/" + level)
 	base := m.Ctx.Run.Baselines.Get(level)

@@ -127,7 +127,10 @@ func Summary(w io.Writer, rep monitor.RunReport, found Found, now time.Time) err
 		a := rep.Anomalies[i]
 		what := a.Rule
 		if a.Metric != "" {
-			what += " " + a.Metric + "=" + format.Value(a.Value)
+			what += " " + a.Metric
+			if format.AlertHasValue(a.Rule) {
+				what += "=" + format.Value(a.Value)
+			}
 		}
 		fmt.Fprintf(&b, "  %-8s step %-5d %s: %s\n", a.Severity, a.Step, what, a.Message)
 	}

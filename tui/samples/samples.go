@@ -154,16 +154,33 @@ func (m Model) Title() string {
 	return "samples"
 }
 
+// number prints v with format, or "—" when it is unknown (NaN).
+func number(v float64, format string) string {
+	if v != v {
+		return "—"
+	}
+	return fmt.Sprintf(format, v)
+}
+
 // View renders the framed pane.
 func (m Model) View() string {
 	return m.Frame(m.Title(), func(_, _ int) string {
 		st := m.Ctx.Styles
 		s, _, ok := m.Current()
 		if !ok {
+			r := m.Ctx.Run
+			if r.Source != "" && r.SamplesFrom == "" {
+				// Another tool's run that logged none: say so, and how it could.
+				return st.Muted.Render("this run logged no completions (TRL: log_completions=True writes " +
+					"completions/*.parquet; verl: trainer.rollout_data_dir; OpenRLHF logs one sample a step " +
+					"to TensorBoard)")
+			}
 			return st.Muted.Render("no samples yet")
 		}
-		adv := fmt.Sprintf("%+.3f", s.Advantage)
-		head := st.Muted.Render("reward ") + st.Bold.Render(fmt.Sprintf("%.3f", s.Reward)) + st.Muted.Render("  advantage ") + adv
+		head := st.Muted.Render("reward ") + st.Bold.Render(number(s.Reward, "%.3f"))
+		if s.Advantage == s.Advantage { // other tools' tables may not carry it (NaN)
+			head += st.Muted.Render("  advantage ") + number(s.Advantage, "%+.3f")
+		}
 		names := make([]string, 0, len(s.Rewards))
 		for k := range s.Rewards {
 			names = append(names, k)

@@ -12,10 +12,13 @@ import (
 	"rlhfstation/engine/events"
 )
 
-// Limits on what is kept for display; metric series are kept whole (a float per step).
+// Limits on what is kept for display. A metric keeps every point up to maxPoints; beyond, its
+// older half is thinned two to one, so that a run of any length (a 1 GB event file) fits in
+// memory while the recent steps stay whole and a non-finite point is never thinned away.
 const (
 	keepSamples = 32
 	keepLogs    = 100
+	maxPoints   = 1 << 13
 )
 
 // Point is one metric value at a step.
@@ -57,6 +60,9 @@ func (b Baselines) Get(level string) float64 {
 // Run is the accumulated state of one run.
 type Run struct {
 	Name, Model, Device, Preset string
+	// Source names the tool that wrote a run read from its files ("" for rlhfstation's own);
+	// SamplesFrom says where its completions come from ("" when it logged none).
+	Source, SamplesFrom string
 	TotalSteps                  int
 	Params                      *events.Params
 	Config                      map[string]any
@@ -81,10 +87,11 @@ type Run struct {
 	Events    int // events applied
 
 	metrics map[string][]Point
+	sums    map[string]float64 // of every finite value, thinned or not
 }
 
 // New returns an empty run.
-func New() *Run { return &Run{metrics: map[string][]Point{}} }
+func New() *Run { return &Run{metrics: map[string][]Point{}, sums: map[string]float64{}} }
 
 // Apply folds one event into the run.
 func (r *Run) Apply(e events.Event) {
@@ -101,6 +108,8 @@ func (r *Run) Apply(e events.Event) {
 		r.Name, r.Model, r.Device, r.Preset = e.Run, e.Model, e.Device, e.Preset
 		r.TotalSteps, r.Params, r.Config = e.TotalSteps, e.Params, e.Config
 		r.StartTime = e.Time
+		r.Source = e.Source
+		r.SamplesFrom, _ = e.Config["samples_from"].(string)
 		r.Baselines = baselinesFromConfig(e.Config, r.Baselines)
 	case events.Step:
 		names := make([]string, 0, len(e.Metrics))
@@ -109,7 +118,11 @@ func (r *Run) Apply(e events.Event) {
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			r.metrics[k] = append(r.metrics[k], Point{e.Step, e.Metrics[k]})
+			v := e.Metrics[k]
+			r.metrics[k] = thin(append(r.metrics[k], Point{e.Step, v}))
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				r.sums[k] += v
+			}
 		}
 		r.Baselines = baselinesFromMetrics(e.Metrics, r.Baselines)
 	case events.Samples:
@@ -209,16 +222,41 @@ func (r *Run) At(name string, step int) (float64, bool) {
 	return ps[i-1].Value, true
 }
 
-// Sum adds up every recorded value of a metric (digits seen over the run, say).
-func (r *Run) Sum(name string) float64 {
-	s := 0.0
-	for _, p := range r.metrics[name] {
-		if !math.IsNaN(p.Value) && !math.IsInf(p.Value, 0) {
-			s += p.Value
+// Sum adds up every finite value of a metric (digits seen over the run, say).
+func (r *Run) Sum(name string) float64 { return r.sums[name] }
+
+// thin halves the older half of a series that reached 2·maxPoints points, keeping of each
+// pair the non-finite point if there is one, else the one farther from the pair's neighbours'
+// mean (a spike survives).
+func thin(ps []Point) []Point {
+	if len(ps) < 2*maxPoints {
+		return ps
+	}
+	old := ps[:maxPoints]
+	out := make([]Point, 0, maxPoints/2+len(ps)-maxPoints)
+	for i := 0; i+1 < len(old); i += 2 {
+		a, b := old[i], old[i+1]
+		switch {
+		case !finite(a.Value):
+			out = append(out, a)
+		case !finite(b.Value):
+			out = append(out, b)
+		default:
+			ref := a.Value
+			if len(out) > 0 && finite(out[len(out)-1].Value) {
+				ref = out[len(out)-1].Value
+			}
+			if math.Abs(a.Value-ref) > math.Abs(b.Value-ref) {
+				out = append(out, a)
+			} else {
+				out = append(out, b)
+			}
 		}
 	}
-	return s
+	return append(out, ps[maxPoints:]...)
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // MetricNames lists the recorded metrics, sorted.
 func (r *Run) MetricNames() []string {
@@ -297,10 +335,13 @@ const TrendWindow = 10
 // TrendOf is the display trend of a metric: the least-squares slope over the last TrendWindow
 // points, projected over the window, relative to the mean magnitude; beyond ±0.5% it rises or
 // falls. (The monitor's own trends, DESIGN §15, arrive as anomalies; this is only the arrow.)
-func (r *Run) TrendOf(name string) Trend {
+func (r *Run) TrendOf(name string) Trend { return r.TrendOver(name, TrendWindow) }
+
+// TrendOver is TrendOf over the latest n points, or over the whole run when n ≤ 0.
+func (r *Run) TrendOver(name string, last int) Trend {
 	ps := r.metrics[name]
-	if len(ps) > TrendWindow {
-		ps = ps[len(ps)-TrendWindow:]
+	if last > 0 && len(ps) > last {
+		ps = ps[len(ps)-last:]
 	}
 	var xs, ys []float64
 	for _, p := range ps {

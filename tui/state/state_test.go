@@ -111,3 +111,47 @@ func TestSamplesKept(t *testing.T) {
 		t.Errorf("kept %d (first step %d), seen %d", len(r.Samples), r.Samples[0].Step, r.SamplesSeen)
 	}
 }
+
+// A long run keeps a bounded number of points per metric: the recent ones whole, a non-finite
+// point never thinned away, and sums exact.
+func TestLongRunIsThinned(t *testing.T) {
+	r := New()
+	const n = 100000
+	for s := 1; s <= n; s++ {
+		v := float64(s % 7)
+		if s == 1234 {
+			v = math.NaN()
+		}
+		r.Apply(events.Event{Type: events.Step, Step: s, Metrics: events.Metrics{"x": v, "d": 2}})
+	}
+	ps := r.Points("x")
+	if len(ps) >= 2*maxPoints || len(ps) < maxPoints {
+		t.Fatalf("%d points kept", len(ps))
+	}
+	nan := 0
+	for i, p := range ps {
+		if math.IsNaN(p.Value) {
+			nan++
+			if p.Step != 1234 {
+				t.Errorf("NaN at step %d", p.Step)
+			}
+		}
+		if i > 0 && p.Step <= ps[i-1].Step {
+			t.Fatalf("steps out of order at %d", i)
+		}
+	}
+	if nan != 1 {
+		t.Errorf("%d NaN points kept, want 1", nan)
+	}
+	if last := ps[len(ps)-1]; last.Step != n {
+		t.Errorf("last point at step %d", last.Step)
+	}
+	// The latest maxPoints steps are whole.
+	tail := ps[len(ps)-maxPoints:]
+	if tail[0].Step != n-maxPoints+1 {
+		t.Errorf("recent points thinned: %d", tail[0].Step)
+	}
+	if r.Sum("d") != 2*n {
+		t.Errorf("sum %g", r.Sum("d"))
+	}
+}
