@@ -113,4 +113,3 @@ func writeHuge(b *testing.B, dir string, size int64) string {
 	f.Close()
 	return path
 }
-

@@ -63,11 +63,11 @@ type Run struct {
 	// Source names the tool that wrote a run read from its files ("" for rlhfstation's own);
 	// SamplesFrom says where its completions come from ("" when it logged none).
 	Source, SamplesFrom string
-	TotalSteps                  int
-	Params                      *events.Params
-	Config                      map[string]any
-	Started                     bool
-	StartTime                   time.Time
+	TotalSteps          int
+	Params              *events.Params
+	Config              map[string]any
+	Started             bool
+	StartTime           time.Time
 
 	Step     int       // latest step seen
 	LastTime time.Time // time of the latest event
