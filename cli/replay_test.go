@@ -81,7 +81,7 @@ func TestReplayPlainSummaryAndWatchAlias(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{"written by verl", "found verl run: metrics from proj/exp.jsonl", "status ended (the log ends at step 30",
-		"trend (run)", "anomalies (0)", "own names (3): actor/ppo_kl, critic/score/max, training/epoch", "no completions logged"} {
+		"run        last 30", "anomalies (0)", "own names (3): actor/ppo_kl, critic/score/max, training/epoch", "no completions logged"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

@@ -42,8 +42,60 @@ type metricDigest struct {
 	first, last         float64
 	firstStep, lastStep int
 	run                 stats.Running
-	line                lineAcc
+	head                []float64 // the first 2·window finite values
+	tail                *ring     // the latest window finite values
 }
+
+// add takes one value.
+func (m *metricDigest) add(v float64, window int) {
+	m.run.Add(v)
+	if !finite(v) {
+		return
+	}
+	if len(m.head) < 2*window {
+		m.head = append(m.head, v)
+	}
+	m.tail.push(v)
+}
+
+// trend compares the mean of the last window of finite values with the mean of the first
+// (each half of the values when there are fewer than two windows' worth).
+func (m *metricDigest) trend(window int) RunTrend {
+	n := m.run.N
+	var first, last []float64
+	switch {
+	case n < 4:
+		return RunTrend{Direction: Stable, Points: n}
+	case n < 2*window:
+		first, last = m.head[:n/2], m.head[n-n/2:]
+	default:
+		first, last = m.head[:window], m.tail.values()
+	}
+	a, sa := stats.MeanSE(first)
+	b, sb := stats.MeanSE(last)
+	t := RunTrend{Direction: Stable, First: a, Last: b, Window: len(first), Points: n}
+	se := math.Sqrt(sa*sa + sb*sb)
+	switch {
+	case se > 0:
+		t.Rise = (b - a) / se
+	case b != a:
+		t.Rise = math.Copysign(math.Inf(1), b-a)
+	}
+	switch {
+	case t.Rise >= trendRise:
+		t.Direction = Increasing
+	case t.Rise <= -trendRise:
+		t.Direction = Decreasing
+	}
+	if math.IsInf(t.Rise, 0) {
+		t.Rise = math.Copysign(math.MaxFloat64, t.Rise) // JSON has no infinity
+	}
+	return t
+}
+
+// trendRise: a run's trend is a rise or a fall when the last window's mean is this many
+// standard errors from the first's.
+const trendRise = 3
 
 // NewDigest starts a digest with the monitor thresholds th (for trends and reliability).
 func NewDigest(th Thresholds) *Digest {
@@ -69,12 +121,11 @@ func (d *Digest) Apply(e events.Event) {
 		for k, v := range e.Metrics {
 			m := d.metrics[k]
 			if m == nil {
-				m = &metricDigest{first: v, firstStep: e.Step}
+				m = &metricDigest{first: v, firstStep: e.Step, tail: newRing(d.th.TrendWindow)}
 				d.metrics[k] = m
 			}
 			m.last, m.lastStep = v, e.Step
-			m.run.Add(v)
-			m.line.add(float64(e.Step), v)
+			m.add(v, d.th.TrendWindow)
 		}
 		d.mon.Observe(e.Step, e.Metrics)
 	case events.Samples:
@@ -202,20 +253,24 @@ type MetricSummary struct {
 	Last      Num            `json:"last"`
 	LastStep  int            `json:"last_step"`
 	Stats     `json:"stats"` // of the finite values
-	// Trend is the least-squares line through every finite (step, value) of the run.
+	// Trend compares the end of the run with its start.
 	Trend RunTrend `json:"trend"`
 	// Recent is the monitor's trend over its last trend_window finite values (absent below
 	// trend_min_points).
 	Recent *Trend `json:"recent,omitempty"`
 }
 
-// RunTrend is a metric's least-squares trend over the whole run.
+// RunTrend is a metric's trend over the whole run: the mean of its last trend_window finite
+// values against the mean of its first (with fewer than two windows, the second half against
+// the first), in standard errors of the difference. So it never contradicts the run's start
+// and end, whatever happened in between.
 type RunTrend struct {
-	Direction string  `json:"direction"` // increasing, decreasing or stable (|slope| < 2 SE)
-	Slope     float64 `json:"slope"`     // per step
-	SlopeSE   float64 `json:"slope_se"`
-	Change    float64 `json:"change"` // fitted change from the first step to the last
-	Points    int     `json:"points"`
+	Direction string  `json:"direction"` // increasing, decreasing (|rise| ≥ 3), else stable
+	First     float64 `json:"first_mean"`
+	Last      float64 `json:"last_mean"`
+	Window    int     `json:"window"` // values in each mean
+	Rise      float64 `json:"rise_se"`
+	Points    int     `json:"points"` // finite values in the run
 }
 
 // Anomaly is one alert of the run.
@@ -263,10 +318,8 @@ func (d *Digest) Report() RunReport {
 		recent[t.Metric] = t
 	}
 	for name, m := range d.metrics {
-		f := m.line.fit()
 		ms := MetricSummary{First: Num(m.first), FirstStep: m.firstStep, Last: Num(m.last), LastStep: m.lastStep,
-			Stats: statsOfRunning(&m.run),
-			Trend: RunTrend{Direction: direction(f, d.th.TrendT), Slope: f.Slope, SlopeSE: f.SlopeSE, Change: f.Change(), Points: f.N}}
+			Stats: statsOfRunning(&m.run), Trend: m.trend(d.th.TrendWindow)}
 		if t, ok := recent[name]; ok {
 			ms.Recent = &t
 		}

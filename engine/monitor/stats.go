@@ -45,16 +45,10 @@ type lineFit struct {
 	Resid     float64 // residual standard deviation, √(SSE/(n−2))
 	SlopeSE   float64 // standard error of the slope, Resid/√Sxx
 	R2        float64 // 1 − SSE/Syy; 0 when y is constant
-	span      float64 // x range when x is not the index (lineAcc); 0: N−1
 }
 
 // Change is the fitted change from the first point to the last.
-func (f lineFit) Change() float64 {
-	if f.span != 0 {
-		return f.Slope * f.span
-	}
-	return f.Slope * float64(f.N-1)
-}
+func (f lineFit) Change() float64 { return f.Slope * float64(f.N-1) }
 
 // fitLine fits y against its index. It needs n ≥ 3 for a residual; with fewer points Resid and
 // SlopeSE are 0.
@@ -86,58 +80,6 @@ func fitLine(y []float64) lineFit {
 	if n > 2 {
 		f.Resid = math.Sqrt(sse / float64(n-2))
 		f.SlopeSE = f.Resid / math.Sqrt(sxx)
-	}
-	return f
-}
-
-// lineAcc fits a least-squares line to points (x, y) given one at a time, in constant memory
-// (Welford-style co-moments, stable for long runs). Non-finite points are skipped.
-type lineAcc struct {
-	n             int
-	mx, my        float64
-	sxx, sxy, syy float64
-	firstX, lastX float64
-}
-
-func (a *lineAcc) add(x, y float64) {
-	if !finite(x) || !finite(y) {
-		return
-	}
-	if a.n == 0 {
-		a.firstX = x
-	}
-	a.lastX = x
-	a.n++
-	dx := x - a.mx
-	a.mx += dx / float64(a.n)
-	dy := y - a.my
-	a.my += dy / float64(a.n)
-	a.sxx += dx * (x - a.mx)
-	a.sxy += dx * (y - a.my)
-	a.syy += dy * (y - a.my)
-}
-
-// fit is the line so far, as fitLine gives it, with Change over the x range (first to last x)
-// and Intercept at the first x.
-func (a *lineAcc) fit() lineFit {
-	f := lineFit{N: a.n}
-	if a.n == 0 {
-		return f
-	}
-	if a.sxx == 0 {
-		f.Intercept = a.my
-		return f
-	}
-	f.Slope = a.sxy / a.sxx
-	f.Intercept = a.my - f.Slope*(a.mx-a.firstX)
-	f.span = a.lastX - a.firstX
-	sse := max(a.syy-f.Slope*a.sxy, 0)
-	if a.syy > 0 {
-		f.R2 = 1 - sse/a.syy
-	}
-	if a.n > 2 {
-		f.Resid = math.Sqrt(sse / float64(a.n-2))
-		f.SlopeSE = f.Resid / math.Sqrt(a.sxx)
 	}
 	return f
 }

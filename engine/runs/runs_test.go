@@ -607,3 +607,30 @@ func TestFixtureEventFilesReadByPython(t *testing.T) {
 		}
 	}
 }
+
+// TestFixturesParseWithPython: the trainer_state.json and verl log fixtures are what Python's
+// json module reads (and writes): a float epoch, NaN for the planted grad_norm, null in verl's.
+func TestFixturesParseWithPython(t *testing.T) {
+	py := testref.Python3(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "trainer_state.json")
+	if err := runstest.TrainerState(state, planted, 30); err != nil {
+		t.Fatal(err)
+	}
+	verl := filepath.Join(dir, "exp.jsonl")
+	runstest.WriteVerlLog(verl, planted, false)
+	script := `
+import json, math, sys
+s = json.load(open(sys.argv[1]))
+assert isinstance(s["epoch"], float) and s["global_step"] == 30, s["epoch"]
+h = s["log_history"]
+assert len(h) == 30 and math.isnan(h[24]["grad_norm"]) and h[24]["step"] == 25
+lines = [json.loads(l) for l in open(sys.argv[2])]
+assert len(lines) == 80 and lines[24]["data"]["actor/grad_norm"] is None and lines[24]["step"] == 25
+print("ok")
+`
+	out, err := exec.Command(py, "-c", script, state, verl).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

@@ -24,7 +24,7 @@ func TestSummary(t *testing.T) {
 	for _, want := range []string{
 		"run 20250301-120000-math · preset math · model models/qwen2-0.5b",
 		"status completed (reached the last step) · step 60/60 · elapsed 2m33s",
-		"trend (run)  trend (last 30)",
+		"run        last 30", "(run: the mean of the last 30 steps against the first 30",
 		"kl ", "ppl/word", "mem/gpu_bytes                20.0 GiB",
 		"word 39.60 (baseline 42.00, -5.7%)", "digit accuracy 77.3%",
 		"anomalies (4), newest first:\n  critical step 50",

@@ -78,8 +78,8 @@ func Summary(w io.Writer, rep monitor.RunReport, found Found, now time.Time) err
 	b.WriteString("\n\n")
 
 	names := tableMetrics(rep)
-	fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %-12s %s\n", "metric", "first", "last", "min", "max", "trend (run)",
-		fmt.Sprintf("trend (last %d)", window(rep)))
+	win := window(rep)
+	fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %-10s %s\n", "metric", "first", "last", "min", "max", "run", fmt.Sprintf("last %d", win))
 	for _, n := range names {
 		m := rep.Metrics[n]
 		f := format.Value
@@ -94,8 +94,12 @@ func Summary(w io.Writer, rep monitor.RunReport, found Found, now time.Time) err
 		if m.Recent != nil {
 			recent = word(m.Recent.Direction)
 		}
-		fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %-12s %s\n", n, f(float64(m.First)), f(float64(m.Last)), lo, hi,
+		fmt.Fprintf(&b, "%-26s %10s %10s %10s %10s  %-10s %s\n", n, f(float64(m.First)), f(float64(m.Last)), lo, hi,
 			word(m.Trend.Direction), recent)
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(&b, "(run: the mean of the last %d steps against the first %d, ±3 standard errors; last %d: the slope over the last %d steps)\n",
+			win, win, win, win)
 	}
 
 	base := state.BaselinesFrom(r.Config, rep.Final)

@@ -164,16 +164,16 @@ func number(v float64, format string) string {
 
 // View renders the framed pane.
 func (m Model) View() string {
-	return m.Frame(m.Title(), func(_, _ int) string {
+	return m.Frame(m.Title(), func(w, _ int) string {
 		st := m.Ctx.Styles
 		s, _, ok := m.Current()
 		if !ok {
 			r := m.Ctx.Run
 			if r.Source != "" && r.SamplesFrom == "" {
 				// Another tool's run that logged none: say so, and how it could.
-				return st.Muted.Render("this run logged no completions (TRL: log_completions=True writes " +
-					"completions/*.parquet; verl: trainer.rollout_data_dir; OpenRLHF logs one sample a step " +
-					"to TensorBoard)")
+				return st.Muted.Render(lipgloss.Wrap("this run logged no completions (TRL: log_completions=True "+
+					"writes completions/*.parquet; verl: trainer.rollout_data_dir; OpenRLHF logs one sample a "+
+					"step to TensorBoard)", w, " "))
 			}
 			return st.Muted.Render("no samples yet")
 		}
