@@ -361,7 +361,9 @@ func (m Model) onEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 		m.ctx.Run.Apply(e)
 		switch e.Type {
 		case events.Checkpoint:
-			m.footer.Flash(fmt.Sprintf("checkpoint saved at step %d: %s", e.Step, filepath.Join(filepath.Base(filepath.Dir(e.Path)), filepath.Base(e.Path))), false)
+			if m.ctx.Run.Source == "" { // another tool's checkpoints are found on disk, not saved now
+				m.footer.Flash(fmt.Sprintf("checkpoint saved at step %d: %s", e.Step, filepath.Join(filepath.Base(filepath.Dir(e.Path)), filepath.Base(e.Path))), false)
+			}
 		case events.RunEnd:
 			s := "run " + e.Status
 			if e.Reason != "" {
@@ -369,7 +371,8 @@ func (m Model) onEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 			}
 			m.footer.Flash(s, e.Status == "failed")
 		case events.Log:
-			if e.Level == "error" || e.Level == "warning" || e.Level == "warn" {
+			// Another tool's run also says what was read and which metrics kept their names.
+			if e.Level == "error" || e.Level == "warning" || e.Level == "warn" || m.ctx.Run.Source != "" {
 				m.footer.Flash(e.Message, e.Level == "error")
 			}
 		}

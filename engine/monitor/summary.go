@@ -64,8 +64,8 @@ type Reliability struct {
 	Consistency float64 `json:"consistency"`
 }
 
-// reliabilityOf measures stability, consistency and variance of a reward series.
-func reliabilityOf(metric string, y []float64) Reliability {
+// ReliabilityOf measures stability, consistency and variance of a reward series.
+func ReliabilityOf(metric string, y []float64) Reliability {
 	mean, std := stats.MeanStd(y)
 	r := Reliability{Metric: metric, Points: len(y), Mean: mean, Std: std, Variance: std * std}
 	if std > 0 {
@@ -156,7 +156,7 @@ func (m *Monitor) Summary() Summary {
 			s.Trends = append(s.Trends, trendOf(name, se.trend.values(), m.th.TrendT))
 		}
 		if se.rel != nil && se.rel.len() >= 2 {
-			s.Reliability = append(s.Reliability, reliabilityOf(name, se.rel.values()))
+			s.Reliability = append(s.Reliability, ReliabilityOf(name, se.rel.values()))
 		}
 	}
 	s.Epochs = append(s.Epochs, m.epochs...)

@@ -55,13 +55,13 @@ func TestTrendDirections(t *testing.T) {
 func TestReliability(t *testing.T) {
 	// mean 1, sample std √(1.5·4/3)… computed by hand: values 0,0,0,0,0,0,0,0,0,10.
 	y := []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 10}
-	r := reliabilityOf("reward", y)
+	r := ReliabilityOf("reward", y)
 	std := math.Sqrt((9*1 + 81) / 9.0) // Σ(x−1)² = 9·1 + 81, over n−1
 	if !near(r.Mean, 1, 1e-12) || !near(r.Std, std, 1e-12) || !near(r.Variance, std*std, 1e-12) ||
 		!near(r.Stability, 1/std, 1e-12) || !near(r.Consistency, 0.9, 1e-12) {
 		t.Fatalf("%+v", r)
 	}
-	c := reliabilityOf("reward", []float64{0.5, 0.5, 0.5})
+	c := ReliabilityOf("reward", []float64{0.5, 0.5, 0.5})
 	if c.Stability != 0 || c.Consistency != 1 || c.Variance != 0 {
 		t.Fatalf("constant reward: %+v", c)
 	}

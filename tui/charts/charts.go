@@ -11,6 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/guptarohit/asciigraph"
 
+	"rlhfstation/engine/monitor"
 	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
 	"rlhfstation/tui/format"
@@ -30,6 +31,8 @@ type Model struct {
 	title   string
 	series  []Series
 	caption func(r *state.Run) []string
+	// titled, when set, makes the title from the run for an inner width.
+	titled func(r *state.Run, w int) string
 }
 
 // New returns a chart of the given series; caption, when set, adds run-specific items after
@@ -54,9 +57,11 @@ func KL(ctx *context.Context) Model {
 	})
 }
 
-// Reward is the reward chart: mean reward and its spread per step.
+// Reward is the reward chart: mean reward and its spread per step, and in its title the
+// reward's reliability over the monitor's window (DESIGN §15: stability = mean/std,
+// consistency = the share within mean ± 2σ).
 func Reward(ctx *context.Context) Model {
-	return New(ctx, "reward", []Series{{"reward", "mean"}, {"reward_std", "std"}}, func(r *state.Run) []string {
+	m := New(ctx, "reward", []Series{{"reward", "mean"}, {"reward_std", "std"}}, func(r *state.Run) []string {
 		v, ok := r.Last("reward")
 		if !ok {
 			return nil
@@ -67,6 +72,44 @@ func Reward(ctx *context.Context) Model {
 		}
 		return c
 	})
+	m.titled = rewardTitle
+	return m
+}
+
+// rewardTitle is the reward pane's title: with the reward's reliability once it has values,
+// as much as fits in w.
+func rewardTitle(r *state.Run, w int) string {
+	rel, ok := reliability(r)
+	if !ok {
+		return "reward"
+	}
+	for _, t := range []string{
+		fmt.Sprintf("reward · stability %.2g · consistency %s", rel.Stability, format.Percent(rel.Consistency)),
+		fmt.Sprintf("reward · stability %.2g · %s within 2σ", rel.Stability, format.Percent(rel.Consistency)),
+		fmt.Sprintf("reward · stability %.2g", rel.Stability),
+	} {
+		if lipgloss.Width(t) <= w-3 {
+			return t
+		}
+	}
+	return "reward"
+}
+
+// reliability is the reward's reliability over its latest finite values (the monitor's
+// reliability window).
+func reliability(r *state.Run) (monitor.Reliability, bool) {
+	win := monitor.DefaultThresholds().ReliabilityWindow
+	var y []float64
+	ps := r.Points("reward")
+	for i := len(ps) - 1; i >= 0 && len(y) < win; i-- {
+		if v := ps[i].Value; !math.IsNaN(v) && !math.IsInf(v, 0) {
+			y = append(y, v)
+		}
+	}
+	if len(y) < 2 {
+		return monitor.Reliability{}, false
+	}
+	return monitor.ReliabilityOf("reward", y), true
 }
 
 // Entropy is the policy's entropy per step (shown for other tools' runs, which log no
@@ -99,7 +142,11 @@ func Length(ctx *context.Context) Model {
 
 // View renders the framed chart.
 func (m Model) View() string {
-	return m.Frame(m.title, func(w, h int) string {
+	title := m.title
+	if m.titled != nil {
+		title = m.titled(m.Ctx.Run, m.Width-2)
+	}
+	return m.Frame(title, func(w, h int) string {
 		r := m.Ctx.Run
 		data := make([][]float64, len(m.series))
 		labels := make([]string, len(m.series))

@@ -1,7 +1,7 @@
 // Package perplexity is the pane of the multi-level perplexity reward (DESIGN §6.1): each
 // level now, against its baseline, with a sparkline of its run and its trend arrow, one level a
-// row so that no two lines cross; and, when there is room, a chart of the aggregate against its
-// baseline. Lower perplexity is better, and the pane says so.
+// row so that no two lines cross; and, when there is room, a chart of the improvement over the
+// baselines. Lower perplexity is better, and the pane says so.
 package perplexity
 
 import (
@@ -91,16 +91,7 @@ func (m Model) body(w, h int) string {
 		lines = append(lines, m.row(l, spark))
 	}
 	if rest := h - len(lines); rest >= 4 {
-		level := "aggregate"
-		if !r.Has("ppl/aggregate") {
-			level = "word"
-		}
-		what := "% against baseline"
-		if r.Baselines.Get(level) <= 0 {
-			what = "% against its first value"
-		}
-		lines = append(lines, charts.Plot(st, [][]float64{m.relative(level)}, []string{level},
-			[]string{level + " " + what, "below 0 is better"}, w, rest))
+		lines = append(lines, m.chart(w, rest))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -146,6 +137,31 @@ func (m Model) row(level string, spark int) string {
 		line += " " + style.Render(charts.Sparkline(r.Series(name), spark))
 	}
 	return line + " " + arrow
+}
+
+// chart plots the improvement over the baselines (DESIGN §6.1, the reward's own measure: above
+// 0 is better), or without it the aggregate's change against its baseline.
+func (m Model) chart(w, h int) string {
+	st, r := m.Ctx.Styles, m.Ctx.Run
+	if r.Has("ppl/improvement") {
+		s := r.Series("ppl/improvement")
+		pct := make([]float64, len(s))
+		for i, v := range s {
+			pct[i] = 100 * v
+		}
+		return charts.Plot(st, [][]float64{pct}, []string{"improvement"},
+			[]string{"improvement % over baselines", "above 0 is better"}, w, h)
+	}
+	level := "aggregate"
+	if !r.Has("ppl/aggregate") {
+		level = "word"
+	}
+	what := "% against baseline"
+	if r.Baselines.Get(level) <= 0 {
+		what = "% against its first value"
+	}
+	return charts.Plot(st, [][]float64{m.relative(level)}, []string{level},
+		[]string{level + " " + what, "below 0 is better"}, w, h)
 }
 
 // relative is a level's series as a percentage change against its baseline (against its
