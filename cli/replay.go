@@ -33,12 +33,13 @@ const replayUsage = ` DIR [--follow] [--summary] [--json] [--theme auto|dark|lig
 Shows the dashboard over the run in DIR: a run folder of this tool (events.jsonl), a TRL /
 Hugging Face Trainer output folder (TensorBoard events under runs/, else trainer_state.json of
 the folder or its newest checkpoint-N/), verl's file-logger JSONL or TensorBoard folder, or
-OpenRLHF's TensorBoard folder; DIR may also be one of those files. It says what it found.
-Other tools' metrics are shown under this tool's names (the README has the table), and the
-alerts are computed as the metrics arrive. With --follow it keeps reading as the run writes,
-until the run ends. --summary prints a plain-text summary instead of the dashboard (the default
-when stdout is not a terminal); --summary --json prints one JSON document: the run, each
-metric's first/last/min/max and trends (over the whole run, and the recent window), the
+OpenRLHF's TensorBoard folder; DIR may also be one of those files. It says what it found. Other
+tools' metrics are shown under this tool's names (the README has the table), and the alerts are
+computed as the metrics arrive. With --follow it keeps reading as the run writes, until the run
+ends (verl and OpenRLHF log no end: with --summary, Ctrl-C prints the summary of what was read,
+then exits with 130). --summary prints a plain-text summary instead of the dashboard (the
+default when stdout is not a terminal); --summary --json prints one JSON document: the run,
+each metric's first/last/min/max and trends (over the whole run, and the recent window), the
 anomalies, reward reliability and checkpoints. NO_COLOR is honoured.`
 
 func runReplay(s streams, name string, follow bool, args []string) error {
@@ -99,9 +100,7 @@ func replaySummary(ctx context.Context, stdout io.Writer, run *runs.Run, opts ru
 	for e := range run.Stream(ctx, opts) {
 		d.Apply(e)
 	}
-	if ctx.Err() != nil {
-		return exitError{code: exitInterrupted, err: errors.New("interrupted while following " + run.Source)}
-	}
+	interrupted := ctx.Err() != nil // verl and OpenRLHF log no end: the summary of what was read
 	cps, err := runs.Checkpoints(run.Dir)
 	if err != nil {
 		return err
@@ -110,17 +109,24 @@ func replaySummary(ctx context.Context, stdout io.Writer, run *runs.Run, opts ru
 		d.AddCheckpoint(c.Step, c.Path, nil)
 	}
 	rep := summaryDoc{RunReport: d.Report(), Path: run.Dir, Kind: string(run.Kind), Found: run.Describe(), Notes: run.Notes}
-	for name := range rep.Metrics {
-		if !runs.IsDesignName(name) {
-			rep.Unmapped = append(rep.Unmapped, name)
+	if run.Kind != runs.KindOwn {
+		for name := range rep.Metrics {
+			if !runs.IsDesignName(name) {
+				rep.Unmapped = append(rep.Unmapped, name)
+			}
 		}
+		sort.Strings(rep.Unmapped)
 	}
-	sort.Strings(rep.Unmapped)
 	if asJSON {
-		return writeJSON(stdout, true, rep)
+		err = writeJSON(stdout, true, rep)
+	} else {
+		err = replay.Summary(stdout, rep.RunReport, replay.Found{Description: rep.Found, Notes: rep.Notes,
+			Unmapped: rep.Unmapped, Foreign: run.Kind != runs.KindOwn}, time.Now())
 	}
-	return replay.Summary(stdout, rep.RunReport, replay.Found{Description: rep.Found, Notes: rep.Notes,
-		Unmapped: rep.Unmapped, Foreign: run.Kind != runs.KindOwn}, time.Now())
+	if err == nil && interrupted {
+		err = exitError{code: exitInterrupted, err: errors.New("interrupted while following " + run.Source + " (the summary above covers what was read)")}
+	}
+	return err
 }
 
 // summaryDoc is the JSON document of replay --summary --json: monitor.RunReport with where the
@@ -130,7 +136,7 @@ type summaryDoc struct {
 	Kind  string   `json:"kind"`  // rlhfstation, trl, verl, openrlhf, tensorboard
 	Found string   `json:"found"` // what was read, in words
 	Notes []string `json:"notes,omitempty"`
-	// Unmapped are the metrics without a DESIGN §5 name (another tool's own, kept as logged).
-	Unmapped []string `json:"unmapped"`
+	// Unmapped are, for another tool's run, the metrics without a DESIGN §5 name (kept as logged).
+	Unmapped []string `json:"unmapped,omitempty"`
 	monitor.RunReport
 }

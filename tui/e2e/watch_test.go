@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -64,3 +66,30 @@ var klLine = regexp.MustCompile(`now [0-9.]+ · max [0-9.]+`)
 
 // kl is the KL chart's caption (its latest and largest values).
 func kl(screen string) string { return klLine.FindString(screen) }
+
+// TestWatchSummaryInterrupted: verl logs no end of training, so `watch --summary` follows until
+// interrupted; Ctrl-C prints the summary of what was read and exits with 130.
+func TestWatchSummaryInterrupted(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	if err := runstest.WriteVerlLog(filepath.Join(dir, "gsm8k", "exp.jsonl"), runstest.Plan{Steps: 30, Seed: 4}, false); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "watch", dir, "--summary")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 130 || !strings.Contains(out.String(), "written by verl") || !strings.Contains(out.String(), "step 30") ||
+		!strings.Contains(errb.String(), "interrupted while following") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+}
