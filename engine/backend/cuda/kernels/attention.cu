@@ -81,7 +81,7 @@ extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* pro
 // slot or the pass's own rows), key j at + j·ldk + kvh·hd. Grid (rows, heads), ROWS_WARPS
 // warps a block: warps take keys in turn with an online softmax each, then merge. Lanes
 // split the head dimension.
-extern "C" __global__ void attn_rows(bf16* out, const bf16* q, const u64* kv, const int* pos,
+extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf16* q, const u64* kv, const int* pos,
                                      int heads, int kv_heads, int hd, int ldk, float scale, int window) {
     __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
     __shared__ float sacc[ROWS_WARPS][ROWS_MAX_DIMS * 32];
@@ -144,7 +144,7 @@ extern "C" __global__ void attn_rows(bf16* out, const bf16* q, const u64* kv, co
 
 // Grouped-query attention through cuBLAS needs one key/value head per query head:
 // dst[j, h·hd + d] = src[j·lds + (h/group)·hd + d]. Grid (L, heads), block ≥ hd threads.
-extern "C" __global__ void attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
+extern "C" __global__ void __launch_bounds__(1024) attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
     int h = blockIdx.y, d = threadIdx.x;
     if (d >= hd) return;
     int kvh = h / (heads / kv_heads);
@@ -153,7 +153,7 @@ extern "C" __global__ void attn_expand_kv(bf16* dst, const bf16* src, int lds, i
 
 // The backward of attn_expand_kv: dst[j·ldd + kvh·hd + d] += Σ over the group's heads h of
 // src[j, h·hd + d]. Grid (L, kv_heads), block ≥ hd threads.
-extern "C" __global__ void attn_reduce_kv(bf16* dst, int ldd, const bf16* src, int L, int heads, int kv_heads, int hd) {
+extern "C" __global__ void __launch_bounds__(1024) attn_reduce_kv(bf16* dst, int ldd, const bf16* src, int L, int heads, int kv_heads, int hd) {
     int kvh = blockIdx.y, d = threadIdx.x;
     if (d >= hd) return;
     int group = heads / kv_heads;

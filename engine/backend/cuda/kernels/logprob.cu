@@ -60,7 +60,7 @@ __device__ softmax_stats row_stats(const float* row, int vocab, float inv_temp) 
 }
 
 // logp[r] = z[t] − log Σ e^z (0 when targets[r] < 0); entropy[r] (when not null) = −Σ p·log p.
-extern "C" __global__ void logprob_forward(float* logp, float* entropy, const float* logits, const int* targets, int rows, int vocab, float inv_temp) {
+extern "C" __global__ void __launch_bounds__(512) logprob_forward(float* logp, float* entropy, const float* logits, const int* targets, int rows, int vocab, float inv_temp) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + (i64)r * vocab;
         softmax_stats a = row_stats(row, vocab, inv_temp);
@@ -75,7 +75,7 @@ extern "C" __global__ void logprob_forward(float* logp, float* entropy, const fl
 
 // dlogits[r] += dlogp[r]·inv_temp·(onehot(t) − softmax(z)) (bf16); rows without a target
 // or with dlogp 0 are left alone.
-extern "C" __global__ void logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
+extern "C" __global__ void __launch_bounds__(512) logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + (i64)r * vocab;
         bf16* d = dlogits + (i64)r * vocab;

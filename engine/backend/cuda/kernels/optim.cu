@@ -25,7 +25,7 @@ extern "C" __global__ void sumsq_partial(float* partial, const float* x, i64 n) 
 }
 
 // out[0] = Σ x[0:n] in one block.
-extern "C" __global__ void sum_f32(float* out, const float* x, int n) {
+extern "C" __global__ void __launch_bounds__(1024) sum_f32(float* out, const float* x, int n) {
     __shared__ float sh[32];
     float s = 0.f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];

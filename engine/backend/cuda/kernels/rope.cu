@@ -3,7 +3,7 @@
 // p·invFreq[i] tabulated on the host in float64 (cos and sin tables [maxPos, half]).
 // sign −1 rotates back: the backward, the rotation being orthogonal. In place.
 // Grid (rows, heads), block half threads (rounded up to a warp).
-extern "C" __global__ void rope_forward(bf16* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, float sign) {
+extern "C" __global__ void __launch_bounds__(1024) rope_forward(bf16* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, float sign) {
     int i = threadIdx.x;
     if (i >= half) return;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {

@@ -58,17 +58,40 @@ __device__ u64 block_scan_u64(u64 v, u64* sh, u64* total) {
 // radix_digit: histograms (count and mass) of the keys matching prefix under mask, by the
 // 8 bits at shift, then the digit where the running total from the top first reaches
 // *need (count when by_mass is 0, else mass). *need becomes what remains inside that digit.
-struct radix_hist { u32 cnt[256]; u32 mlo[256]; u32 mhi[256]; };
+// RADIX_SUBS copies of each histogram, a warp adding to copy warp % RADIX_SUBS: in the
+// first passes most keys share a digit (logits share their top bits), and one shared
+// counter for the whole block would serialise every thread's atomic.
+#define RADIX_SUBS 8
+struct radix_hist { u32 cnt[RADIX_SUBS][256]; u32 mlo[RADIX_SUBS][256]; u32 mhi[RADIX_SUBS][256]; };
 
 __device__ void radix_clear(radix_hist* h) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) h->cnt[i] = h->mlo[i] = h->mhi[i] = 0;
+    for (int i = threadIdx.x; i < RADIX_SUBS * 256; i += blockDim.x) {
+        (&h->cnt[0][0])[i] = 0;
+        (&h->mlo[0][0])[i] = 0;
+        (&h->mhi[0][0])[i] = 0;
+    }
 }
 
+__device__ __forceinline__ void radix_count(radix_hist* h, int d) { atomicAdd(&h->cnt[(threadIdx.x >> 5) % RADIX_SUBS][d], 1u); }
+
 __device__ __forceinline__ void radix_add(radix_hist* h, int d, u32 c, u64 m) {
-    atomicAdd(&h->cnt[d], c);
-    u32 lo = (u32)m, old = atomicAdd(&h->mlo[d], lo);
+    int sub = (threadIdx.x >> 5) % RADIX_SUBS;
+    atomicAdd(&h->cnt[sub][d], c);
+    u32 lo = (u32)m, old = atomicAdd(&h->mlo[sub][d], lo);
     u32 carry = (old + lo < old) ? 1u : 0u;
-    atomicAdd(&h->mhi[d], (u32)(m >> 32) + carry);
+    atomicAdd(&h->mhi[sub][d], (u32)(m >> 32) + carry);
+}
+
+__device__ __forceinline__ u32 radix_cnt(const radix_hist* h, int d) {
+    u32 c = 0;
+    for (int s = 0; s < RADIX_SUBS; s++) c += h->cnt[s][d];
+    return c;
+}
+
+__device__ __forceinline__ u64 radix_mass(const radix_hist* h, int d) {
+    u64 m = 0;
+    for (int s = 0; s < RADIX_SUBS; s++) m += ((u64)h->mhi[s][d] << 32) | h->mlo[s][d];
+    return m;
 }
 
 // pick_digit scans digits 255..0 (warp 0) for the one where the running total reaches need.
@@ -80,7 +103,7 @@ __device__ void pick_digit(radix_hist* h, int by_mass, u64* need, int* digit, u3
         u64 s = 0;
         for (int i = 0; i < 8; i++) {
             int d = 255 - (lane * 8 + i);
-            v[i] = by_mass ? (((u64)h->mhi[d] << 32) | h->mlo[d]) : h->cnt[d];
+            v[i] = by_mass ? radix_mass(h, d) : radix_cnt(h, d);
             s += v[i];
         }
         u64 inc = s;
@@ -120,13 +143,13 @@ __device__ void pick_digit(radix_hist* h, int by_mass, u64* need, int* digit, u3
             }
             *digit = pick;
             *need = rem;
-            *avail = h->cnt[pick];
+            *avail = radix_cnt(h, pick);
         }
     }
     __syncthreads();
 }
 
-extern "C" __global__ void sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab,
+extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab,
                                        float inv_temp, int greedy, int top_k, float top_p) {
     __shared__ radix_hist h;
     __shared__ u64 sh64[33];
@@ -181,7 +204,7 @@ extern "C" __global__ void sample_rows(int* tokens, float* logp, const float* lo
                 __syncthreads();
                 for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
                     u32 k = order_key(x[j]);
-                    if ((k & pmask) == prefix) atomicAdd(&h.cnt[(k >> shift) & 255], 1u);
+                    if ((k & pmask) == prefix) radix_count(&h, (k >> shift) & 255);
                 }
                 __syncthreads();
                 if (threadIdx.x == 0) s_need = need;

@@ -29,7 +29,7 @@ type Param struct {
 	slot   string // how the value is stored in an 8-byte parameter slot
 }
 
-var reKernel = regexp.MustCompile(`extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)`)
+var reKernel = regexp.MustCompile(`extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)`)
 
 var scalars = map[string][2]string{
 	"int":    {"int32", "uint64(uint32(%s))"},
