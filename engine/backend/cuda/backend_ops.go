@@ -383,8 +383,12 @@ func (q *Q4) Bytes() int64 {
 	return n
 }
 
-// Q4Dequantize expands w into out [Rows, Cols] bf16.
+// Q4Dequantize expands w into out [Rows, Cols] bf16 (16-byte aligned: the kernel stores 16
+// bytes at a time).
 func (b *Backend) Q4Dequantize(out Buf, w *Q4) error {
+	if out.ptr%16 != 0 {
+		return fmt.Errorf("cuda: 4-bit dequantization into a view not 16-byte aligned (offset %d)", out.ptr%16)
+	}
 	return b.queue(need("out", out, BF16, w.Rows*w.Cols), func(o *owner) error { return o.dequant(out.bf(), &w.q) })
 }
 

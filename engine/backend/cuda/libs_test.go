@@ -122,3 +122,20 @@ func TestSizeClass(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateQwen05: the Qwen2.5-0.5B shape of the benchmark (1 prompt × 8 completions of
+// 96 tokens, NF4, LoRA r 16 on every linear) needs about 1.5 GiB; 64 completions of 4096
+// tokens do not fit a 24 GiB card.
+func TestEstimateQwen05(t *testing.T) {
+	s := RunShape{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, QDim: 896, KVDim: 128, Hidden: 4864, TiedHead: true,
+		LinearParams: 24 * (896*(896+2*128+896) + 3*896*4864), Quantized: true, LoRAParams: 8798208, Seqs: 8, SeqLen: 96}
+	e := EstimateMemory(s)
+	t.Logf("qwen0.5b, 8×96: %s = %d MiB", e, e.Total()>>20)
+	if e.Total() < 1<<30 || e.Total() > 5<<29 {
+		t.Errorf("estimate %d MiB, want between 1 and 2.5 GiB", e.Total()>>20)
+	}
+	s.Seqs, s.SeqLen = 64, 4096
+	if e := EstimateMemory(s); e.Total() < 24<<30 {
+		t.Errorf("64 × 4096 tokens estimated at %d MiB, below 24 GiB", e.Total()>>20)
+	}
+}
