@@ -19,12 +19,8 @@ bin=bench/gpu-bin
 if [ "${1:-}" = "build" ]; then
   set -e
   mkdir -p "$bin"
-  for pkg in engine/backend/cuda engine engine/model; do
-    name=$(basename "$pkg")
-    [ "$pkg" = engine ] && name=engine
-    echo "building $bin/$name.test"
-    CGO_ENABLED=0 go test -c -o "$bin/$name.test" "./$pkg"
-  done
+  echo "building $bin/cuda.test"
+  CGO_ENABLED=0 go test -c -o "$bin/cuda.test" ./engine/backend/cuda
   exit 0
 fi
 
@@ -36,12 +32,10 @@ say() { echo "$*" | tee -a "$summary"; }
 python=${PYTHON:-python3}
 start=$(date +%s)
 
-for b in cuda engine model; do
-  if [ ! -x "$bin/$b.test" ]; then
-    echo "missing $bin/$b.test: run 'bench/gpu.sh build' where Go is, then copy bench/gpu-bin here" >&2
-    exit 2
-  fi
-done
+if [ ! -x "$bin/cuda.test" ]; then
+  echo "missing $bin/cuda.test: run 'bench/gpu.sh build' where Go is, then copy bench/gpu-bin here" >&2
+  exit 2
+fi
 unset RLHFSTATION_CUDA_LIBS # the real device, not a stand-in
 
 say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
@@ -64,17 +58,16 @@ say "== NF4 dequantization vs device-to-device copy (GPU-event timing)"
 grep -E '^Benchmark' "$out/kernels.log" | tee -a "$summary"
 
 # 3. One GRPO step of a Qwen2.5-0.5B-shaped random model (1 prompt × 8 completions × 64 new
-#    tokens after a 32-token prompt): Go on the GPU against PyTorch + peft bf16 LoRA.
-say "== GRPO step, Qwen2.5-0.5B-shaped (Go CUDA backend)"
-(cd engine && RLHFSTATION_BENCH_DEVICE=cuda timeout 240 "../$bin/engine.test" -test.run '^$' -test.bench 'GRPOStep/qwen0.5b' -test.benchtime 3x -test.short) > "$out/grpo-go.log" 2>&1
-grep -E '^Benchmark' "$out/grpo-go.log" | tee -a "$summary" || say "   (no figure: see $out/grpo-go.log)"
-say "== GRPO step, same shape (PyTorch + transformers + peft, bf16)"
-timeout 240 "$python" bench/gpu_step.py --prompts 1 --generations 8 --prompt-len 32 --new 64 --steps 3 > "$out/grpo-torch.json" 2> "$out/grpo-torch.log"
-tee -a "$summary" < "$out/grpo-torch.json"
-
-# 4. Decoding tokens/s (8 sequences and 1): Go against transformers' generate (in the JSON above).
-say "== decode (Go CUDA backend)"
-(cd engine/model && RLHFSTATION_BENCH_DEVICE=cuda timeout 120 "../../$bin/model.test" -test.run '^$' -test.bench 'DecodeQwen05' -test.benchtime 3x) > "$out/decode-go.log" 2>&1
-grep -E '^Benchmark' "$out/decode-go.log" | tee -a "$summary" || say "   (no figure: see $out/decode-go.log)"
+#    tokens after a 32-token prompt; NF4 base, LoRA r 16 on every linear), and decoding
+#    (8 sequences and 1): the device work through the backend's ops (engine/backend/cuda's
+#    BenchmarkGRPOStepQwen05 and BenchmarkDecodeQwen05; the engine's own GRPO-step benchmark
+#    takes over once the model runs on the backend interface), then PyTorch + peft bf16 LoRA
+#    and transformers' generate on the same GPU.
+say "== GRPO step and decoding, Qwen2.5-0.5B-shaped (Go CUDA backend)"
+(cd engine/backend/cuda && timeout 300 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'Qwen05' -test.benchtime 3x) > "$out/qwen-go.log" 2>&1
+grep -E '^Benchmark' "$out/qwen-go.log" | tee -a "$summary" || say "   (no figure: see $out/qwen-go.log)"
+say "== GRPO step and decoding, same shape (PyTorch + transformers + peft, bf16)"
+timeout 240 "$python" bench/gpu_step.py --prompts 1 --generations 8 --prompt-len 32 --new 64 --steps 3 > "$out/qwen-torch.json" 2> "$out/qwen-torch.log"
+tee -a "$summary" < "$out/qwen-torch.json"
 
 say "== done in $(( $(date +%s) - start )) s; logs in $out"

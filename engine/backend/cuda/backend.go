@@ -100,12 +100,14 @@ func (b *Backend) Alloc(dt DType, n int) (Buf, error) {
 	return Buf{ptr: p, dt: dt, n: n}, nil
 }
 
-// Free returns a buffer from Alloc (the whole allocation, not a slice of it).
+// Free returns a buffer from Alloc (the whole allocation, not a slice of it) once the work
+// queued so far is done with it.
 func (b *Backend) Free(x Buf) error {
 	if x.ptr == 0 {
 		return nil
 	}
-	return b.d.mem.free(x.ptr)
+	b.d.release(x.ptr)
+	return nil
 }
 
 // Upload copies host values into x: []float32 into f32 or (rounded) bf16, []uint16 (bf16

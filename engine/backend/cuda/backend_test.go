@@ -197,3 +197,30 @@ func TestBackendAttentionMixed(t *testing.T) {
 	closeTo(t, "appended row 2", got[2*capacity*kw:2*capacity*kw+kw], srcr[kw:], 0, 0)
 	closeTo(t, "untouched row", got[9*kw:10*kw], cacher[9*kw:10*kw], 0, 0)
 }
+
+// TestFreeKeepsQueueOrder: a buffer freed by the caller must not become scratch for work
+// queued before the free (an op's o.tmp) while work queued before the free still reads it.
+// The owner is held while the caller queues, so the interleaving is certain.
+func TestFreeKeepsQueueOrder(t *testing.T) {
+	b := testBackend(t)
+	x := up(t, b, F32, []float32{1, 2, 3, 4})
+	y, _ := b.Alloc(F32, 4)
+	hold := make(chan struct{})
+	b.d.enqueue(func(o *owner) error { <-hold; return nil })
+	// queued first: an op that takes scratch of x's size class and fills it
+	b.d.enqueue(func(o *owner) error {
+		p, err := o.tmp(16)
+		if err != nil {
+			return err
+		}
+		defer o.done(p)
+		return o.memset(p, 0xAB, 16)
+	})
+	must(t, b.Copy(y, x)) // queued second: reads x
+	must(t, b.Free(x))    // the caller is done with x
+	close(hold)
+	got := down(t, b, y)
+	if got[0] != 1 || got[3] != 4 {
+		t.Fatalf("copy of a freed buffer read %v: the buffer was handed out as scratch before its last reader ran", got)
+	}
+}

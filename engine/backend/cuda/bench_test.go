@@ -3,7 +3,10 @@ package cuda
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
+	"rlhfstation/engine/lora"
+	"rlhfstation/engine/model"
 	"rlhfstation/quant"
 )
 
@@ -93,4 +96,178 @@ func benchDevice(b *testing.B) *Device {
 		b.Skipf("no CUDA device: %v", testDevErr)
 	}
 	return testDev
+}
+
+// The Qwen2.5-0.5B shape (random weights, NF4 base with double quantization, LoRA r 16 on
+// every linear) through the device ops, as bench/gpu.sh runs it beside PyTorch + peft.
+var qwen05 = model.Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2, Hidden: 4864,
+	MaxPos: 32768, NormEps: 1e-6, RopeTheta: 1e6, QKVBias: true, TieEmbed: true, BOS: -1}
+
+func benchQwen(b *testing.B) (*Backend, *devModel) {
+	d := benchDevice(b)
+	be := &Backend{d: d}
+	cfg := qwen05
+	if testing.Short() { // a smoke run of the benchmark's code on a tiny model of the same family
+		cfg.Vocab, cfg.Dim, cfg.Layers, cfg.Hidden, cfg.MaxPos = 1000, 112, 2, 256, 256
+	}
+	m, err := model.NewRandom(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := m.Quantize(quant.Default()); err != nil {
+		b.Fatal(err)
+	}
+	dm := newDevModel(b, be, m)
+	rng := rand.New(rand.NewPCG(5, 6))
+	dm.adapters = map[*model.Linear]*devLoRA{}
+	for _, l := range m.Linears() {
+		ll := lora.NewLayer(l.Name, l.In, l.Out, lora.Config{R: 16, Alpha: 32}, rng)
+		ad := &devLoRA{l: ll, in: l.In, out: l.Out, r: ll.R, scale: ll.Scale}
+		ad.a, ad.b = up(b, be, F32, ll.A), up(b, be, F32, ll.B)
+		ad.ga, ad.gb = up(b, be, F32, make([]float32, len(ll.A))), up(b, be, F32, make([]float32, len(ll.B)))
+		dm.adapters[l] = ad
+	}
+	return be, dm
+}
+
+// rollout samples new tokens for every prompt (temperature 1) with a KV cache.
+func rollout(b testing.TB, be *Backend, dm *devModel, prompts [][]int, newTokens int, rng *rand.Rand) [][]int {
+	c := &dm.m.Config
+	capacity := len(prompts[0]) + newTokens
+	var kc, vc []Buf
+	for range dm.m.Layers {
+		k, err := be.Alloc(BF16, len(prompts)*capacity*c.KVDim())
+		must(b, err)
+		v, err := be.Alloc(BF16, len(prompts)*capacity*c.KVDim())
+		must(b, err)
+		kc, vc = append(kc, k), append(vc, v)
+	}
+	defer func() {
+		for i := range kc {
+			be.Free(kc[i])
+			be.Free(vc[i])
+		}
+	}()
+	dm.adaptersOn = true
+	defer func() { dm.adaptersOn = false }()
+	lens := make([]int, len(prompts))
+	out := make([][]int, len(prompts))
+	feed := prompts
+	for s := 0; s < newTokens; s++ {
+		logits := dm.forwardCached(b, kc, vc, capacity, feed, lens)
+		u := make([]float64, len(prompts))
+		for i := range u {
+			u[i] = rng.Float64()
+		}
+		tok, _, err := be.Sample(logits, u, len(prompts), c.Vocab, 1, 0, 0)
+		must(b, err)
+		be.Free(logits)
+		feed = make([][]int, len(prompts))
+		for i, t := range tok {
+			out[i] = append(out[i], int(t))
+			feed[i] = []int{int(t)}
+		}
+	}
+	return out
+}
+
+// BenchmarkDecodeQwen05: tokens per second of sampling with a KV cache, 8 sequences and 1,
+// 32-token prompts, 64 new tokens (one decode step per token; no CUDA graph yet).
+func BenchmarkDecodeQwen05(b *testing.B) {
+	be, dm := benchQwen(b)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, batch := range []int{8, 1} {
+		b.Run(map[int]string{8: "batch8", 1: "batch1"}[batch], func(b *testing.B) {
+			prompts := make([][]int, batch)
+			for i := range prompts {
+				for j := 0; j < 32; j++ {
+					prompts[i] = append(prompts[i], rng.IntN(dm.m.Config.Vocab))
+				}
+			}
+			rollout(b, be, dm, prompts, 4, rng) // warm-up: compiled module, allocator cache
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				rollout(b, be, dm, prompts, 64, rng)
+			}
+			b.ReportMetric(float64(b.N*batch*64)/time.Since(start).Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkGRPOStepQwen05: one GRPO step's device work as the engine will run it — rollout
+// of 8 completions × 64 tokens (adapters on), scoring with adapters off, the training
+// forward and backward into LoRA, gradient norm and AdamW — with its peak device memory.
+func BenchmarkGRPOStepQwen05(b *testing.B) {
+	be, dm := benchQwen(b)
+	rng := rand.New(rand.NewPCG(9, 10))
+	prompt := make([]int, 32)
+	for j := range prompt {
+		prompt[j] = rng.IntN(dm.m.Config.Vocab)
+	}
+	prompts := make([][]int, 8)
+	for i := range prompts {
+		prompts[i] = prompt
+	}
+	tr := &trainer{devModel: dm, lora: dm.adapters, t: b}
+	var temps []Buf
+	tr.alloc = func(dt DType, n int) Buf {
+		x, err := be.Alloc(dt, n)
+		must(b, err)
+		temps = append(temps, x)
+		return x
+	}
+	var params []OptParam
+	var grads []Buf
+	for _, ad := range dm.adapters {
+		ma, va := up(b, be, F32, make([]float32, ad.a.n)), up(b, be, F32, make([]float32, ad.a.n))
+		mb, vb := up(b, be, F32, make([]float32, ad.b.n)), up(b, be, F32, make([]float32, ad.b.n))
+		params = append(params, OptParam{Data: ad.a, Grad: ad.ga, M: ma, V: va}, OptParam{Data: ad.b, Grad: ad.gb, M: mb, V: vb})
+		grads = append(grads, ad.ga, ad.gb)
+	}
+	step := func(n int) (rollSec, totalSec float64) {
+		t0 := time.Now()
+		comp := rollout(b, be, dm, prompts, n, rng)
+		t1 := time.Now()
+		seqs := make([][]int, len(prompts))
+		dlogp := make([][]float32, len(prompts))
+		for i := range seqs {
+			seqs[i] = append(append([]int(nil), prompt...), comp[i]...)
+			dlogp[i] = make([]float32, len(seqs[i]))
+			for j := len(prompt); j < len(seqs[i]); j++ {
+				dlogp[i][j] = float32(rng.NormFloat64()) / float32(len(seqs)*n)
+			}
+		}
+		dm.logProbs(b, seqs) // scoring: the reference, adapters off
+		for _, g := range grads {
+			be.Zero(g)
+		}
+		tr.step(seqs, dlogp)
+		if _, err := be.GradNorm(grads); err != nil {
+			b.Fatal(err)
+		}
+		must(b, be.AdamW(params, 1e-5, 0.9, 0.999, 1e-8, 0, 1))
+		must(b, be.Sync())
+		for _, x := range temps {
+			be.Free(x)
+		}
+		temps = temps[:0]
+		return t1.Sub(t0).Seconds(), time.Since(t0).Seconds()
+	}
+	step(4) // warm-up
+	b.ResetTimer()
+	var roll, total float64
+	for i := 0; i < b.N; i++ {
+		r, s := step(64)
+		roll += r
+		total += s
+	}
+	ms, err := be.d.MemStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(total/float64(b.N), "s/step")
+	b.ReportMetric(roll/float64(b.N), "rollout-s")
+	b.ReportMetric(float64(8*96)*float64(b.N)/total, "tokens/s")
+	b.ReportMetric(float64(ms.Peak)/(1<<20), "peak-MiB")
 }

@@ -16,7 +16,7 @@ import (
 // forwardCached runs tokens[i] for sequence i from position lens[i], appending their keys
 // and values to the cache (slot i: capacity rows of kvDim per layer), and returns the
 // float32 logits of each sequence's last row.
-func (dm *devModel) forwardCached(t *testing.T, kc, vc []Buf, capacity int, tokens [][]int, lens []int) Buf {
+func (dm *devModel) forwardCached(t testing.TB, kc, vc []Buf, capacity int, tokens [][]int, lens []int) Buf {
 	b, c := dm.b, &dm.m.Config
 	var ids, pos []int32
 	var runs [][3]int // row, n, slot
@@ -35,8 +35,15 @@ func (dm *devModel) forwardCached(t *testing.T, kc, vc []Buf, capacity int, toke
 		last = append(last, int64(len(ids)-1))
 	}
 	rows, D, F, qd, kd := len(ids), c.Dim, c.Hidden, c.QDim(), c.KVDim()
-	alloc := func(dt DType, n int) Buf { x, err := b.Alloc(dt, n); must(t, err); return x }
+	var temps []Buf
+	defer func() {
+		for _, x := range temps {
+			b.Free(x)
+		}
+	}()
+	alloc := func(dt DType, n int) Buf { x, err := b.Alloc(dt, n); must(t, err); temps = append(temps, x); return x }
 	idb, posb := up(t, b, I32, ids), up(t, b, I32, pos)
+	temps = append(temps, idb, posb)
 	x, tmp, n1 := alloc(F32, rows*D), alloc(BF16, rows*D), alloc(BF16, rows*D)
 	mean, rstd := alloc(F32, rows), alloc(F32, rows)
 	q, k, v, att := alloc(BF16, rows*qd), alloc(BF16, rows*kd), alloc(BF16, rows*kd), alloc(BF16, rows*qd)
@@ -71,7 +78,8 @@ func (dm *devModel) forwardCached(t *testing.T, kc, vc []Buf, capacity int, toke
 	dm.norm(t, dm.m.Final, n1, mean, rstd, x, rows)
 	h := alloc(BF16, len(last)*D)
 	must(t, b.CopyRows(h, nil, D, n1, last, D, len(last), D))
-	logits := alloc(F32, len(last)*c.Vocab)
+	logits, err := b.Alloc(F32, len(last)*c.Vocab) // the caller's to free
+	must(t, err)
 	must(t, b.Logits(logits, h, dm.head, len(last), D, c.Vocab))
 	for s, tk := range tokens {
 		lens[s] += len(tk)
@@ -116,6 +124,7 @@ func TestGenerateGreedy(t *testing.T) {
 		logits := dm.forwardCached(t, kc, vc, capacity, feed, lens)
 		tok, _, err := b.Sample(logits, make([]float64, len(prompts)), len(prompts), c.Vocab, 0, 0, 0)
 		must(t, err)
+		b.Free(logits)
 		next := make([][]int, len(prompts))
 		for i := range prompts {
 			got[i] = append(got[i], int(tok[i]))

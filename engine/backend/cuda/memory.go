@@ -102,6 +102,14 @@ func (a *allocator) free(p uintptr) error {
 	return nil
 }
 
+// release frees p at its place in the queue. Freeing at once would be wrong: work queued
+// earlier but not yet run may take scratch from the cache (o.tmp) and would get p while
+// work queued before the free still uses it. In queue order, every user of p has been
+// issued before p can be handed out again, and the stream runs them in that order.
+func (d *Device) release(p uintptr) {
+	d.enqueue(func(o *owner) error { return o.d.mem.free(p) })
+}
+
 // releaseCached gives every cached buffer back to the driver (on the owning thread) and
 // returns the bytes released.
 func (a *allocator) releaseCached(o *owner) int64 {

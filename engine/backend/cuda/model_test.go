@@ -19,8 +19,10 @@ import (
 // built-in llama (dense and 4-bit), a qwen2-style llama with q/k/v biases, and gpt2.
 
 type devModel struct {
-	stream  DType // the residual stream's type
-	headF32 bool
+	stream     DType // the residual stream's type
+	headF32    bool
+	adapters   map[*model.Linear]*devLoRA // LoRA for inference passes, when adaptersOn
+	adaptersOn bool
 	b       *Backend
 	m       *model.Model
 	weight  map[*model.Linear]Buf
@@ -33,7 +35,7 @@ type devModel struct {
 	rope    *RoPETable
 }
 
-func newDevModel(t *testing.T, b *Backend, m *model.Model) *devModel {
+func newDevModel(t testing.TB, b *Backend, m *model.Model) *devModel {
 	dm := &devModel{stream: F32, b: b, m: m, weight: map[*model.Linear]Buf{}, q4: map[*model.Linear]*Q4{}, bias: map[*model.Linear]Buf{}, norms: map[*model.Param]Buf{}}
 	c := &m.Config
 	dm.embed, _ = upBF16(t, b, m.Embed.Data)
@@ -77,7 +79,7 @@ func newDevModel(t *testing.T, b *Backend, m *model.Model) *devModel {
 	return dm
 }
 
-func (dm *devModel) linear(t *testing.T, l *model.Linear, y, x Buf, rows int) {
+func (dm *devModel) linear(t testing.TB, l *model.Linear, y, x Buf, rows int) {
 	b := dm.b
 	if q := dm.q4[l]; q != nil {
 		must(t, b.Q4MulT(y, x, q, rows))
@@ -87,9 +89,16 @@ func (dm *devModel) linear(t *testing.T, l *model.Linear, y, x Buf, rows int) {
 	if bs, ok := dm.bias[l]; ok {
 		must(t, b.BiasForward(y, bs, rows, l.Out))
 	}
+	if ad := dm.adapters[l]; ad != nil && dm.adaptersOn { // inference: y += s·(x·Aᵀ)·Bᵀ
+		xa, err := b.Alloc(BF16, rows*ad.r)
+		must(t, err)
+		must(t, b.GEMM(false, true, rows, ad.r, ad.in, 1, x, ad.in, ad.a, ad.in, 0, xa, ad.r))
+		must(t, b.GEMM(false, true, rows, ad.out, ad.r, ad.scale, xa, ad.r, ad.b, ad.r, 1, y, ad.out))
+		b.Free(xa)
+	}
 }
 
-func (dm *devModel) norm(t *testing.T, n model.Norm, out, mean, rstd, in Buf, rows int) {
+func (dm *devModel) norm(t testing.TB, n model.Norm, out, mean, rstd, in Buf, rows int) {
 	c := &dm.m.Config
 	if n.B != nil {
 		must(t, dm.b.LayerNormForward(out, mean, rstd, in, dm.norms[n.W], dm.norms[n.B], rows, c.Dim, c.NormEps))
@@ -99,7 +108,7 @@ func (dm *devModel) norm(t *testing.T, n model.Norm, out, mean, rstd, in Buf, ro
 }
 
 // logProbs runs seqs packed (each from position 0) and returns log p(seq[i] | seq[<i]).
-func (dm *devModel) logProbs(t *testing.T, seqs [][]int) [][]float32 {
+func (dm *devModel) logProbs(t testing.TB, seqs [][]int) [][]float32 {
 	b, c := dm.b, &dm.m.Config
 	var ids, pos, targets []int32
 	var runs [][2]int
@@ -116,8 +125,15 @@ func (dm *devModel) logProbs(t *testing.T, seqs [][]int) [][]float32 {
 		}
 	}
 	rows, D, F, qd, kd := len(ids), c.Dim, c.Hidden, c.QDim(), c.KVDim()
-	alloc := func(dt DType, n int) Buf { x, err := b.Alloc(dt, n); must(t, err); return x }
+	var temps []Buf
+	defer func() {
+		for _, x := range temps {
+			b.Free(x)
+		}
+	}()
+	alloc := func(dt DType, n int) Buf { x, err := b.Alloc(dt, n); must(t, err); temps = append(temps, x); return x }
 	idb, posb, tb := up(t, b, I32, ids), up(t, b, I32, pos), up(t, b, I32, targets)
+	temps = append(temps, idb, posb, tb)
 	x, tmp, n1 := alloc(dm.stream, rows*D), alloc(BF16, rows*D), alloc(BF16, rows*D)
 	mean, rstd := alloc(F32, rows), alloc(F32, rows)
 	q, k, v, att := alloc(BF16, rows*qd), alloc(BF16, rows*kd), alloc(BF16, rows*kd), alloc(BF16, rows*qd)

@@ -44,7 +44,7 @@ type layerTape struct {
 type trainer struct {
 	*devModel
 	lora  map[*model.Linear]*devLoRA
-	t     *testing.T
+	t     testing.TB
 	alloc func(dt DType, n int) Buf
 }
 
