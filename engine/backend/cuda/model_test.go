@@ -23,16 +23,16 @@ type devModel struct {
 	headF32    bool
 	adapters   map[*model.Linear]*devLoRA // LoRA for inference passes, when adaptersOn
 	adaptersOn bool
-	b       *Backend
-	m       *model.Model
-	weight  map[*model.Linear]Buf
-	q4      map[*model.Linear]*Q4
-	bias    map[*model.Linear]Buf
-	norms   map[*model.Param]Buf
-	embed   Buf
-	head    Buf
-	pos     Buf
-	rope    *RoPETable
+	b          *Backend
+	m          *model.Model
+	weight     map[*model.Linear]Buf
+	q4         map[*model.Linear]*Q4
+	bias       map[*model.Linear]Buf
+	norms      map[*model.Param]Buf
+	embed      Buf
+	head       Buf
+	pos        Buf
+	rope       *RoPETable
 }
 
 func newDevModel(t testing.TB, b *Backend, m *model.Model) *devModel {
