@@ -127,6 +127,39 @@ func (b *Backend) AttentionForward(out, probs, q Buf, spans []Span, a Attention)
 	return nil
 }
 
+// AttentionRows computes attention for rows one at a time over keys already in memory (a
+// decode step over the KV cache): kv holds, per row, the device addresses of its sequence's
+// key 0 and value 0 (two 8-byte values a row, as written by KVTable), pos its position; keys
+// are rows of ldk values. Every input is on the device, so the step can be captured.
+func (b *Backend) AttentionRows(out, q, kv, pos Buf, rows int, a Attention, ldk int) error {
+	qw := a.Heads * a.HeadDim
+	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
+		return fmt.Errorf("cuda: attention of %d heads over %d key/value heads", a.Heads, a.KVHeads)
+	}
+	return b.queue(firstErr(need("out", out, BF16, rows*qw), need("q", q, BF16, rows*qw), need("kv", kv, F64, 2*rows), need("pos", pos, I32, rows)),
+		func(o *owner) error {
+			return o.attentionRowsOf(out.bf(), q.bf(), devptr[uint64](kv.ptr), pos.i32(), ldk, rows, a.shape())
+		})
+}
+
+// KVTable is the host form of AttentionRows' kv: for each row, the addresses of its keys
+// and values (views into the cache). Upload it into an F64 buffer of 2·rows values.
+func KVTable(keys, values []Buf) []uint64 {
+	t := make([]uint64, 0, 2*len(keys))
+	for i := range keys {
+		t = append(t, uint64(keys[i].ptr), uint64(values[i].ptr))
+	}
+	return t
+}
+
+// UploadRaw copies host words into a buffer of the same byte size (KVTable into F64).
+func (b *Backend) UploadRaw(x Buf, words []uint64) error {
+	if len(words)*8 != x.bytes() {
+		return fmt.Errorf("cuda: %d words into a buffer of %d bytes", len(words), x.bytes())
+	}
+	return b.d.upload(x.ptr, bytesOf(words))
+}
+
 // AttentionBackward accumulates dq and every span's DK and DV, given the forward's stored
 // probabilities (or none: recomputed).
 func (b *Backend) AttentionBackward(dq, dout, probs, q Buf, spans []Span, a Attention) error {
@@ -263,19 +296,30 @@ func (b *Backend) Sample(logits Buf, uniforms []float64, rows, vocab int, temper
 	if err := b.Upload(ub, uniforms); err != nil {
 		return nil, nil, err
 	}
-	greedy := temperature == 0
-	invT := float32(1)
-	if !greedy {
-		invT = 1 / temperature
+	if err := b.SampleInto(tok, lp, logits, ub, rows, vocab, temperature, topK, topP); err != nil {
+		return nil, nil, err
 	}
-	b.d.enqueue(func(o *owner) error {
-		return o.sample(tok.i32(), lp.f32(), logits.f32(), ub.f64(), rows, vocab, invT, greedy, topK, topP)
-	})
 	tokens, logps := make([]int32, rows), make([]float32, rows)
 	if err := b.Download(tokens, tok); err != nil {
 		return nil, nil, err
 	}
 	return tokens, logps, b.Download(logps, lp)
+}
+
+// SampleInto is Sample leaving the tokens (I32) and log-probabilities (F32) on the device,
+// with the uniforms (F64) already there: a captured decode step feeds its tokens to the next
+// step's embedding without the host.
+func (b *Backend) SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32) error {
+	greedy := temperature == 0
+	invT := float32(1)
+	if !greedy {
+		invT = 1 / temperature
+	}
+	return b.queue(firstErr(need("tokens", tokens, I32, rows), need("logp", logp, F32, rows), need("logits", logits, F32, rows*vocab),
+		need("uniforms", uniforms, F64, rows)),
+		func(o *owner) error {
+			return o.sample(tokens.i32(), logp.f32(), logits.f32(), uniforms.f64(), rows, vocab, invT, greedy, topK, topP)
+		})
 }
 
 // DigitProbs sets out[r, d] (float32, rows×10) to the probability of digit d among the

@@ -508,6 +508,19 @@ func (b *Backend) CopyRows(dst Buf, dstRows []int64, ldd int, src Buf, srcRows [
 	return nil
 }
 
+// CopyRowsIdx is CopyRows with the row indices already on the device (I64 buffers; an empty
+// Buf means the identity): what a captured decode step uses, its indices updated in place
+// before each replay.
+func (b *Backend) CopyRowsIdx(dst, dstRows Buf, ldd int, src, srcRows Buf, lds int, n, cols int) error {
+	if n == 0 {
+		return nil
+	}
+	return b.queue(firstErr(need("dst", dst, BF16, cols), need("src", src, BF16, cols), opt("dstRows", dstRows, I64, n), opt("srcRows", srcRows, I64, n)),
+		func(o *owner) error {
+			return o.copyRows(dst.bf(), dstRows.i64(), ldd, src.bf(), srcRows.i64(), lds, n, cols)
+		})
+}
+
 // uploadTemp puts small host metadata on the device for one op; the op frees it on the
 // owning thread when its work is queued.
 func (b *Backend) uploadTemp(x []int64) (Buf, error) {

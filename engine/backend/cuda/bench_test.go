@@ -130,7 +130,9 @@ func benchQwen(b *testing.B) (*Backend, *devModel) {
 	return be, dm
 }
 
-// rollout samples new tokens for every prompt (temperature 1) with a KV cache.
+// rollout samples new tokens for every prompt (temperature 1) with a KV cache: a prefill,
+// then decode steps over fixed buffers, captured once as a CUDA graph and replayed when the
+// driver can (the prompts share one length).
 func rollout(b testing.TB, be *Backend, dm *devModel, prompts [][]int, newTokens int, rng *rand.Rand) [][]int {
 	c := &dm.m.Config
 	capacity := len(prompts[0]) + newTokens
@@ -150,22 +152,30 @@ func rollout(b testing.TB, be *Backend, dm *devModel, prompts [][]int, newTokens
 	}()
 	dm.adaptersOn = true
 	defer func() { dm.adaptersOn = false }()
-	lens := make([]int, len(prompts))
-	out := make([][]int, len(prompts))
-	feed := prompts
-	for s := 0; s < newTokens; s++ {
-		logits := dm.forwardCached(b, kc, vc, capacity, feed, lens)
+	uniforms := func() []float64 {
 		u := make([]float64, len(prompts))
 		for i := range u {
 			u[i] = rng.Float64()
 		}
-		tok, _, err := be.Sample(logits, u, len(prompts), c.Vocab, 1, 0, 0)
-		must(b, err)
-		be.Free(logits)
-		feed = make([][]int, len(prompts))
+		return u
+	}
+	lens := make([]int, len(prompts))
+	logits := dm.forwardCached(b, kc, vc, capacity, prompts, lens)
+	tok, _, err := be.Sample(logits, uniforms(), len(prompts), c.Vocab, 1, 0, 0)
+	must(b, err)
+	be.Free(logits)
+	out := make([][]int, len(prompts))
+	for i, t := range tok {
+		out[i] = append(out[i], int(t))
+	}
+	d := newDecoder(b, dm, kc, vc, len(prompts), capacity, 1)
+	defer d.free()
+	must(b, be.Upload(d.ids, tok))
+	for s := 1; s < newTokens; s++ {
+		tok = d.run(b, lens, uniforms(), true)
 		for i, t := range tok {
 			out[i] = append(out[i], int(t))
-			feed[i] = []int{int(t)}
+			lens[i]++
 		}
 	}
 	return out

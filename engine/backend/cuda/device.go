@@ -46,8 +46,9 @@ type owner struct {
 	fns        []uintptr // by kernel ID
 	args       *launchArgs
 	pin        runtime.Pinner
-	staging    ring // pinned host memory for asynchronous uploads
-	capturing  bool // a graph capture is under way on the stream
+	staging    ring      // pinned host memory for asynchronous uploads
+	capturing  bool      // a graph capture is under way on the stream
+	retained   []uintptr // scratch the capture's work uses: kept until its graph is closed
 }
 
 // launchArgs is cuLaunchKernel's kernelParams: ptrs[i] points at slot i. Pinned once for

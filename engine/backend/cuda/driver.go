@@ -73,7 +73,7 @@ const (
 	funcAttrMaxDynamicShared   = 8
 	streamNonBlocking          = 1
 	eventDefault               = 0
-	captureModeThreadLocal     = 1
+	captureModeRelaxed         = 2
 )
 
 // Error is a failed driver, NVRTC or cuBLAS call.

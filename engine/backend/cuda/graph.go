@@ -14,6 +14,7 @@ import (
 type Graph struct {
 	d           *Device
 	graph, exec uintptr
+	retained    []uintptr // scratch its kernels use, freed with it
 }
 
 // errCapturing refuses host-to-device staging during a capture: the copy would be recorded
@@ -21,16 +22,29 @@ type Graph struct {
 var errCapturing = errors.New("cuda: upload while capturing a graph (upload before capturing, into buffers the graph reads)")
 
 // Capture records the work f queues (f runs on the calling goroutine and only queues device
-// ops: no uploads, downloads or syncs) into a graph ready to launch.
+// ops: no uploads, downloads, syncs or frees of buffers the work uses) into a graph ready to
+// launch. Scratch that the ops take while capturing stays with the graph until Close.
 func (d *Device) Capture(f func() error) (*Graph, error) {
-	if err := d.do(func(o *owner) error {
-		dr := o.d.drv
-		if err := dr.check("cuStreamBeginCapture", call(dr.cuStreamBeginCapture, o.stream, captureModeThreadLocal)); err != nil {
-			return err
+	// A capture the driver refuses to begin leaves the device as it was (not a failure kept
+	// for later work): the caller runs its ops without a graph.
+	begun := make(chan error, 1)
+	d.queue <- func() {
+		if err := d.failure(); err != nil {
+			begun <- err
+			return
 		}
-		o.capturing = true
-		return nil
-	}); err != nil {
+		o := d.owner
+		dr := o.d.drv
+		// Relaxed: the one owning thread may still allocate (a scratch buffer missing from the
+		// cache) while capturing; nothing else runs on it.
+		if err := dr.check("cuStreamBeginCapture", call(dr.cuStreamBeginCapture, o.stream, captureModeRelaxed)); err != nil {
+			begun <- err
+			return
+		}
+		o.capturing, o.retained = true, nil
+		begun <- nil
+	}
+	if err := <-begun; err != nil {
 		return nil, err
 	}
 	ferr := f()
@@ -41,6 +55,7 @@ func (d *Device) Capture(f func() error) (*Graph, error) {
 		o := d.owner
 		dr := o.d.drv
 		o.capturing = false
+		g.retained, o.retained = o.retained, nil
 		err := dr.check("cuStreamEndCapture", call(dr.cuStreamEndCapture, o.stream, uintptr(unsafe.Pointer(&g.graph))))
 		if err == nil && ferr == nil && !d.failed() {
 			err = dr.check("cuGraphInstantiate", call(dr.cuGraphInstantiate, uintptr(unsafe.Pointer(&g.exec)), g.graph, 0))
@@ -68,13 +83,13 @@ func (g *Graph) Launch() {
 	})
 }
 
-// Close frees the graph (after the work queued before it).
+// Close frees the graph and the scratch it kept (after the work queued before it).
 func (g *Graph) Close() {
-	if g == nil || (g.exec == 0 && g.graph == 0) {
+	if g == nil || (g.exec == 0 && g.graph == 0 && g.retained == nil) {
 		return
 	}
-	exec, graph := g.exec, g.graph
-	g.exec, g.graph = 0, 0
+	exec, graph, kept := g.exec, g.graph, g.retained
+	g.exec, g.graph, g.retained = 0, 0, nil
 	g.d.queue <- func() {
 		dr := g.d.drv
 		if exec != 0 {
@@ -82,6 +97,9 @@ func (g *Graph) Close() {
 		}
 		if graph != 0 {
 			call(dr.cuGraphDestroy, graph)
+		}
+		for _, p := range kept {
+			_ = g.d.mem.free(p)
 		}
 	}
 }

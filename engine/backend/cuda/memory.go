@@ -262,7 +262,12 @@ func (o *owner) memset(dst uintptr, v byte, n int) error {
 func (o *owner) tmp(n int) (uintptr, error) { return o.d.mem.allocOn(o, n) }
 
 func (o *owner) done(p uintptr) {
-	if p != 0 {
-		_ = o.d.mem.free(p)
+	if p == 0 {
+		return
 	}
+	if o.capturing { // the graph's replays will use p again: it belongs to the graph now
+		o.retained = append(o.retained, p)
+		return
+	}
+	_ = o.d.mem.free(p)
 }
