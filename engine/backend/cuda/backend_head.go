@@ -336,24 +336,51 @@ func (b *Backend) DigitProbs(out, logits, ids, values Buf, rows, vocab int) erro
 // OptParam is one trainable float32 tensor with its gradient and AdamW moments.
 type OptParam struct{ Data, Grad, M, V Buf }
 
-// AdamW applies one update (step counts from 1) to every parameter, as optim.AdamW.
+// multiBlocks is the blocks per tensor of the many-tensor kernels: enough to fill the device
+// for one large tensor, few enough that small ones waste little.
+func (b *Backend) multiBlocks(tensors int, largest int) int {
+	return max(1, min(ceilDiv(largest, threads), max(1, 4*b.d.Info.SMs/max(1, tensors))+1, 1024))
+}
+
+// table uploads a device table of 8-byte words for the many-tensor kernels (freed on the
+// owning thread after use).
+func (b *Backend) table(words []uint64) (Buf, error) {
+	t, err := b.Alloc(F64, len(words))
+	if err != nil {
+		return Buf{}, err
+	}
+	return t, b.UploadRaw(t, words)
+}
+
+// AdamW applies one update (step counts from 1) to every parameter, as optim.AdamW, in one
+// launch for all of them.
 func (b *Backend) AdamW(params []OptParam, lr, beta1, beta2, eps, weightDecay float64, step int) error {
+	if len(params) == 0 {
+		return nil
+	}
 	t := float64(step)
 	bc1, bc2 := 1-math.Pow(beta1, t), 1-math.Pow(beta2, t)
+	words := make([]uint64, 0, 5*len(params))
+	largest := 0
 	for i, p := range params {
 		n := p.Data.n
 		if err := firstErr(need("data", p.Data, F32, n), need("grad", p.Grad, F32, n), need("m", p.M, F32, n), need("v", p.V, F32, n)); err != nil {
 			return fmt.Errorf("AdamW parameter %d: %w", i, err)
 		}
+		words = append(words, uint64(p.Data.ptr), uint64(p.Grad.ptr), uint64(p.M.ptr), uint64(p.V.ptr), uint64(n))
+		largest = max(largest, n)
 	}
+	if len(params) > maxGridY {
+		return fmt.Errorf("cuda: AdamW over %d tensors (at most %d a call)", len(params), maxGridY)
+	}
+	tab, err := b.table(words)
+	if err != nil {
+		return err
+	}
+	d := dims{grid: [3]uint32{uint32(b.multiBlocks(len(params), largest)), uint32(len(params)), 1}, block: [3]uint32{threads, 1, 1}}
 	b.d.enqueue(func(o *owner) error {
-		for _, p := range params {
-			if err := o.adamw(p.Data.f32(), p.Grad.f32(), p.M.f32(), p.V.f32(), p.Data.n, float32(beta1), float32(beta2),
-				float32(lr/bc1), float32(math.Sqrt(bc2)), float32(eps), float32(1-lr*weightDecay)); err != nil {
-				return err
-			}
-		}
-		return nil
+		defer o.done(tab.ptr)
+		return o.adamwMulti(d, devptr[uint64](tab.ptr), float32(beta1), float32(beta2), float32(lr/bc1), float32(math.Sqrt(bc2)), float32(eps), float32(1-lr*weightDecay))
 	})
 	return nil
 }
@@ -361,35 +388,82 @@ func (b *Backend) AdamW(params []OptParam, lr, beta1, beta2, eps, weightDecay fl
 // GradNorm returns the global L2 norm of the float32 gradients (a boundary: it waits).
 // The partial sums meet in a fixed order, so the same gradients give the same norm.
 func (b *Backend) GradNorm(grads []Buf) (float64, error) {
+	if len(grads) == 0 {
+		return 0, nil
+	}
+	if len(grads) > maxGridY {
+		return 0, fmt.Errorf("cuda: gradient norm over %d tensors (at most %d a call)", len(grads), maxGridY)
+	}
+	words, largest := b.pairs(grads)
 	for i, g := range grads {
 		if g.dt != F32 {
 			return 0, fmt.Errorf("cuda: gradient %d is %s", i, g.dt)
 		}
 	}
-	part, err := b.Alloc(F32, sumsqBlocks+1)
+	tab, err := b.table(words)
+	if err != nil {
+		return 0, err
+	}
+	gx := b.multiBlocks(len(grads), largest)
+	if gx*len(grads) > 1<<20 {
+		gx = max(1, (1<<20)/len(grads))
+	}
+	np := gx * len(grads)
+	part, err := b.Alloc(F32, np+1)
 	if err != nil {
 		return 0, err
 	}
 	defer b.Free(part)
 	b.d.enqueue(func(o *owner) error {
-		if err := o.memset(part.ptr, 0, 4*sumsqBlocks); err != nil {
+		defer o.done(tab.ptr)
+		d := dims{grid: [3]uint32{uint32(gx), uint32(len(grads)), 1}, block: [3]uint32{threads, 1, 1}}
+		if err := o.sumsqMulti(d, part.f32(), devptr[uint64](tab.ptr)); err != nil {
 			return err
 		}
-		for _, g := range grads {
-			if err := o.sumsq(part.f32(), g.f32(), g.n); err != nil {
-				return err
-			}
-		}
-		return o.sum(f32At(part.f32(), sumsqBlocks), part.f32(), sumsqBlocks)
+		return o.sum(f32At(part.f32(), np), part.f32(), np)
 	})
 	s := make([]float32, 1)
-	if err := b.Download(s, part.Slice(sumsqBlocks, 1)); err != nil {
+	if err := b.Download(s, part.Slice(np, 1)); err != nil {
 		return 0, err
 	}
 	return math.Sqrt(float64(s[0])), nil
 }
 
-// Scale multiplies x (float32) by s.
-func (b *Backend) Scale(x Buf, s float32) error {
-	return b.queue(need("x", x, F32, x.n), func(o *owner) error { return o.scale(x.f32(), s, x.n) })
+// ScaleAll multiplies every float32 tensor by s in one launch (gradient clipping).
+func (b *Backend) ScaleAll(xs []Buf, s float32) error {
+	if len(xs) == 0 {
+		return nil
+	}
+	for i, x := range xs {
+		if x.dt != F32 {
+			return fmt.Errorf("cuda: scale of tensor %d (%s)", i, x.dt)
+		}
+	}
+	if len(xs) > maxGridY {
+		return fmt.Errorf("cuda: scale of %d tensors (at most %d a call)", len(xs), maxGridY)
+	}
+	words, largest := b.pairs(xs)
+	tab, err := b.table(words)
+	if err != nil {
+		return err
+	}
+	d := dims{grid: [3]uint32{uint32(b.multiBlocks(len(xs), largest)), uint32(len(xs)), 1}, block: [3]uint32{threads, 1, 1}}
+	b.d.enqueue(func(o *owner) error {
+		defer o.done(tab.ptr)
+		return o.scaleMulti(d, devptr[uint64](tab.ptr), s)
+	})
+	return nil
 }
+
+func (b *Backend) pairs(xs []Buf) ([]uint64, int) {
+	words := make([]uint64, 0, 2*len(xs))
+	largest := 0
+	for _, x := range xs {
+		words = append(words, uint64(x.ptr), uint64(x.n))
+		largest = max(largest, x.n)
+	}
+	return words, largest
+}
+
+// Scale multiplies x (float32) by s.
+func (b *Backend) Scale(x Buf, s float32) error { return b.ScaleAll([]Buf{x}, s) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/engine/optim"
 	"rlhfstation/quant"
 )
 
@@ -222,5 +223,43 @@ func TestFreeKeepsQueueOrder(t *testing.T) {
 	got := down(t, b, y)
 	if got[0] != 1 || got[3] != 4 {
 		t.Fatalf("copy of a freed buffer read %v: the buffer was handed out as scratch before its last reader ran", got)
+	}
+}
+
+// TestBackendOptimizer: AdamW, the gradient norm and clipping over many tensors in one launch
+// each, against engine/optim.
+func TestBackendOptimizer(t *testing.T) {
+	b := testBackend(t)
+	rng := rand.New(rand.NewPCG(61, 62))
+	var host []*optim.Param
+	var dev []OptParam
+	var grads []Buf
+	for _, n := range []int{1, 17, 4096, 333, 70000} {
+		p := &optim.Param{Data: randn(rng, n, 1), Grad: randn(rng, n, 0.1), M: randn(rng, n, 0.01), V: make([]float32, n)}
+		for i := range p.V {
+			p.V[i] = float32(rng.Float64() * 1e-3)
+		}
+		op := OptParam{Data: up(t, b, F32, p.Data), Grad: up(t, b, F32, p.Grad), M: up(t, b, F32, p.M), V: up(t, b, F32, p.V)}
+		host, dev, grads = append(host, p), append(dev, op), append(grads, op.Grad)
+	}
+	norm, err := b.GradNorm(grads)
+	must(t, err)
+	if want := optim.GradNorm(host); math.Abs(norm-want) > 1e-5*want {
+		t.Errorf("gradient norm %v, want %v", norm, want)
+	}
+	must(t, b.ScaleAll(grads, 0.5))
+	for _, p := range host {
+		for i := range p.Grad {
+			p.Grad[i] *= 0.5
+		}
+	}
+	opt := optim.NewAdamW(host, 0.9, 0.999, 1e-8, 0.01)
+	opt.Step = 2
+	must(t, b.AdamW(dev, 1e-3, 0.9, 0.999, 1e-8, 0.01, 3))
+	opt.Update(1e-3)
+	for i, p := range host {
+		closeTo(t, "adamw param", down(t, b, dev[i].Data), p.Data, 1e-6, 1e-5)
+		closeTo(t, "adamw m", down(t, b, dev[i].M), p.M, 1e-9, 1e-5)
+		closeTo(t, "adamw v", down(t, b, dev[i].V), p.V, 1e-12, 1e-5)
 	}
 }

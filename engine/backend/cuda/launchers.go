@@ -24,7 +24,6 @@ const (
 	kAddScaledBF16
 	kAddScaledBF16F32
 	kAddScaledF32BF16
-	kScaleF32
 	kGeluForward
 	kGeluBackward
 	kSwigluForward
@@ -50,9 +49,10 @@ const (
 	kLayernormForwardBF16
 	kLayernormBackward
 	kLayernormBackwardBF16
-	kAdamwUpdate
-	kSumsqPartial
 	kSumF32
+	kAdamwMulti
+	kSumsqMulti
+	kScaleMulti
 	kDequant4BF16
 	kGemv4BF16
 	kRopeForward
@@ -78,7 +78,6 @@ var kernelNames = [numKernels]string{
 	"add_scaled_bf16",
 	"add_scaled_bf16_f32",
 	"add_scaled_f32_bf16",
-	"scale_f32",
 	"gelu_forward",
 	"gelu_backward",
 	"swiglu_forward",
@@ -104,9 +103,10 @@ var kernelNames = [numKernels]string{
 	"layernorm_forward_bf16",
 	"layernorm_backward",
 	"layernorm_backward_bf16",
-	"adamw_update",
-	"sumsq_partial",
 	"sum_f32",
+	"adamw_multi",
+	"sumsq_multi",
+	"scale_multi",
 	"dequant4_bf16",
 	"gemv4_bf16",
 	"rope_forward",
@@ -132,7 +132,6 @@ var kernelArgs = [numKernels]int{
 	4,
 	4,
 	3,
-	3,
 	4,
 	4,
 	6,
@@ -157,9 +156,10 @@ var kernelArgs = [numKernels]int{
 	9,
 	10,
 	10,
-	11,
 	3,
-	3,
+	7,
+	2,
+	2,
 	10,
 	16,
 	8,
@@ -347,15 +347,6 @@ func (o *owner) addScaledF32BF16(d dims, acc devptr[float32], x devptr[bf16], al
 	s[2] = uint64(math.Float32bits(alpha))
 	s[3] = uint64(n)
 	return o.launch(kAddScaledF32BF16, d)
-}
-
-// scaleF32 launches scale_f32(float* x, float s, i64 n).
-func (o *owner) scaleF32(d dims, x devptr[float32], s0 float32, n int64) error {
-	s := &o.args.slots
-	s[0] = uint64(x)
-	s[1] = uint64(math.Float32bits(s0))
-	s[2] = uint64(n)
-	return o.launch(kScaleF32, d)
 }
 
 // geluForward launches gelu_forward(bf16* out, const bf16* inp, i64 n).
@@ -679,32 +670,6 @@ func (o *owner) layernormBackwardBF16(d dims, dinp devptr[bf16], dweight devptr[
 	return o.launch(kLayernormBackwardBF16, d)
 }
 
-// adamwUpdate launches adamw_update(float* p, const float* g, float* m, float* v, i64 n, float b1, float b2, float step, float sqrt_bc2, float eps, float decay).
-func (o *owner) adamwUpdate(d dims, p devptr[float32], g devptr[float32], m devptr[float32], v devptr[float32], n int64, b1 float32, b2 float32, step float32, sqrtBc2 float32, eps float32, decay float32) error {
-	s := &o.args.slots
-	s[0] = uint64(p)
-	s[1] = uint64(g)
-	s[2] = uint64(m)
-	s[3] = uint64(v)
-	s[4] = uint64(n)
-	s[5] = uint64(math.Float32bits(b1))
-	s[6] = uint64(math.Float32bits(b2))
-	s[7] = uint64(math.Float32bits(step))
-	s[8] = uint64(math.Float32bits(sqrtBc2))
-	s[9] = uint64(math.Float32bits(eps))
-	s[10] = uint64(math.Float32bits(decay))
-	return o.launch(kAdamwUpdate, d)
-}
-
-// sumsqPartial launches sumsq_partial(float* partial, const float* x, i64 n).
-func (o *owner) sumsqPartial(d dims, partial devptr[float32], x devptr[float32], n int64) error {
-	s := &o.args.slots
-	s[0] = uint64(partial)
-	s[1] = uint64(x)
-	s[2] = uint64(n)
-	return o.launch(kSumsqPartial, d)
-}
-
 // sumF32 launches sum_f32(float* out, const float* x, int n).
 func (o *owner) sumF32(d dims, out devptr[float32], x devptr[float32], n int32) error {
 	s := &o.args.slots
@@ -712,6 +677,35 @@ func (o *owner) sumF32(d dims, out devptr[float32], x devptr[float32], n int32) 
 	s[1] = uint64(x)
 	s[2] = uint64(uint32(n))
 	return o.launch(kSumF32, d)
+}
+
+// adamwMulti launches adamw_multi(const u64* table, float b1, float b2, float step, float sqrt_bc2, float eps, float decay).
+func (o *owner) adamwMulti(d dims, table devptr[uint64], b1 float32, b2 float32, step float32, sqrtBc2 float32, eps float32, decay float32) error {
+	s := &o.args.slots
+	s[0] = uint64(table)
+	s[1] = uint64(math.Float32bits(b1))
+	s[2] = uint64(math.Float32bits(b2))
+	s[3] = uint64(math.Float32bits(step))
+	s[4] = uint64(math.Float32bits(sqrtBc2))
+	s[5] = uint64(math.Float32bits(eps))
+	s[6] = uint64(math.Float32bits(decay))
+	return o.launch(kAdamwMulti, d)
+}
+
+// sumsqMulti launches sumsq_multi(float* partial, const u64* table).
+func (o *owner) sumsqMulti(d dims, partial devptr[float32], table devptr[uint64]) error {
+	s := &o.args.slots
+	s[0] = uint64(partial)
+	s[1] = uint64(table)
+	return o.launch(kSumsqMulti, d)
+}
+
+// scaleMulti launches scale_multi(const u64* table, float s).
+func (o *owner) scaleMulti(d dims, table devptr[uint64], s0 float32) error {
+	s := &o.args.slots
+	s[0] = uint64(table)
+	s[1] = uint64(math.Float32bits(s0))
+	return o.launch(kScaleMulti, d)
 }
 
 // dequant4BF16 launches dequant4_bf16(bf16* out, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, i64 n, int block_shift).

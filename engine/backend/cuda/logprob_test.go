@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"rlhfstation/engine/backend/cpu"
-	"rlhfstation/engine/optim"
 )
 
 func TestKernelLogProb(t *testing.T) {
@@ -59,55 +58,6 @@ func TestKernelLogProb(t *testing.T) {
 				t.Errorf("digit probability row %d digit %d: %v, want %v", r, dg, got[r*10+dg], p[dg]/s)
 			}
 		}
-	}
-}
-
-func TestKernelAdamWAndNorm(t *testing.T) {
-	d := device(t)
-	rng := rand.New(rand.NewPCG(15, 16))
-	n := 10007
-	p0, g := randn(rng, n, 1), randn(rng, n, 0.1)
-	m0, v0 := randn(rng, n, 0.01), make([]float32, n)
-	for i := range v0 {
-		v0[i] = float32(rng.Float64() * 1e-3)
-	}
-	pp, gp, mp, vp := put(t, d, p0), put(t, d, g), put(t, d, m0), put(t, d, v0)
-	opt := optim.NewAdamW([]*optim.Param{{Data: p0, Grad: g, M: m0, V: v0}}, 0.9, 0.999, 1e-8, 0.01)
-	opt.Step = 4
-	lr := 1e-3
-	tt := float64(opt.Step + 1)
-	bc1, bc2 := 1-math.Pow(0.9, tt), 1-math.Pow(0.999, tt)
-	run(t, d, func(o *owner) error {
-		return o.adamw(pp, gp, mp, vp, n, 0.9, 0.999, float32(lr/bc1), float32(math.Sqrt(bc2)), 1e-8, float32(1-lr*0.01))
-	})
-	opt.Update(lr)
-	closeTo(t, "adamw param", get(t, d, pp, n), p0, 1e-6, 1e-5)
-	closeTo(t, "adamw m", get(t, d, mp, n), m0, 1e-8, 1e-5)
-	closeTo(t, "adamw v", get(t, d, vp, n), v0, 1e-10, 1e-5)
-
-	partial := allocT[float32](t, d, sumsqBlocks)
-	total := allocT[float32](t, d, 1)
-	run(t, d, func(o *owner) error {
-		if err := o.memset(uintptr(partial), 0, 4*sumsqBlocks); err != nil {
-			return err
-		}
-		if err := o.sumsq(partial, gp, n); err != nil {
-			return err
-		}
-		if err := o.sumsq(partial, gp, n/2); err != nil { // a second tensor adds in
-			return err
-		}
-		return o.sum(total, partial, sumsqBlocks)
-	})
-	var want float64
-	for i, v := range g {
-		want += float64(v) * float64(v)
-		if i < n/2 {
-			want += float64(v) * float64(v)
-		}
-	}
-	if got := get(t, d, total, 1)[0]; math.Abs(float64(got)-want) > 1e-5*want {
-		t.Errorf("sum of squares %v, want %v", got, want)
 	}
 }
 

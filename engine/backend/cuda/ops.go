@@ -67,10 +67,6 @@ func (o *owner) add(acc, x Buf, alpha float32, n int) error {
 	return fmt.Errorf("cuda: add of %s into %s", x.dt, acc.dt)
 }
 
-func (o *owner) scale(x devptr[float32], s float32, n int) error {
-	return o.scaleF32(o.flat(int64(n)), x, s, int64(n))
-}
-
 func (o *owner) gelu(out, in devptr[bf16], n int) error {
 	return o.geluForward(o.flat(int64(n)), out, in, int64(n))
 }
@@ -235,17 +231,6 @@ func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], unifo
 		g = 1
 	}
 	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP)
-}
-
-func (o *owner) adamw(p, g, m, v devptr[float32], n int, b1, b2, step, sqrtBC2, eps, decay float32) error {
-	return o.adamwUpdate(o.flat(int64(n)), p, g, m, v, int64(n), b1, b2, step, sqrtBC2, eps, decay)
-}
-
-// sumsqBlocks is the fixed grid of sumsq_partial: its partial sums always meet in the same order.
-const sumsqBlocks = 256
-
-func (o *owner) sumsq(partial, x devptr[float32], n int) error {
-	return o.sumsqPartial(grid1(sumsqBlocks, threads), partial, x, int64(n))
 }
 
 func (o *owner) sum(out, x devptr[float32], n int) error {

@@ -32,11 +32,6 @@ extern "C" __global__ void add_scaled_bf16(bf16* acc, const bf16* x, float alpha
 extern "C" __global__ void add_scaled_bf16_f32(bf16* acc, const float* x, float alpha, i64 n) { add_scaled(acc, x, alpha, n); }
 extern "C" __global__ void add_scaled_f32_bf16(float* acc, const bf16* x, float alpha, i64 n) { add_scaled(acc, x, alpha, n); }
 
-extern "C" __global__ void scale_f32(float* x, float s, i64 n) {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
-        x[i] *= s;
-}
-
 // GELU, tanh approximation (GPT-2's gelu_new): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 // tanh through exp as the CPU does: 1 − 2/(e^{2u}+1).
 __device__ __forceinline__ float gelu_tanh_inner(float x) {
