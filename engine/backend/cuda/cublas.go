@@ -18,16 +18,14 @@ type cublas struct {
 }
 
 // cuBLAS and CUDA library constants (cublas_api.h, library_types.h).
+// cuBLAS keeps its default math mode: tensor cores for bf16 inputs, plain float32 (no TF32)
+// for float32 ones; with CUBLAS_COMPUTE_32F every sum is float32.
 const (
-	opN                 = 0
-	opT                 = 1
-	dtF32               = 0  // CUDA_R_32F
-	dtF16               = 2  // CUDA_R_16F
-	dtBF16              = 14 // CUDA_R_16BF
-	computeF32          = 68 // CUBLAS_COMPUTE_32F
-	gemmDefault         = -1 // CUBLAS_GEMM_DEFAULT
-	mathDefault         = 0  // CUBLAS_DEFAULT_MATH: tensor cores for 16-bit inputs, exact float32 for float32
-	mathDisallowReduced = 16 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: keep 16-bit products' sums in float32
+	opN        = 0
+	opT        = 1
+	dtF32      = 0  // CUDA_R_32F
+	dtBF16     = 14 // CUDA_R_16BF
+	computeF32 = 68 // CUBLAS_COMPUTE_32F
 )
 
 func openCUBLAS(path, lt string) (*cublas, error) {
@@ -104,5 +102,5 @@ func (b *cublas) gemm(h uintptr, g *gemmArgs) error {
 		uintptr(g.batch), computeF32, uintptr(gemmDefaultAlgo)))
 }
 
-// gemmDefaultAlgo is CUBLAS_GEMM_DEFAULT as the C enum's bits in a register.
+// gemmDefaultAlgo is CUBLAS_GEMM_DEFAULT (−1) as the C enum's bits in a register.
 var gemmDefaultAlgo = uint32(0xFFFFFFFF)

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -274,5 +273,3 @@ func (r *ring) take(n int) (p uintptr, ok bool) {
 }
 
 func (r *ring) release() { r.head = 0 }
-
-var errClosed = errors.New("cuda: device closed")

@@ -60,20 +60,13 @@ func (d *driver) symbols() []symbol {
 
 // Driver API constants (cuda.h).
 const (
-	cudaErrorNoDevice          = 100
-	cudaErrorInvalidContext    = 201
-	attrMaxThreadsPerBlock     = 1
-	attrMaxSharedPerBlock      = 8
-	attrWarpSize               = 10
-	attrMultiprocessorCount    = 16
-	attrComputeCapMajor        = 75
-	attrComputeCapMinor        = 76
-	attrMaxSharedPerBlockOptin = 97
-	funcAttrNumRegs            = 4
-	funcAttrMaxDynamicShared   = 8
-	streamNonBlocking          = 1
-	eventDefault               = 0
-	captureModeRelaxed         = 2
+	cudaErrorNoDevice       = 100
+	attrMultiprocessorCount = 16
+	attrComputeCapMajor     = 75
+	attrComputeCapMinor     = 76
+	streamNonBlocking       = 1
+	eventDefault            = 0
+	captureModeRelaxed      = 2
 )
 
 // Error is a failed driver, NVRTC or cuBLAS call.
