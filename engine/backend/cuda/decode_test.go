@@ -166,7 +166,7 @@ func TestDecodeStepFixedBuffers(t *testing.T) {
 	for i := range prompts {
 		prompts[i] = prompts[i][:14] // one length: one prefill span each
 	}
-	const steps = 12
+	const steps = 8
 	want, err := m.Generate(prompts, model.GenerateOptions{MaxNewTokens: steps, NoEOS: true})
 	must(t, err)
 	dm := newDevModel(t, b, m)

@@ -99,7 +99,7 @@ func TestGenerateGreedy(t *testing.T) {
 	for i := range prompts {
 		prompts[i] = prompts[i][:12+5*i] // different lengths
 	}
-	const steps = 16
+	const steps = 8
 	want, err := m.Generate(prompts, model.GenerateOptions{MaxNewTokens: steps, NoEOS: true})
 	must(t, err)
 	dm := newDevModel(t, b, m)
