@@ -76,67 +76,71 @@ func (o *owner) attentionForward(out, probs, q devptr[bf16], spans []span, a att
 	return nil
 }
 
-// attentionSpan computes one span through cuBLAS: scores = scale·Q·Kᵀ (float32), masked
-// softmax (bf16 probabilities), out = P·V (skipped when out is 0: probabilities only); a
-// chunk of query rows at a time.
+// attentionSpan computes one span through cuBLAS: scores = scale·Q·Kᵀ (float32 from bf16
+// operands), the masked softmax in place (float32), out = P·V in float32 (V widened), rounded
+// to bf16 once; a chunk of query rows at a time. probs (when not 0) receives the
+// probabilities in bf16, heads × n × L, zeros where masked.
 func (o *owner) attentionSpan(out, probs, q devptr[bf16], s span, a attnShape) error {
 	L := s.pos + s.n
+	qw := a.qw()
 	ke, ldk, kbuf, err := o.kvHeadsView(s.k, s.ldk, L, a)
 	if err != nil {
 		return err
 	}
 	defer o.done(kbuf)
-	ve, _, vbuf, err := o.kvHeadsView(s.v, s.ldk, L, a)
+	v32, err := o.tmp(4 * L * qw)
 	if err != nil {
 		return err
 	}
-	defer o.done(vbuf)
+	defer o.done(v32)
+	ed := dims{grid: [3]uint32{uint32(min(L, 1<<30)), uint32(a.heads), 1}, block: [3]uint32{uint32(ceilDiv(a.hd, 32) * 32), 1, 1}}
+	if err := o.attnExpandKvF32(ed, devptr[float32](v32), s.v, int32(s.ldk), int32(L), int32(a.heads), int32(a.kvHeads), int32(a.hd)); err != nil {
+		return err
+	}
 	chunk := a.chunkRows(s.n, L)
 	sc, err := o.tmp(4 * a.heads * chunk * L)
 	if err != nil {
 		return err
 	}
 	defer o.done(sc)
-	var pbuf uintptr
-	if probs == 0 || chunk < s.n {
-		if pbuf, err = o.tmp(2 * a.heads * chunk * L); err != nil {
-			return err
-		}
-		defer o.done(pbuf)
+	o32, err := o.tmp(4 * chunk * qw)
+	if err != nil {
+		return err
 	}
-	qw := a.qw()
+	defer o.done(o32)
 	for i0 := 0; i0 < s.n; i0 += chunk {
 		n := min(chunk, s.n-i0)
 		Lc := s.pos + i0 + n // keys this chunk's last row sees
-		p := devptr[bf16](pbuf)
-		if pbuf == 0 {
-			p = probs
-		}
 		if err := o.gemm(&gemmArgs{transB: true, m: n, n: Lc, k: a.hd, alpha: a.scale,
 			a: uintptr(bf16At(q, (s.row+i0)*qw)), aType: dtBF16, lda: qw, strideA: int64(a.hd),
 			b: uintptr(ke), bType: dtBF16, ldb: ldk, strideB: int64(a.hd),
 			c: sc, cType: dtF32, ldc: Lc, strideC: int64(n * Lc), batch: a.heads}); err != nil {
 			return err
 		}
-		if err := o.softmaxCausal(p, devptr[float32](sc), a.heads, n, Lc, s.pos+i0, a.window); err != nil {
+		if err := o.softmaxCausal(devptr[float32](sc), a.heads, n, Lc, s.pos+i0, a.window); err != nil {
 			return err
 		}
 		if out != 0 {
 			if err := o.gemm(&gemmArgs{m: n, n: a.hd, k: Lc, alpha: 1,
-				a: uintptr(p), aType: dtBF16, lda: Lc, strideA: int64(n * Lc),
-				b: uintptr(ve), bType: dtBF16, ldb: ldk, strideB: int64(a.hd),
-				c: uintptr(bf16At(out, (s.row+i0)*qw)), cType: dtBF16, ldc: qw, strideC: int64(a.hd), batch: a.heads}); err != nil {
+				a: sc, aType: dtF32, lda: Lc, strideA: int64(n * Lc),
+				b: v32, bType: dtF32, ldb: qw, strideB: int64(a.hd),
+				c: o32, cType: dtF32, ldc: qw, strideC: int64(a.hd), batch: a.heads}); err != nil {
+				return err
+			}
+			if err := o.castF32ToBF16(bf16At(out, (s.row+i0)*qw), devptr[float32](o32), n*qw); err != nil {
 				return err
 			}
 		}
-		if pbuf != 0 && probs != 0 {
-			// chunked with stored probabilities: copy the chunk's rows into the span's layout
-			// heads × n × L (rows of L, the chunk's Lc ≤ L columns, zeros beyond by the mask)
+		if probs != 0 {
+			// into the span's layout heads × n × L: rows of L, the chunk's Lc ≤ L columns
 			for h := 0; h < a.heads; h++ {
-				if err := o.memset(uintptr(bf16At(probs, (h*s.n+i0)*L)), 0, 2*n*L); err != nil {
-					return err
+				dst := bf16At(probs, (h*s.n+i0)*L)
+				if Lc < L {
+					if err := o.memset(uintptr(dst), 0, 2*n*L); err != nil {
+						return err
+					}
 				}
-				if err := o.copy2d(bf16At(probs, (h*s.n+i0)*L), L, bf16At(p, h*n*Lc), Lc, n, Lc); err != nil {
+				if err := o.cast2d(dst, L, f32At(devptr[float32](sc), h*n*Lc), Lc, n, Lc); err != nil {
 					return err
 				}
 			}

@@ -9,10 +9,10 @@ var _ = math.Float32bits
 // Kernel IDs, in the order of the source.
 const (
 	kAttnSoftmaxForward kernelID = iota
-	kAttnSoftmaxBackward
 	kAttnSoftmaxBackwardScores
 	kAttnRows
 	kAttnExpandKv
+	kAttnExpandKvF32
 	kAttnReduceKv
 	kDropoutForward
 	kDropoutBackward
@@ -33,6 +33,7 @@ const (
 	kCopy2dBF16
 	kAdd2dBF16
 	kCopyRowsBF16
+	kCast2dF32BF16
 	kEmbeddingForward
 	kEmbeddingForwardBF16
 	kEmbeddingBackward
@@ -63,10 +64,10 @@ const (
 // kernelNames are the kernels' symbols, by ID.
 var kernelNames = [numKernels]string{
 	"attn_softmax_forward",
-	"attn_softmax_backward",
 	"attn_softmax_backward_scores",
 	"attn_rows",
 	"attn_expand_kv",
+	"attn_expand_kv_f32",
 	"attn_reduce_kv",
 	"dropout_forward",
 	"dropout_backward",
@@ -87,6 +88,7 @@ var kernelNames = [numKernels]string{
 	"copy2d_bf16",
 	"add2d_bf16",
 	"copy_rows_bf16",
+	"cast2d_f32_bf16",
 	"embedding_forward",
 	"embedding_forward_bf16",
 	"embedding_backward",
@@ -116,9 +118,9 @@ var kernelNames = [numKernels]string{
 // kernelArgs are the kernels' parameter counts, by ID.
 var kernelArgs = [numKernels]int{
 	7,
-	5,
 	9,
 	10,
+	7,
 	7,
 	7,
 	6,
@@ -140,6 +142,7 @@ var kernelArgs = [numKernels]int{
 	6,
 	6,
 	8,
+	6,
 	7,
 	7,
 	7,
@@ -166,8 +169,8 @@ var kernelArgs = [numKernels]int{
 	10,
 }
 
-// attnSoftmaxForward launches attn_softmax_forward(bf16* probs, const float* scores, int heads, int n, int L, int pos0, int window).
-func (o *owner) attnSoftmaxForward(d dims, probs devptr[bf16], scores devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32) error {
+// attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window).
+func (o *owner) attnSoftmaxForward(d dims, probs devptr[float32], scores devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32) error {
 	s := &o.args.slots
 	s[0] = uint64(probs)
 	s[1] = uint64(scores)
@@ -177,17 +180,6 @@ func (o *owner) attnSoftmaxForward(d dims, probs devptr[bf16], scores devptr[flo
 	s[5] = uint64(uint32(pos0))
 	s[6] = uint64(uint32(window))
 	return o.launch(kAttnSoftmaxForward, d)
-}
-
-// attnSoftmaxBackward launches attn_softmax_backward(bf16* dscores, const bf16* probs, const float* dprobs, int rows, int L).
-func (o *owner) attnSoftmaxBackward(d dims, dscores devptr[bf16], probs devptr[bf16], dprobs devptr[float32], rows int32, L int32) error {
-	s := &o.args.slots
-	s[0] = uint64(dscores)
-	s[1] = uint64(probs)
-	s[2] = uint64(dprobs)
-	s[3] = uint64(uint32(rows))
-	s[4] = uint64(uint32(L))
-	return o.launch(kAttnSoftmaxBackward, d)
 }
 
 // attnSoftmaxBackwardScores launches attn_softmax_backward_scores(bf16* dscores, bf16* probs, const float* scores, const float* dprobs, int heads, int n, int L, int pos0, int window).
@@ -232,6 +224,19 @@ func (o *owner) attnExpandKv(d dims, dst devptr[bf16], src devptr[bf16], lds int
 	s[5] = uint64(uint32(kvHeads))
 	s[6] = uint64(uint32(hd))
 	return o.launch(kAttnExpandKv, d)
+}
+
+// attnExpandKvF32 launches attn_expand_kv_f32(float* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd).
+func (o *owner) attnExpandKvF32(d dims, dst devptr[float32], src devptr[bf16], lds int32, L int32, heads int32, kvHeads int32, hd int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(src)
+	s[2] = uint64(uint32(lds))
+	s[3] = uint64(uint32(L))
+	s[4] = uint64(uint32(heads))
+	s[5] = uint64(uint32(kvHeads))
+	s[6] = uint64(uint32(hd))
+	return o.launch(kAttnExpandKvF32, d)
 }
 
 // attnReduceKv launches attn_reduce_kv(bf16* dst, int ldd, const bf16* src, int L, int heads, int kv_heads, int hd).
@@ -446,6 +451,18 @@ func (o *owner) copyRowsBF16(d dims, dst devptr[bf16], dstRows devptr[int64], ld
 	s[6] = uint64(uint32(n))
 	s[7] = uint64(uint32(cols))
 	return o.launch(kCopyRowsBF16, d)
+}
+
+// cast2dF32BF16 launches cast2d_f32_bf16(bf16* dst, int ldd, const float* src, int lds, int rows, int cols).
+func (o *owner) cast2dF32BF16(d dims, dst devptr[bf16], ldd int32, src devptr[float32], lds int32, rows int32, cols int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(uint32(ldd))
+	s[2] = uint64(src)
+	s[3] = uint64(uint32(lds))
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(cols))
+	return o.launch(kCast2dF32BF16, d)
 }
 
 // embeddingForward launches embedding_forward(float* out, const int* ids, const int* pos, const bf16* wte, const bf16* wpe, int rows, int dim).

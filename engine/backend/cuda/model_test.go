@@ -19,20 +19,21 @@ import (
 // built-in llama (dense and 4-bit), a qwen2-style llama with q/k/v biases, and gpt2.
 
 type devModel struct {
-	stream     DType // the residual stream's type
-	headF32    bool
-	adapters   map[*model.Linear]*devLoRA // LoRA for inference passes, when adaptersOn
-	adaptersOn bool
-	b          *Backend
-	m          *model.Model
-	weight     map[*model.Linear]Buf
-	q4         map[*model.Linear]*Q4
-	bias       map[*model.Linear]Buf
-	norms      map[*model.Param]Buf
-	embed      Buf
-	head       Buf
-	pos        Buf
-	rope       *RoPETable
+	stream       DType // the residual stream's type
+	headF32      bool
+	adapters     map[*model.Linear]*devLoRA // LoRA for inference passes, when adaptersOn
+	adaptersOn   bool
+	cpuAttention bool
+	b            *Backend
+	m            *model.Model
+	weight       map[*model.Linear]Buf
+	q4           map[*model.Linear]*Q4
+	bias         map[*model.Linear]Buf
+	norms        map[*model.Param]Buf
+	embed        Buf
+	head         Buf
+	pos          Buf
+	rope         *RoPETable
 }
 
 func newDevModel(t testing.TB, b *Backend, m *model.Model) *devModel {

@@ -97,6 +97,10 @@ func (o *owner) copy2d(dst devptr[bf16], ldd int, src devptr[bf16], lds int, row
 	return o.copy2dBF16(cols2d(rows, cols), dst, int32(ldd), src, int32(lds), int32(rows), int32(cols))
 }
 
+func (o *owner) cast2d(dst devptr[bf16], ldd int, src devptr[float32], lds int, rows, cols int) error {
+	return o.cast2dF32BF16(cols2d(rows, cols), dst, int32(ldd), src, int32(lds), int32(rows), int32(cols))
+}
+
 func (o *owner) add2d(dst devptr[bf16], ldd int, src devptr[bf16], lds int, rows, cols int) error {
 	return o.add2dBF16(cols2d(rows, cols), dst, int32(ldd), src, int32(lds), int32(rows), int32(cols))
 }
@@ -195,12 +199,9 @@ func (o *owner) rope(x devptr[bf16], pos devptr[int32], cos, sin devptr[float32]
 	return o.ropeForward(d, x, pos, cos, sin, int32(rows), int32(heads), int32(half), sign)
 }
 
-func (o *owner) softmaxCausal(probs devptr[bf16], scores devptr[float32], heads, n, L, pos0, window int) error {
-	return o.attnSoftmaxForward(warpRows(heads*n), probs, scores, int32(heads), int32(n), int32(L), int32(pos0), int32(window))
-}
-
-func (o *owner) softmaxBack(dscores, probs devptr[bf16], dprobs devptr[float32], rows, L int) error {
-	return o.attnSoftmaxBackward(warpRows(rows), dscores, probs, dprobs, int32(rows), int32(L))
+// softmaxCausal turns scores into probabilities in place (float32).
+func (o *owner) softmaxCausal(scores devptr[float32], heads, n, L, pos0, window int) error {
+	return o.attnSoftmaxForward(warpRows(heads*n), scores, scores, int32(heads), int32(n), int32(L), int32(pos0), int32(window))
 }
 
 // attentionRows computes attention for rows one at a time (decode steps, short spans): kv

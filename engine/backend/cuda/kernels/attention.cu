@@ -4,38 +4,31 @@
 // short spans and decode steps use attn_rows, one block per (row, head) over the keys.
 
 // probs[h, i, :] = softmax(scores[h, i, :]) over keys k0..p (p = pos0+i, k0 = p−window+1
-// when a window is set), zeros elsewhere. scores [heads, n, L] float32 (already scaled),
-// probs bf16, same layout. One warp per row (rows = heads·n).
-extern "C" __global__ void attn_softmax_forward(bf16* probs, const float* scores, int heads, int n, int L, int pos0, int window) {
+// when a window is set), zeros elsewhere. scores [heads, n, L] float32 (already scaled);
+// probs float32 (in place over the scores: the product with V then runs in float32, as
+// bf16 probabilities were measured to cost the built-in model a third of its log-prob error)
+// or bf16. One warp per row (rows = heads·n).
+template <typename T>
+__device__ void attn_softmax_fwd(T* probs, const float* scores, int heads, int n, int L, int pos0, int window) {
     int lane = threadIdx.x & 31;
     int rows = heads * n;
     for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
         int p = pos0 + row % n;
         int k0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
         const float* s = scores + (i64)row * L;
-        bf16* o = probs + (i64)row * L;
+        T* o = probs + (i64)row * L;
         float m = NEG_INF;
         for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, s[j]);
         m = warp_max(m);
         float sum = 0.f;
         for (int j = k0 + lane; j <= p; j += 32) sum += __expf(s[j] - m);
         float inv = 1.f / warp_sum(sum);
-        for (int j = lane; j < L; j += 32) o[j] = f32_to_bf16(j >= k0 && j <= p ? __expf(s[j] - m) * inv : 0.f);
+        for (int j = lane; j < L; j += 32) stf(o + j, j >= k0 && j <= p ? __expf(s[j] - m) * inv : 0.f);
     }
 }
 
-// dscores = P ⊙ (dP − Σ_j P·dP), the softmax backward, per row of L (rows = heads·n).
-extern "C" __global__ void attn_softmax_backward(bf16* dscores, const bf16* probs, const float* dprobs, int rows, int L) {
-    int lane = threadIdx.x & 31;
-    for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
-        const bf16* p = probs + (i64)row * L;
-        const float* d = dprobs + (i64)row * L;
-        float dot = 0.f;
-        for (int j = lane; j < L; j += 32) dot += bf16_to_f32(p[j]) * d[j];
-        dot = warp_sum(dot);
-        bf16* o = dscores + (i64)row * L;
-        for (int j = lane; j < L; j += 32) o[j] = f32_to_bf16(bf16_to_f32(p[j]) * (d[j] - dot));
-    }
+extern "C" __global__ void attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window) {
+    attn_softmax_fwd(probs, scores, heads, n, L, pos0, window);
 }
 
 // The backward's softmax, from recomputed float32 scores (as flash attention's backward
@@ -143,12 +136,20 @@ extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf1
 }
 
 // Grouped-query attention through cuBLAS needs one key/value head per query head:
-// dst[j, h·hd + d] = src[j·lds + (h/group)·hd + d]. Grid (L, heads), block ≥ hd threads.
-extern "C" __global__ void __launch_bounds__(1024) attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
+// dst[j, h·hd + d] = src[j·lds + (h/group)·hd + d], in bf16 (keys) or float32 (values, for
+// the product with float32 probabilities). Grid (L, heads), block ≥ hd threads.
+template <typename T>
+__device__ void attn_expand(T* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
     int h = blockIdx.y, d = threadIdx.x;
     if (d >= hd) return;
     int kvh = h / (heads / kv_heads);
-    for (int j = blockIdx.x; j < L; j += gridDim.x) dst[((i64)j * heads + h) * hd + d] = src[(i64)j * lds + (i64)kvh * hd + d];
+    for (int j = blockIdx.x; j < L; j += gridDim.x) stf(dst + ((i64)j * heads + h) * hd + d, bf16_to_f32(src[(i64)j * lds + (i64)kvh * hd + d]));
+}
+extern "C" __global__ void __launch_bounds__(1024) attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
+    attn_expand(dst, src, lds, L, heads, kv_heads, hd);
+}
+extern "C" __global__ void __launch_bounds__(1024) attn_expand_kv_f32(float* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd) {
+    attn_expand(dst, src, lds, L, heads, kv_heads, hd);
 }
 
 // The backward of attn_expand_kv: dst[j·ldd + kvh·hd + d] += Σ over the group's heads h of

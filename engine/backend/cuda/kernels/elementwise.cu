@@ -126,3 +126,10 @@ extern "C" __global__ void copy_rows_bf16(bf16* dst, const i64* dst_rows, int ld
             dst[dr * ldd + c] = src[sr * lds + c];
     }
 }
+
+// dst[r, c] = bf16(src[r, c]) between strided row-major views; grid (⌈cols/blockDim⌉, row groups).
+extern "C" __global__ void cast2d_f32_bf16(bf16* dst, int ldd, const float* src, int lds, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) dst[(i64)r * ldd + c] = f32_to_bf16(src[(i64)r * lds + c]);
+}
