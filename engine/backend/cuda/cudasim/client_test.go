@@ -21,80 +21,80 @@ import (
 type api struct {
 	dir string
 
-	cuInit                       func(uint32) int32
-	cuDriverGetVersion           func(*int32) int32
-	cuGetErrorName               func(int32, *uintptr) int32
-	cuGetErrorString             func(int32, *uintptr) int32
-	cuDeviceGetCount             func(*int32) int32
-	cuDeviceGet                  func(*int32, int32) int32
-	cuDeviceGetName              func(*byte, int32, int32) int32
-	cuDeviceGetAttribute         func(*int32, int32, int32) int32
-	cuDeviceTotalMem             func(*uint64, int32) int32
-	cuDevicePrimaryCtxRetain     func(*uintptr, int32) int32
-	cuDevicePrimaryCtxRelease    func(int32) int32
-	cuCtxCreate                  func(*uintptr, uint32, int32) int32
-	cuCtxDestroy                 func(uintptr) int32
-	cuCtxSetCurrent              func(uintptr) int32
-	cuCtxGetCurrent              func(*uintptr) int32
-	cuCtxPushCurrent             func(uintptr) int32
-	cuCtxPopCurrent              func(*uintptr) int32
-	cuCtxSynchronize             func() int32
-	cuMemAlloc                   func(*uint64, uint64) int32
-	cuMemFree                    func(uint64) int32
-	cuMemGetInfo                 func(*uint64, *uint64) int32
-	cuMemHostAlloc               func(*uintptr, uint64, uint32) int32
-	cuMemFreeHost                func(uintptr) int32
-	cuMemcpyHtoD                 func(uint64, unsafe.Pointer, uint64) int32
-	cuMemcpyDtoH                 func(unsafe.Pointer, uint64, uint64) int32
-	cuMemcpyDtoD                 func(uint64, uint64, uint64) int32
-	cuMemcpyHtoDAsync            func(uint64, uintptr, uint64, uintptr) int32
-	cuMemcpyDtoHAsync            func(uintptr, uint64, uint64, uintptr) int32
-	cuMemcpyDtoDAsync            func(uint64, uint64, uint64, uintptr) int32
-	cuMemsetD8                   func(uint64, uint8, uint64) int32
-	cuMemsetD16                  func(uint64, uint16, uint64) int32
-	cuMemsetD32                  func(uint64, uint32, uint64) int32
-	cuMemsetD32Async             func(uint64, uint32, uint64, uintptr) int32
-	cuModuleLoadData             func(*uintptr, unsafe.Pointer) int32
-	cuModuleUnload               func(uintptr) int32
-	cuModuleGetFunction          func(*uintptr, uintptr, *byte) int32
-	cuFuncGetAttribute           func(*int32, int32, uintptr) int32
-	cuFuncSetAttribute           func(uintptr, int32, int32) int32
-	cuLaunchKernel               func(uintptr, uint32, uint32, uint32, uint32, uint32, uint32, uint32, uintptr, unsafe.Pointer, unsafe.Pointer) int32
-	cuStreamCreate               func(*uintptr, uint32) int32
-	cuStreamDestroy              func(uintptr) int32
-	cuStreamSynchronize          func(uintptr) int32
-	cuStreamQuery                func(uintptr) int32
-	cuEventCreate                func(*uintptr, uint32) int32
-	cuEventRecord                func(uintptr, uintptr) int32
-	cuEventSynchronize           func(uintptr) int32
-	cuEventQuery                 func(uintptr) int32
-	cuEventElapsedTime           func(*float32, uintptr, uintptr) int32
-	cuEventDestroy               func(uintptr) int32
-	cuStreamBeginCapture         func(uintptr, int32) int32
-	cuStreamEndCapture           func(uintptr, *uintptr) int32
-	cuGraphInstantiateWithFlags  func(*uintptr, uintptr, uint64) int32
-	cuGraphLaunch                func(uintptr, uintptr) int32
-	cuGraphExecDestroy           func(uintptr) int32
-	cuGraphDestroy               func(uintptr) int32
-	nvrtcVersion                 func(*int32, *int32) int32
-	nvrtcGetErrorString          func(int32) string
-	nvrtcCreateProgram           func(*uintptr, *byte, *byte, int32, unsafe.Pointer, unsafe.Pointer) int32
-	nvrtcDestroyProgram          func(*uintptr) int32
-	nvrtcCompileProgram          func(uintptr, int32, unsafe.Pointer) int32
-	nvrtcGetProgramLogSize       func(uintptr, *uint64) int32
-	nvrtcGetProgramLog           func(uintptr, *byte) int32
-	nvrtcGetCUBINSize            func(uintptr, *uint64) int32
-	nvrtcGetCUBIN                func(uintptr, *byte) int32
-	nvrtcGetPTXSize              func(uintptr, *uint64) int32
-	nvrtcGetPTX                  func(uintptr, *byte) int32
-	cublasCreate                 func(*uintptr) int32
-	cublasDestroy                func(uintptr) int32
-	cublasSetStream              func(uintptr, uintptr) int32
-	cublasSetMathMode            func(uintptr, int32) int32
-	cublasSetWorkspace           func(uintptr, uint64, uint64) int32
-	cublasGemmEx                 func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, at, lda int32, b uint64, bt, ldb int32, beta *float32, c uint64, ct, ldc, compute, algo int32) int32
-	cublasGemmStridedBatchedEx   func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, at, lda int32, sa int64, b uint64, bt, ldb int32, sb int64, beta *float32, c uint64, ct, ldc int32, sc int64, batch, compute, algo int32) int32
-	cublasSgemm                  func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, c uint64, ldc int32) int32
+	cuInit                      func(uint32) int32
+	cuDriverGetVersion          func(*int32) int32
+	cuGetErrorName              func(int32, *uintptr) int32
+	cuGetErrorString            func(int32, *uintptr) int32
+	cuDeviceGetCount            func(*int32) int32
+	cuDeviceGet                 func(*int32, int32) int32
+	cuDeviceGetName             func(*byte, int32, int32) int32
+	cuDeviceGetAttribute        func(*int32, int32, int32) int32
+	cuDeviceTotalMem            func(*uint64, int32) int32
+	cuDevicePrimaryCtxRetain    func(*uintptr, int32) int32
+	cuDevicePrimaryCtxRelease   func(int32) int32
+	cuCtxCreate                 func(*uintptr, uint32, int32) int32
+	cuCtxDestroy                func(uintptr) int32
+	cuCtxSetCurrent             func(uintptr) int32
+	cuCtxGetCurrent             func(*uintptr) int32
+	cuCtxPushCurrent            func(uintptr) int32
+	cuCtxPopCurrent             func(*uintptr) int32
+	cuCtxSynchronize            func() int32
+	cuMemAlloc                  func(*uint64, uint64) int32
+	cuMemFree                   func(uint64) int32
+	cuMemGetInfo                func(*uint64, *uint64) int32
+	cuMemHostAlloc              func(*uintptr, uint64, uint32) int32
+	cuMemFreeHost               func(uintptr) int32
+	cuMemcpyHtoD                func(uint64, unsafe.Pointer, uint64) int32
+	cuMemcpyDtoH                func(unsafe.Pointer, uint64, uint64) int32
+	cuMemcpyDtoD                func(uint64, uint64, uint64) int32
+	cuMemcpyHtoDAsync           func(uint64, uintptr, uint64, uintptr) int32
+	cuMemcpyDtoHAsync           func(uintptr, uint64, uint64, uintptr) int32
+	cuMemcpyDtoDAsync           func(uint64, uint64, uint64, uintptr) int32
+	cuMemsetD8                  func(uint64, uint8, uint64) int32
+	cuMemsetD16                 func(uint64, uint16, uint64) int32
+	cuMemsetD32                 func(uint64, uint32, uint64) int32
+	cuMemsetD32Async            func(uint64, uint32, uint64, uintptr) int32
+	cuModuleLoadData            func(*uintptr, unsafe.Pointer) int32
+	cuModuleUnload              func(uintptr) int32
+	cuModuleGetFunction         func(*uintptr, uintptr, *byte) int32
+	cuFuncGetAttribute          func(*int32, int32, uintptr) int32
+	cuFuncSetAttribute          func(uintptr, int32, int32) int32
+	cuLaunchKernel              func(uintptr, uint32, uint32, uint32, uint32, uint32, uint32, uint32, uintptr, unsafe.Pointer, unsafe.Pointer) int32
+	cuStreamCreate              func(*uintptr, uint32) int32
+	cuStreamDestroy             func(uintptr) int32
+	cuStreamSynchronize         func(uintptr) int32
+	cuStreamQuery               func(uintptr) int32
+	cuEventCreate               func(*uintptr, uint32) int32
+	cuEventRecord               func(uintptr, uintptr) int32
+	cuEventSynchronize          func(uintptr) int32
+	cuEventQuery                func(uintptr) int32
+	cuEventElapsedTime          func(*float32, uintptr, uintptr) int32
+	cuEventDestroy              func(uintptr) int32
+	cuStreamBeginCapture        func(uintptr, int32) int32
+	cuStreamEndCapture          func(uintptr, *uintptr) int32
+	cuGraphInstantiateWithFlags func(*uintptr, uintptr, uint64) int32
+	cuGraphLaunch               func(uintptr, uintptr) int32
+	cuGraphExecDestroy          func(uintptr) int32
+	cuGraphDestroy              func(uintptr) int32
+	nvrtcVersion                func(*int32, *int32) int32
+	nvrtcGetErrorString         func(int32) string
+	nvrtcCreateProgram          func(*uintptr, *byte, *byte, int32, unsafe.Pointer, unsafe.Pointer) int32
+	nvrtcDestroyProgram         func(*uintptr) int32
+	nvrtcCompileProgram         func(uintptr, int32, unsafe.Pointer) int32
+	nvrtcGetProgramLogSize      func(uintptr, *uint64) int32
+	nvrtcGetProgramLog          func(uintptr, *byte) int32
+	nvrtcGetCUBINSize           func(uintptr, *uint64) int32
+	nvrtcGetCUBIN               func(uintptr, *byte) int32
+	nvrtcGetPTXSize             func(uintptr, *uint64) int32
+	nvrtcGetPTX                 func(uintptr, *byte) int32
+	cublasCreate                func(*uintptr) int32
+	cublasDestroy               func(uintptr) int32
+	cublasSetStream             func(uintptr, uintptr) int32
+	cublasSetMathMode           func(uintptr, int32) int32
+	cublasSetWorkspace          func(uintptr, uint64, uint64) int32
+	cublasGemmEx                func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, at, lda int32, b uint64, bt, ldb int32, beta *float32, c uint64, ct, ldc, compute, algo int32) int32
+	cublasGemmStridedBatchedEx  func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, at, lda int32, sa int64, b uint64, bt, ldb int32, sb int64, beta *float32, c uint64, ct, ldc int32, sc int64, batch, compute, algo int32) int32
+	cublasSgemm                 func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, c uint64, ldc int32) int32
 }
 
 var (
