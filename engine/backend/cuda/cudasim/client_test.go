@@ -108,6 +108,7 @@ var (
 func stand(t testing.TB) *api {
 	t.Helper()
 	sharedOnce.Do(func() {
+		os.Setenv("CUDASIM_QUIET", "1") // failures are asserted on, not printed
 		dir, err := standin.Ensure()
 		if err != nil {
 			sharedErr = err

@@ -198,6 +198,32 @@ struct Module {
 };
 std::unordered_map<uint32_t, std::unique_ptr<Module>> modules;
 
+// CUDASIM_PROFILE=1: time per kernel and per cuBLAS shape, printed when the device process ends.
+struct Prof {
+    uint64_t ns = 0, calls = 0, threads = 0;
+};
+bool profiling;
+std::map<std::string, Prof> profile;
+
+uint64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void print_profile() {
+    if (!profiling || profile.empty()) return;
+    std::vector<std::pair<std::string, Prof>> v(profile.begin(), profile.end());
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.ns > b.second.ns; });
+    uint64_t total = 0;
+    for (auto& e : v) total += e.second.ns;
+    fprintf(stderr, "cudasim profile (device process %d): %.3f s in kernels, GEMMs and copies\n", getpid(), total / 1e9);
+    fprintf(stderr, "%10s %6s %9s %10s %s\n", "ms", "%", "calls", "ns/thread", "what");
+    for (auto& [name, p] : v)
+        fprintf(stderr, "%10.1f %6.1f %9llu %10.1f %s\n", p.ns / 1e6, 100.0 * p.ns / (double)(total ? total : 1),
+                (unsigned long long)p.calls, p.threads ? (double)p.ns / (double)p.threads : 0.0, name.c_str());
+}
+
 struct Launch {
     Module* mod;
     uint32_t kernel;
@@ -694,10 +720,17 @@ bool run_launch(const CmdLaunch* c, int& code, std::string& err) {
     } ftz;
     ftz.inner = &job;
     ftz.flags = c->flags;
+    uint64_t t0 = profiling ? now_ns() : 0;
     if (c->flags & LAUNCH_FTZ)
         parallel(ftz, (int64_t)L.nblocks, chunk);
     else
         parallel(job, (int64_t)L.nblocks, chunk);
+    if (profiling) {
+        Prof& p = profile["kernel " + L.meta->name];
+        p.ns += now_ns() - t0;
+        p.calls++;
+        p.threads += L.nblocks * L.nthreads;
+    }
     _mm_setcsr(csr);
     set_activity("idle");
     if (L.failed) {
@@ -778,8 +811,12 @@ bool load_module(const CmdModule* c, int& code, std::string& err) {
 
 // ---- the worker pool ----
 
+// A job is open while its tasks are being taken. Helpers join it by counting themselves in
+// active; one that wakes after the job closed leaves without touching it, so the caller never
+// waits for a helper the scheduler has not run yet (the machine is shared and small).
 std::atomic<uint32_t> pool_gen{0};
-std::atomic<uint32_t> pool_busy{0};
+std::atomic<uint32_t> pool_active{0};
+std::atomic<bool> pool_open{false};
 Job* pool_job;
 int64_t pool_n, pool_chunk;
 std::atomic<int64_t> pool_next;
@@ -826,10 +863,11 @@ void* helper_main(void* arg) {
     uint32_t seen = 0;
     for (;;) {
         uint32_t g;
-        while ((g = pool_gen.load(std::memory_order_acquire)) == seen) futex(&pool_gen, FUTEX_WAIT_PRIVATE, seen);
+        while ((g = pool_gen.load()) == seen) futex(&pool_gen, FUTEX_WAIT_PRIVATE, seen);
         seen = g;
-        pool_work(w->id);
-        if (pool_busy.fetch_sub(1) == 1) futex(&pool_busy, FUTEX_WAKE_PRIVATE, 1);
+        pool_active.fetch_add(1);
+        if (pool_open.load()) pool_work(w->id);
+        if (pool_active.fetch_sub(1) == 1) futex(&pool_active, FUTEX_WAKE_PRIVATE, 1);
     }
     return nullptr;
 }
@@ -900,6 +938,7 @@ void* watch_parent(void* arg) {
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
     }
+    print_profile();
     _exit(0);  // the user's process is gone
     return nullptr;
 }
@@ -944,7 +983,13 @@ void run_batch() {
             case CMD_COPY: {
                 CmdCopy* c = (CmdCopy*)h;
                 set_activity("a memory copy");
+                uint64_t t0 = profiling ? now_ns() : 0;
                 memmove((void*)c->dst, (const void*)c->src, c->len);
+                if (profiling) {
+                    Prof& p = profile["copies"];
+                    p.ns += now_ns() - t0;
+                    p.calls++;
+                }
                 set_activity("idle");
                 break;
             }
@@ -982,7 +1027,17 @@ void run_batch() {
                 if (maps_changed) rebuild_canaries(), maps_changed = false;
                 CmdGemm* g = (CmdGemm*)h;
                 set_activity(g->what);
-                if (!run_gemm(*g, err)) {
+                uint64_t t0 = profiling ? now_ns() : 0;
+                bool ok = run_gemm(*g, err);
+                if (profiling) {
+                    char key[160];
+                    snprintf(key, sizeof key, "gemm %s%s %dx%dx%d batch %d types %d/%d", g->transa ? "T" : "N", g->transb ? "T" : "N", g->m,
+                             g->n, g->k, g->batch, g->atype, g->ctype);
+                    Prof& p = profile[key];
+                    p.ns += now_ns() - t0;
+                    p.calls++;
+                }
+                if (!ok) {
                     code = 1;
                     break;
                 }
@@ -1028,12 +1083,13 @@ void parallel(Job& job, int64_t n, int64_t chunk) {
     pool_chunk = chunk;
     pool_next.store(0);
     pool_stop.store(false);
-    pool_busy.store((uint32_t)nw - 1);
-    pool_gen.fetch_add(1, std::memory_order_release);
+    pool_open.store(true);
+    pool_gen.fetch_add(1);
     futex(&pool_gen, FUTEX_WAKE_PRIVATE, INT_MAX);
     pool_work(0);
+    pool_open.store(false);  // every task is taken; helpers that join now leave at once
     uint32_t b;
-    while ((b = pool_busy.load(std::memory_order_acquire)) != 0) futex(&pool_busy, FUTEX_WAIT_PRIVATE, b);
+    while ((b = pool_active.load()) != 0) futex(&pool_active, FUTEX_WAIT_PRIVATE, b);
 }
 
 }  // namespace cudasim
@@ -1054,6 +1110,7 @@ int main(int argc, char** argv) {
         size_t kb = strtoull(s, nullptr, 10);
         if (kb >= 16 && kb <= 65536) stack_size = kb << 10;
     }
+    if (const char* s = getenv("CUDASIM_PROFILE")) profiling = *s && strcmp(s, "0") != 0;
     int nw = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (const char* s = getenv("CUDASIM_WORKERS")) nw = atoi(s);
     nw = std::max(1, std::min(nw, 64));

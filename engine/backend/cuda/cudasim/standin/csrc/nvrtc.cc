@@ -621,6 +621,76 @@ std::string shim_dir(const std::string& cache, const std::string& work) {
     return d;
 }
 
+// Compiles p: finds its kernels, compiles them with their entry points, checks and links.
+int build(Prog* p, const std::string& work, const std::string& cache, const std::vector<std::string>& defs,
+          const std::vector<std::string>& flags, const Options& o, std::string& so, std::vector<KernelMeta>& meta) {
+    std::string shim = shim_dir(cache, work);
+    std::string dir = work + "/src";
+    mkdirs(dir);
+    for (auto& h : p->headers) {
+        std::string path = dir + "/" + h.first;
+        size_t sl = path.rfind('/');
+        mkdirs(path.substr(0, sl));
+        write_file(path, h.second.data(), h.second.size());
+    }
+    std::string cu = dir + "/program.cu";
+    std::string text = "#line 1 \"" + p->name + "\"\n" + p->src + "\n";
+    write_file(cu, text.data(), text.size());
+
+    std::vector<std::string> common = {"-I" + dir, "-I" + shim};
+    common.insert(common.end(), o.cxx.begin(), o.cxx.end());
+    common.insert(common.end(), defs.begin(), defs.end());
+
+    // 1. Find the kernels.
+    std::vector<std::string> scan = {compiler(), "-E", "-D__CUDASIM_SCAN__", "-include", shim + "/shim.h", "-x", "c++"};
+    scan.insert(scan.end(), common.begin(), common.end());
+    scan.insert(scan.end(), {cu, "-o", work + "/program.i"});
+    std::string out;
+    if (int rc = run(scan, out, work)) {
+        p->log = out;
+        return rc < 0 ? NVRTC_ERROR_INTERNAL_ERROR : NVRTC_ERROR_COMPILATION;
+    }
+    std::string pre;
+    read_file(work + "/program.i", pre);
+    std::vector<Kernel> ks;
+    std::string err;
+    if (!find_kernels(pre, ks, err)) {
+        p->log = err;
+        return NVRTC_ERROR_COMPILATION;
+    }
+    // 2. Compile with an entry point per kernel.
+    std::string tu = text + "#line 1 \"<cudasim kernel entries>\"\n";
+    for (const Kernel& k : ks) {
+        std::string mt = k.bounds.size() > 0 ? k.bounds[0] : "0", mb = k.bounds.size() > 1 ? k.bounds[1] : "0";
+        tu += "CUDASIM_KERNEL(" + k.name + ", (" + mt + "), (" + mb + "))\n";
+    }
+    std::string cc = dir + "/program.cc";
+    write_file(cc, tu.data(), tu.size());
+    std::vector<std::string> comp = {compiler(), "-c", "-include", shim + "/shim.h"};
+    comp.insert(comp.end(), flags.begin(), flags.end());
+    comp.insert(comp.end(), common.begin(), common.end());
+    comp.insert(comp.end(), {cc, "-o", work + "/program.o"});
+    int rc = run(comp, out, work);
+    p->log = out;
+    if (rc != 0) return rc < 0 ? NVRTC_ERROR_INTERNAL_ERROR : NVRTC_ERROR_COMPILATION;  // killed: not cached
+    // 3. Check it, link it.
+    if (!check_object(work + "/program.o", ks, meta, err)) {
+        p->log += p->name + ": " + err;
+        return NVRTC_ERROR_COMPILATION;
+    }
+    std::string link_out;
+    if (run({compiler(), "-shared", "-o", work + "/program.so", work + "/program.o", "-Wl,--no-undefined", "-Wl,-z,now", "-lm"},
+            link_out, work) != 0) {
+        p->log += link_out;
+        return NVRTC_ERROR_COMPILATION;
+    }
+    if (!read_file(work + "/program.so", so)) {
+        p->log += "cudasim: the linked module is missing\n";
+        return NVRTC_ERROR_INTERNAL_ERROR;
+    }
+    return NVRTC_SUCCESS;
+}
+
 int compile(Prog* p, const Options& o) {
     std::string cache = cache_dir();
     char tmpl[4096];
@@ -681,71 +751,18 @@ int compile(Prog* p, const Options& o) {
             }
         }
     }
+    if (!entry.empty()) {
+        std::string fail;
+        if (read_file(entry + ".fail", fail)) {  // the same inputs failed before
+            p->log = fail;
+            return NVRTC_ERROR_COMPILATION;
+        }
+    }
     if (so.empty()) {
-        std::string shim = shim_dir(cache, work);
-        std::string dir = work + "/src";
-        mkdirs(dir);
-        for (auto& h : p->headers) {
-            std::string path = dir + "/" + h.first;
-            size_t sl = path.rfind('/');
-            mkdirs(path.substr(0, sl));
-            write_file(path, h.second.data(), h.second.size());
-        }
-        std::string cu = dir + "/program.cu";
-        std::string text = "#line 1 \"" + p->name + "\"\n" + p->src + "\n";
-        write_file(cu, text.data(), text.size());
-
-        std::vector<std::string> common = {"-I" + dir, "-I" + shim};
-        common.insert(common.end(), o.cxx.begin(), o.cxx.end());
-        common.insert(common.end(), defs.begin(), defs.end());
-
-        // 1. Find the kernels.
-        std::vector<std::string> scan = {compiler(), "-E", "-D__CUDASIM_SCAN__", "-include", shim + "/shim.h", "-x", "c++"};
-        scan.insert(scan.end(), common.begin(), common.end());
-        scan.insert(scan.end(), {cu, "-o", work + "/program.i"});
-        std::string out;
-        if (run(scan, out, work) != 0) {
-            p->log = out;
-            return NVRTC_ERROR_COMPILATION;
-        }
-        std::string pre;
-        read_file(work + "/program.i", pre);
-        std::vector<Kernel> ks;
-        std::string err;
-        if (!find_kernels(pre, ks, err)) {
-            p->log = err;
-            return NVRTC_ERROR_COMPILATION;
-        }
-        // 2. Compile with an entry point per kernel.
-        std::string tu = text + "#line 1 \"<cudasim kernel entries>\"\n";
-        for (const Kernel& k : ks) {
-            std::string mt = k.bounds.size() > 0 ? k.bounds[0] : "0", mb = k.bounds.size() > 1 ? k.bounds[1] : "0";
-            tu += "CUDASIM_KERNEL(" + k.name + ", (" + mt + "), (" + mb + "))\n";
-        }
-        std::string cc = dir + "/program.cc";
-        write_file(cc, tu.data(), tu.size());
-        std::vector<std::string> comp = {compiler(), "-c", "-include", shim + "/shim.h"};
-        comp.insert(comp.end(), flags.begin(), flags.end());
-        comp.insert(comp.end(), common.begin(), common.end());
-        comp.insert(comp.end(), {cc, "-o", work + "/program.o"});
-        int rc = run(comp, out, work);
-        p->log = out;
-        if (rc != 0) return NVRTC_ERROR_COMPILATION;
-        // 3. Check it, link it.
-        if (!check_object(work + "/program.o", ks, meta, err)) {
-            p->log += err;
-            return NVRTC_ERROR_COMPILATION;
-        }
-        std::string link_out;
-        if (run({compiler(), "-shared", "-o", work + "/program.so", work + "/program.o", "-Wl,--no-undefined", "-Wl,-z,now", "-lm"},
-                link_out, work) != 0) {
-            p->log += link_out;
-            return NVRTC_ERROR_COMPILATION;
-        }
-        if (!read_file(work + "/program.so", so)) {
-            p->log += "cudasim: the linked module is missing\n";
-            return NVRTC_ERROR_INTERNAL_ERROR;
-        }
+        int r = build(p, work, cache, defs, flags, o, so, meta);
+        if (r == NVRTC_ERROR_COMPILATION && !entry.empty() && mkdirs(entry.substr(0, entry.rfind('/'))))
+            write_file(entry + ".fail", p->log.data(), p->log.size());
+        if (r != NVRTC_SUCCESS) return r;
         if (!entry.empty() && mkdirs(entry.substr(0, entry.rfind('/')))) {
             std::string m = format_meta(meta) + '\x01' + p->log;
             write_file(entry + ".so", so.data(), so.size());

@@ -24,7 +24,9 @@
 
 #include "kernel_abi.h"
 
-extern "C" __attribute__((visibility("default"), used)) cudasim::Vars cudasim_vars = {};
+extern "C" {
+__attribute__((visibility("default"), used)) cudasim::Vars cudasim_vars = {};
+}
 
 // ---- qualifiers ----
 #define __global__
@@ -379,11 +381,11 @@ struct Mismatch {
                                  "constructor call on", "downcast of", "downcast of", "upcast of", "cast to virtual base of"};
     static char msg[512];
     if (p == 0) {
-        snprintf(msg, sizeof msg, "%s null pointer of type '%s' at %s:%u:%u", d->check < 10 ? what[d->check] : "access to",
+        snprintf(msg, sizeof msg, "%s null pointer of type %s at %s:%u:%u", d->check < 10 ? what[d->check] : "access to",
                  d->type->name, d->loc.file, d->loc.line, d->loc.col);
         cudasim_fail(700, msg);
     }
-    snprintf(msg, sizeof msg, "%s misaligned address %#llx for type '%s', which needs %u-byte alignment, at %s:%u:%u",
+    snprintf(msg, sizeof msg, "%s misaligned address %#llx for type %s, which needs %u-byte alignment, at %s:%u:%u",
              d->check < 10 ? what[d->check] : "access to", (unsigned long long)p, d->type->name, 1u << d->log_align,
              d->loc.file, d->loc.line, d->loc.col);
     cudasim_fail(716, msg);
