@@ -11,7 +11,7 @@ func pinned(t testing.TB, a *api, n int) []float32 {
 	var h uintptr
 	a.ok(t, "cuMemHostAlloc", a.cuMemHostAlloc(&h, uint64(4*n), 0))
 	t.Cleanup(func() { a.cuMemFreeHost(h) })
-	return unsafe.Slice((*float32)(unsafe.Pointer(h)), n)
+	return unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(nil), h)), n)
 }
 
 // TestMissingSync: work on a non-blocking stream runs only when that stream is
