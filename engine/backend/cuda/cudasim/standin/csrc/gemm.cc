@@ -168,20 +168,27 @@ inline vf loadv(const float* p) {
 }
 inline void storev(float* p, vf v) { memcpy(p, &v, sizeof v); }
 
-// acc[i·ld + j] += Σ_p a[p][i]·b[p][j] for one MR×NR tile.
+// acc[i·ld + j] += Σ_p a[p][i]·b[p][j] for one MR×NR tile, the tile held in registers.
 void micro(int kc, const float* __restrict a, const float* __restrict b, float* __restrict acc, int ld) {
     vf c[MR][NV];
+#pragma GCC unroll 16
     for (int i = 0; i < MR; i++)
-        for (int v = 0; v < NV; v++) c[i][v] = vf{} + 0.f;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) c[i][v] = vf{};
     for (int p = 0; p < kc; p++) {
         vf bv[NV];
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = loadv(b + p * NR + v * VL);
+#pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
-            vf av = vf{} + a[p * MR + i];
+            float av = a[p * MR + i];
+#pragma GCC unroll 4
             for (int v = 0; v < NV; v++) c[i][v] += av * bv[v];
         }
     }
+#pragma GCC unroll 16
     for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) storev(acc + i * ld + v * VL, loadv(acc + i * ld + v * VL) + c[i][v]);
 }
 
