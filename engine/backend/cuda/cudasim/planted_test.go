@@ -120,3 +120,25 @@ func TestContextAfterFailure(t *testing.T) {
 		t.Fatalf("new context: %v", got)
 	}
 }
+
+// TestPlantedSharedRace: a read of shared memory not ordered after its write by a barrier
+// sees the wrong value in some block (blocks alternate the order their threads run in).
+func TestPlantedSharedRace(t *testing.T) {
+	a := stand(t)
+	a.newContext(t)
+	f := a.load(t, plantedKernels(t, a)).fn(t, "shared_race")
+	const blocks, threads = 4, 64
+	out := alloc(t, a, 4*blocks*threads)
+	a.ok(t, "launch", a.launch(f, d1(blocks, threads), 0, out))
+	got := download[float32](t, a, out, blocks*threads)
+	wrong := 0
+	for i, v := range got {
+		if v != float32(i/threads) {
+			wrong++
+		}
+	}
+	if wrong == 0 {
+		t.Fatal("the race went unnoticed: every thread read the value written before it")
+	}
+	t.Logf("%d of %d reads saw another value than the block's write", wrong, len(got))
+}

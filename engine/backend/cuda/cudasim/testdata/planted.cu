@@ -41,3 +41,10 @@ extern "C" __global__ void failing_assert(int* out, int v) {
 }
 
 extern "C" __global__ void write_anywhere(unsigned long long* p) { *(unsigned long long*)p = 1; }
+
+// Thread 0 writes shared memory that the others read without a barrier between.
+extern "C" __global__ void shared_race(float* out) {
+    __shared__ float s;
+    if (threadIdx.x == 0) s = (float)blockIdx.x;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}

@@ -234,7 +234,8 @@ struct Launch {
     uint64_t nblocks;
     uint32_t nthreads;
     uint64_t gen;
-    std::vector<Thread> threads;
+    std::vector<Thread> threads;   // in order of the linear thread index
+    std::vector<Thread> reversed;  // the other order a block may run its threads in
     std::atomic<int> failed{0};
     int code = 0;
     std::string err;
@@ -276,6 +277,8 @@ struct Worker {
     uint32_t qhead = 0, qsize = 0;
     bool converted = false, in_block = false;
     Launch* L = nullptr;
+    const Thread* order = nullptr;  // the block's threads by position (fiber index)
+    bool rev = false;                // order is the reversed one
     Instance* inst = nullptr;
     Vars* vars = nullptr;
     void (*entry)(const char*) = nullptr;
@@ -312,7 +315,10 @@ void* init_frame(char* top) {
     return sp;
 }
 
+// Positions are fiber indices; a block runs its threads in the order of w->order, which is
+// reversed in every other block (see run_block).
 uint32_t thread_index(Worker* w) { return w->vars && w->vars->plain ? w->vars->next : w->cur; }
+inline uint32_t pos_of(Worker* w, uint32_t linear) { return w->rev ? w->n - 1 - linear : linear; }
 
 [[noreturn]] void leave_block(Worker* w) {
     void* dummy;
@@ -321,7 +327,7 @@ uint32_t thread_index(Worker* w) { return w->vars && w->vars->plain ? w->vars->n
 }
 
 [[noreturn]] void fail_block(Worker* w, int code, const char* what) {
-    const Thread& t = w->L->threads[thread_index(w)];
+    const Thread& t = w->order[thread_index(w)];
     w->err_code = code;
     snprintf(w->err, sizeof w->err, "kernel %s, block (%u,%u,%u), thread (%u,%u,%u): %s", w->L->meta->name.c_str(), w->block.x,
              w->block.y, w->block.z, t.idx.x, t.idx.y, t.idx.z, what);
@@ -372,7 +378,7 @@ std::string lanes_str(uint32_t m) {
             Group& g = wp.g[gi];
             uint32_t missing = g.mask & ~wp.exited & ~g.arrived, barm = 0;
             for (int l = 0; l < 32; l++)
-                if ((missing >> l & 1) && w->fib[wi * 32 + l].state == F_BAR) barm |= 1u << l;
+                if ((missing >> l & 1) && w->fib[pos_of(w, wi * 32 + l)].state == F_BAR) barm |= 1u << l;
             char b[512];
             snprintf(b, sizeof b, " in warp %u lanes %s wait at %s(mask %#x) for lanes %s", wi, lanes_str(g.arrived).c_str(),
                      op_name(g.kind), g.mask, lanes_str(missing).c_str());
@@ -402,7 +408,7 @@ void switch_to(Worker* w, uint32_t j) {
         to = f.sp;
     }
     w->cur = j;
-    w->vars->cur = &w->L->threads[j];
+    w->vars->cur = &w->order[j];
     cudasim_switch(&me.sp, to);
 }
 
@@ -437,11 +443,9 @@ void convert(Worker* w) {
         Warp& wp = w->warp[wi];
         wp.ngroups = 0;
         uint32_t lanes = std::min(32u, w->n - wi * 32);
-        uint32_t exist = lanes == 32 ? ~0u : (1u << lanes) - 1;
-        uint32_t gone = 0;
-        if (i > wi * 32) gone = i >= wi * 32 + 32 ? ~0u : (1u << (i - wi * 32)) - 1;
-        wp.exited = ~exist | gone;
+        wp.exited = lanes == 32 ? 0 : ~((1u << lanes) - 1);
     }
+    for (uint32_t j = 0; j < i; j++) w->warp[w->order[j].warp].exited |= 1u << w->order[j].lane;
     w->bar_arrived = 0;
 }
 
@@ -461,7 +465,7 @@ void release_group(Worker* w, uint32_t wi, uint32_t gi) {
     if (g.kind <= SHFL_BFLY) {
         for (uint32_t l = 0; l < 32; l++) {
             if (!(arr >> l & 1)) continue;
-            Fiber& f = w->fib[base + l];
+            Fiber& f = w->fib[pos_of(w, base + l)];
             uint32_t width = (uint32_t)f.width, lo = l & (width - 1), src = l;
             switch (g.kind) {
                 case SHFL_IDX: src = (l & ~(width - 1)) | (f.arg & (width - 1)); break;
@@ -472,7 +476,7 @@ void release_group(Worker* w, uint32_t wi, uint32_t gi) {
             if (src == l) {
                 f.result = f.value;
             } else if (arr >> src & 1) {
-                f.result = w->fib[base + src].value;
+                f.result = w->fib[pos_of(w, base + src)].value;
             } else {
                 const char* why = !(g.mask >> src & 1) ? "which is not in the mask"
                                   : base + src >= w->n ? "which does not exist (the block's last warp is partial)"
@@ -483,14 +487,15 @@ void release_group(Worker* w, uint32_t wi, uint32_t gi) {
     } else if (g.kind != SYNCWARP) {
         uint32_t ballot = 0;
         for (uint32_t l = 0; l < 32; l++)
-            if ((arr >> l & 1) && w->fib[base + l].value) ballot |= 1u << l;
+            if ((arr >> l & 1) && w->fib[pos_of(w, base + l)].value) ballot |= 1u << l;
         uint64_t r = g.kind == VOTE_BALLOT ? ballot : g.kind == VOTE_ANY ? ballot != 0 : ballot == arr;
         for (uint32_t l = 0; l < 32; l++)
-            if (arr >> l & 1) w->fib[base + l].result = r;
+            if (arr >> l & 1) w->fib[pos_of(w, base + l)].result = r;
     }
     for (uint32_t l = 0; l < 32; l++) {
-        uint32_t j = base + l;
-        if ((arr >> l & 1) && j != w->cur && w->fib[j].state == F_WARP) {
+        if (!(arr >> l & 1)) continue;
+        uint32_t j = pos_of(w, base + l);
+        if (j != w->cur && w->fib[j].state == F_WARP) {
             w->fib[j].state = F_RUN;
             push(w, j);
         }
@@ -498,7 +503,7 @@ void release_group(Worker* w, uint32_t wi, uint32_t gi) {
 }
 
 void warp_arrive(Worker* w, int kind, uint32_t mask) {
-    uint32_t me = w->cur, lane = me & 31, wi = me >> 5;
+    uint32_t me = w->cur, lane = w->order[me].lane, wi = w->order[me].warp;
     if (!(mask >> lane & 1)) failf(w, 719, "%s with mask %#x, which does not include the calling lane %u", op_name(kind), mask, lane);
     Warp& wp = w->warp[wi];
     uint32_t gi = 0;
@@ -545,7 +550,7 @@ int rt_barrier(int op, int pred) {
     if (w->vars->plain) convert(w);
     uint32_t me = w->cur;
     if (w->first_exit) {
-        const Thread& t = w->L->threads[w->first_exit - 1];
+        const Thread& t = w->order[w->first_exit - 1];
         failf(w, 719, "__syncthreads() reached after thread (%u,%u,%u) of the block exited (a barrier in divergent code)", t.idx.x,
               t.idx.y, t.idx.z);
     }
@@ -585,11 +590,12 @@ int rt_barrier(int op, int pred) {
         failf(w, 719, "the thread exited while %u threads of its block wait at __syncthreads() (a barrier in divergent code)",
               w->bar_arrived);
     }
-    Warp& wp = w->warp[me >> 5];
-    wp.exited |= 1u << (me & 31);
+    uint32_t wi = w->order[me].warp;
+    Warp& wp = w->warp[wi];
+    wp.exited |= 1u << w->order[me].lane;
     for (uint32_t gi = 0; gi < wp.ngroups;) {
         if (group_complete(wp, wp.g[gi]))
-            release_group(w, me >> 5, gi);  // moves the last group into gi
+            release_group(w, wi, gi);  // moves the last group into gi
         else
             gi++;
     }
@@ -625,7 +631,6 @@ bool run_block(Worker* w, Launch& L, uint64_t b) {
         v->block_dim = dim3(L.block[0], L.block[1], L.block[2]);
         v->grid_dim = dim3(L.grid[0], L.grid[1], L.grid[2]);
         v->rt = &runtime;
-        v->threads = L.threads.data();
         v->dyn_size = L.shared;
         v->dyn_shared = w->dyn_end - ((L.shared + 15) & ~15u);
         // Shared memory starts as NaN bytes at each launch (a GPU leaves it undefined).
@@ -636,10 +641,15 @@ bool run_block(Worker* w, Launch& L, uint64_t b) {
     uint64_t gx = L.grid[0], gy = L.grid[1];
     w->block = uint3{(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / (gx * gy))};
     v->block_idx = w->block;
+    // Every other block runs its threads last to first: a race on shared memory (a read
+    // without the barrier that orders it after the write) shows in one order or the other.
+    w->rev = L.nthreads > 1 && ((b + L.gen) & 1);
+    w->order = w->rev ? L.reversed.data() : L.threads.data();
+    v->threads = w->order;
     v->plain = 1;
     v->next = 0;
     v->count = L.nthreads;
-    v->cur = &L.threads[0];
+    v->cur = &w->order[0];
     w->n = L.nthreads;
     w->converted = false;
     w->qhead = w->qsize = 0;
@@ -699,6 +709,7 @@ bool run_launch(const CmdLaunch* c, int& code, std::string& err) {
         t.linear = i;
         t.pad = 0;
     }
+    L.reversed.assign(L.threads.rbegin(), L.threads.rend());
     char act[256];
     snprintf(act, sizeof act, "kernel %s", L.meta->name.c_str());
     set_activity(act);
@@ -883,8 +894,7 @@ void on_fault(int sig, siginfo_t* si, void* ucv) {
     uint64_t a = (uint64_t)si->si_addr;
     std::string where = "the device";
     if (w && w->in_block && w->L) {
-        uint32_t ti = thread_index(w);
-        const Thread& t = w->L->threads[ti];
+        const Thread& t = w->order[thread_index(w)];
         char b[512];
         snprintf(b, sizeof b, "kernel %s, block (%u,%u,%u), thread (%u,%u,%u)", w->L->meta->name.c_str(), w->block.x, w->block.y,
                  w->block.z, t.idx.x, t.idx.y, t.idx.z);
