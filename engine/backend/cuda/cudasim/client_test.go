@@ -64,6 +64,7 @@ type api struct {
 	cuStreamDestroy             func(uintptr) int32
 	cuStreamSynchronize         func(uintptr) int32
 	cuStreamQuery               func(uintptr) int32
+	cuStreamWaitEventF          func(uintptr, uintptr, uint32) int32
 	cuEventCreate               func(*uintptr, uint32) int32
 	cuEventRecord               func(uintptr, uintptr) int32
 	cuEventSynchronize          func(uintptr) int32
@@ -200,6 +201,7 @@ func open(dir string) (*api, error) {
 	bind(cu, &a.cuStreamDestroy, "cuStreamDestroy_v2")
 	bind(cu, &a.cuStreamSynchronize, "cuStreamSynchronize")
 	bind(cu, &a.cuStreamQuery, "cuStreamQuery")
+	bind(cu, &a.cuStreamWaitEventF, "cuStreamWaitEvent")
 	bind(cu, &a.cuEventCreate, "cuEventCreate")
 	bind(cu, &a.cuEventRecord, "cuEventRecord")
 	bind(cu, &a.cuEventSynchronize, "cuEventSynchronize")

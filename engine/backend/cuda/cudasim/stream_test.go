@@ -188,3 +188,34 @@ func TestLaunchChecks(t *testing.T) {
 	a.want(t, "a stale function", a.launch(f+1, d1(1, 32), 0, p, int64(1)), 400)
 	a.ok(t, "cuCtxSynchronize", a.cuCtxSynchronize())
 }
+
+// TestStreamWaitEvent: work a stream waits for (through an event) runs before it; without
+// the wait, the other stream's work has not run when the first is synchronised.
+func TestStreamWaitEvent(t *testing.T) {
+	a := stand(t)
+	a.newContext(t)
+	f := a.load(t, testKernels(t, a)).fn(t, "add_one")
+	var s1, s2, e uintptr
+	a.ok(t, "cuStreamCreate", a.cuStreamCreate(&s1, 1))
+	a.ok(t, "cuStreamCreate", a.cuStreamCreate(&s2, 1))
+	defer a.cuStreamDestroy(s1)
+	defer a.cuStreamDestroy(s2)
+	a.ok(t, "cuEventCreate", a.cuEventCreate(&e, 2))
+	defer a.cuEventDestroy(e)
+	const n = 256
+	x := upload(t, a, make([]float32, n))
+	y := upload(t, a, make([]float32, n))
+	a.ok(t, "launch", a.launch(f, d1(1, 256), s1, x, int64(n)))
+	a.ok(t, "cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(y, x, 4*n, s2)) // no wait: copies the old x
+	a.ok(t, "cuStreamSynchronize", a.cuStreamSynchronize(s2))
+	if got := download[float32](t, a, y, 1); got[0] != 0 {
+		t.Fatalf("without the wait: %v, want 0", got[0])
+	}
+	a.ok(t, "cuEventRecord", a.cuEventRecord(e, s1))
+	a.ok(t, "cuStreamWaitEvent", a.cuStreamWaitEventF(s2, e, 0))
+	a.ok(t, "cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(y, x, 4*n, s2))
+	a.ok(t, "cuStreamSynchronize", a.cuStreamSynchronize(s2))
+	if got := download[float32](t, a, y, 1); got[0] != 1 {
+		t.Fatalf("after waiting for the event: %v, want 1", got[0])
+	}
+}
