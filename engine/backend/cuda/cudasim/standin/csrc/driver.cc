@@ -1538,13 +1538,14 @@ API CUresult cuEventRecord(Event* e, void* h) {
         e->recorded = true;
         e->captured = true;
         e->done = false;
-        e->gen++;
+        e->gen = 0;
         return OK;
     }
     CmdEvent ce{};
     ce.slot = e->slot;
     Cmd cmd = make_cmd(CMD_EVENT, ce);
-    e->gen++;
+    static uint64_t generations;
+    e->gen = ++generations;  // unique across events: a record of a destroyed event matches no new one
     cmd.event = e;
     cmd.event_gen = e->gen;
     e->recorded = true;
