@@ -115,3 +115,20 @@ func openBLAS(m, n, k int) (float64, error) {
 	}
 	return strconv.ParseFloat(string(mm[1]), 64)
 }
+
+// BenchmarkLaunchOverhead: a one-block launch and its sync with 1000 live allocations of
+// 64 KiB each (the end-of-buffer checks after each kernel must not scale with their bytes).
+func BenchmarkLaunchOverhead(b *testing.B) {
+	a := stand(b)
+	a.newContext(b)
+	f := a.load(b, testKernels(b, a)).fn(b, "add_one")
+	var p uint64
+	for i := 0; i < 1000; i++ {
+		p = alloc(b, a, 64<<10-512+i%3*100)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a.ok(b, "launch", a.launch(f, d1(1, 32), 0, p, int64(32)))
+		a.ok(b, "cuCtxSynchronize", a.cuCtxSynchronize())
+	}
+}

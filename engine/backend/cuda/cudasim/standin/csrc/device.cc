@@ -115,24 +115,33 @@ void rebuild_canaries() {
     }
 }
 
-// Checks the bytes around each allocation; returns a message when a kernel wrote there.
+// Checks the bytes around each allocation (at most 16 before, 255 after); returns a message
+// when a kernel wrote there.
 bool check_canaries(std::string& msg) {
+    static const uint8_t ff[512] = {
+#define F16 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+#define F128 F16, F16, F16, F16, F16, F16, F16, F16
+        F128, F128, F128, F128
+#undef F128
+#undef F16
+    };
     for (const Canary& c : canaries) {
-        const uint8_t* p = (const uint8_t*)c.lo;
-        for (uint64_t a = c.lo; a < c.hi; a++, p++) {
-            if (a >= c.data && a < c.data + c.data_len) continue;
-            if (*p != 0xFF) {
-                char b[256];
-                if (a < c.data)
-                    snprintf(b, sizeof b, "a write %llu bytes before the start of the %llu-byte allocation at %#llx",
-                             (unsigned long long)(c.data - a), (unsigned long long)c.data_len, (unsigned long long)c.data);
-                else
-                    snprintf(b, sizeof b, "a write %llu bytes past the end of the %llu-byte allocation at %#llx (byte %#llx)",
-                             (unsigned long long)(a - c.data - c.data_len), (unsigned long long)c.data_len,
-                             (unsigned long long)c.data, (unsigned long long)a);
-                msg = b;
-                return false;
-            }
+        uint64_t end = c.data + c.data_len;
+        uint64_t ranges[2][2] = {{c.lo, std::min(c.data, c.hi)}, {std::max(end, c.lo), c.hi}};
+        for (auto& r : ranges) {
+            if (r[1] <= r[0] || memcmp((const void*)r[0], ff, r[1] - r[0]) == 0) continue;
+            uint64_t a = r[0];
+            while (*(const uint8_t*)a == 0xFF) a++;
+            char b[256];
+            if (a < c.data)
+                snprintf(b, sizeof b, "a write %llu bytes before the start of the %llu-byte allocation at %#llx",
+                         (unsigned long long)(c.data - a), (unsigned long long)c.data_len, (unsigned long long)c.data);
+            else
+                snprintf(b, sizeof b, "a write %llu bytes past the end of the %llu-byte allocation at %#llx (byte %#llx)",
+                         (unsigned long long)(a - end), (unsigned long long)c.data_len, (unsigned long long)c.data,
+                         (unsigned long long)a);
+            msg = b;
+            return false;
         }
     }
     return true;
@@ -204,6 +213,7 @@ struct Prof {
 };
 bool profiling;
 std::map<std::string, Prof> profile;
+uint64_t batches, batch_ns;
 
 uint64_t now_ns() {
     struct timespec ts;
@@ -211,17 +221,23 @@ uint64_t now_ns() {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+const char* profile_path;  // CUDASIM_PROFILE names a file to append to, or is 1 for stderr
+
 void print_profile() {
     if (!profiling || profile.empty()) return;
+    FILE* out = stderr;
+    if (profile_path && (out = fopen(profile_path, "a")) == nullptr) out = stderr;
     std::vector<std::pair<std::string, Prof>> v(profile.begin(), profile.end());
     std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.ns > b.second.ns; });
     uint64_t total = 0;
     for (auto& e : v) total += e.second.ns;
-    fprintf(stderr, "cudasim profile (device process %d): %.3f s in kernels, GEMMs and copies\n", getpid(), total / 1e9);
-    fprintf(stderr, "%10s %6s %9s %10s %s\n", "ms", "%", "calls", "ns/thread", "what");
+    fprintf(out, "cudasim profile (device process %d): %.3f s in kernels, GEMMs and copies; %llu batches took %.3f s\n", getpid(),
+            total / 1e9, (unsigned long long)batches, batch_ns / 1e9);
+    fprintf(out, "%10s %6s %9s %10s %s\n", "ms", "%", "calls", "ns/thread", "what");
     for (auto& [name, p] : v)
-        fprintf(stderr, "%10.1f %6.1f %9llu %10.1f %s\n", p.ns / 1e6, 100.0 * p.ns / (double)(total ? total : 1),
+        fprintf(out, "%10.1f %6.1f %9llu %10.1f %s\n", p.ns / 1e6, 100.0 * p.ns / (double)(total ? total : 1),
                 (unsigned long long)p.calls, p.threads ? (double)p.ns / (double)p.threads : 0.0, name.c_str());
+    if (out != stderr) fclose(out);
 }
 
 struct Launch {
@@ -965,6 +981,7 @@ void run_batch() {
     while (p < end && code == 0) {
         CmdHeader* h = (CmdHeader*)p;
         if (h->size < sizeof(CmdHeader) || p + h->size > end) die("damaged command batch");
+        uint64_t tc = profiling ? now_ns() : 0;
         switch (h->type) {
             case CMD_MAP: {
                 CmdMap* c = (CmdMap*)h;
@@ -1062,6 +1079,12 @@ void run_batch() {
             default:
                 die("unknown command %u", h->type);
         }
+        if (profiling && h->type != CMD_LAUNCH && h->type != CMD_GEMM && h->type != CMD_COPY) {
+            static const char* names[] = {"", "map", "unmap", "", "", "memset", "event", "module load", "module unload", ""};
+            Prof& pr = profile[std::string("command ") + (h->type < 10 ? names[h->type] : "?")];
+            pr.ns += now_ns() - tc;
+            pr.calls++;
+        }
         p += h->size;
     }
     if (maps_changed) rebuild_canaries();
@@ -1120,7 +1143,10 @@ int main(int argc, char** argv) {
         size_t kb = strtoull(s, nullptr, 10);
         if (kb >= 16 && kb <= 65536) stack_size = kb << 10;
     }
-    if (const char* s = getenv("CUDASIM_PROFILE")) profiling = *s && strcmp(s, "0") != 0;
+    if (const char* s = getenv("CUDASIM_PROFILE")) {
+        profiling = *s && strcmp(s, "0") != 0;
+        if (profiling && strcmp(s, "1") != 0) profile_path = s;
+    }
     int nw = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (const char* s = getenv("CUDASIM_WORKERS")) nw = atoi(s);
     nw = std::max(1, std::min(nw, 64));
@@ -1150,7 +1176,9 @@ int main(int argc, char** argv) {
         while ((r = __atomic_load_n(&ctl->req, __ATOMIC_ACQUIRE)) == last) futex(&ctl->req, FUTEX_WAIT, last);
         last = r;
         batch_req = r;
+        uint64_t t0 = profiling ? now_ns() : 0;
         run_batch();
+        if (profiling) batches++, batch_ns += now_ns() - t0;
         __atomic_store_n(&ctl->ack, r, __ATOMIC_RELEASE);
         futex(&ctl->ack, FUTEX_WAKE, INT_MAX);
     }
