@@ -219,3 +219,21 @@ func TestStreamWaitEvent(t *testing.T) {
 		t.Fatalf("after waiting for the event: %v, want 1", got[0])
 	}
 }
+
+// TestPinnedFromKernel: with unified addressing a kernel reaches cuMemHostAlloc memory at its
+// host address; what it writes there is the host's after a sync.
+func TestPinnedFromKernel(t *testing.T) {
+	a := stand(t)
+	a.newContext(t)
+	f := a.load(t, plantedKernels(t, a)).fn(t, "write_anywhere")
+	var h uintptr
+	a.ok(t, "cuMemHostAlloc", a.cuMemHostAlloc(&h, 64, 0))
+	defer a.cuMemFreeHost(h)
+	host := unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(nil), h)), 8)
+	host[0] = 7
+	a.ok(t, "launch", a.launch(f, d1(1, 1), 0, uint64(h)))
+	a.ok(t, "cuCtxSynchronize", a.cuCtxSynchronize())
+	if host[0] != 1 {
+		t.Fatalf("pinned memory holds %d after the kernel, want 1", host[0])
+	}
+}

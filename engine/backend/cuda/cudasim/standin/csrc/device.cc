@@ -65,6 +65,7 @@ namespace {
 
 Control* ctl;
 uint64_t devbase;
+uint64_t alias;  // the user's process' view of the same memory; pinned host memory is mapped there too
 uint32_t batch_req;  // the request being served (the fault handler acknowledges it)
 size_t stack_size = 64 << 10;
 constexpr uint32_t MAX_THREADS = 1024;
@@ -151,6 +152,10 @@ std::string describe_address(uint64_t a) {
     char b[512];
     if (a < 65536) {
         snprintf(b, sizeof b, "address %#llx: a null pointer", (unsigned long long)a);
+        return b;
+    }
+    if (alias && a >= alias && a < alias + DEV_SPACE) {
+        snprintf(b, sizeof b, "address %#llx is in the host's view of device memory, not pinned host memory", (unsigned long long)a);
         return b;
     }
     if (a < devbase || a >= devbase + DEV_SPACE) {
@@ -986,6 +991,7 @@ void run_batch() {
             case CMD_MAP: {
                 CmdMap* c = (CmdMap*)h;
                 if (mprotect((void*)c->addr, c->len, PROT_READ | PROT_WRITE) != 0) die("mprotect: %s", strerror(errno));
+                if (c->kind == 1 && alias) mprotect((void*)(alias + (c->addr - devbase)), c->len, PROT_READ | PROT_WRITE);
                 live[c->addr] = Region{c->addr, c->len, c->data, c->data_len, c->kind};
                 maps_changed = true;
                 break;
@@ -993,6 +999,7 @@ void run_batch() {
             case CMD_UNMAP: {
                 CmdMap* c = (CmdMap*)h;
                 mprotect((void*)c->addr, c->len, PROT_NONE);
+                if (c->kind == 1 && alias) mprotect((void*)(alias + (c->addr - devbase)), c->len, PROT_NONE);
                 auto it = live.find(c->addr);
                 if (it != live.end()) {
                     freed.push_back(it->second);
@@ -1131,14 +1138,18 @@ using namespace cudasim;
 
 // cudasim-device CONTROL_FD MEMORY_FD PIPE_FD DEVBASE
 int main(int argc, char** argv) {
-    if (argc != 5) die("started by hand? (it is run by the stand-in's libcuda.so.1)");
+    if (argc != 6) die("started by hand? (it is run by the stand-in's libcuda.so.1)");
     int cfd = atoi(argv[1]), mfd = atoi(argv[2]), pfd = atoi(argv[3]);
     devbase = strtoull(argv[4], nullptr, 16);
+    alias = strtoull(argv[5], nullptr, 16);
     for (int s : {SIGINT, SIGQUIT, SIGHUP, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) signal(s, SIG_IGN);
     ctl = (Control*)mmap(nullptr, control_size(), PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
     if (ctl == MAP_FAILED || ctl->magic != PROTO_MAGIC || ctl->version != PROTO_VERSION) die("bad control block");
     void* dev = mmap((void*)devbase, DEV_SPACE, PROT_NONE, MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_NORESERVE, mfd, 0);
     if (dev != (void*)devbase) die("cannot map device memory at %#llx: %s", (unsigned long long)devbase, strerror(errno));
+    // Kernels reach pinned host memory at its host address (unified addressing); when that
+    // range is taken here, they cannot, and such an access faults.
+    if (mmap((void*)alias, DEV_SPACE, PROT_NONE, MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_NORESERVE, mfd, 0) != (void*)alias) alias = 0;
     if (const char* s = getenv("CUDASIM_STACK")) {
         size_t kb = strtoull(s, nullptr, 10);
         if (kb >= 16 && kb <= 65536) stack_size = kb << 10;

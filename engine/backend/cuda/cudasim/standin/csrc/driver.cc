@@ -441,7 +441,16 @@ CUresult start_device(Ctx* c, std::string& why) {
         return E_OUT_OF_MEMORY;
     }
     c->ctl = (Control*)mmap(nullptr, control_size(), PROT_READ | PROT_WRITE, MAP_SHARED, c->ctl_fd, 0);
-    c->alias = (uint8_t*)mmap(nullptr, DEV_SPACE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, c->mem_fd, 0);
+    // The host view of the context's memory, at an address the device process can map too:
+    // pinned host memory is then reachable from kernels at its host address, as with UVA.
+    c->alias = (uint8_t*)MAP_FAILED;
+    for (uint64_t base = devbase + 2 * DEV_SPACE; base + DEV_SPACE <= 0x780000000000ull && c->alias == MAP_FAILED; base += DEV_SPACE) {
+        void* p = mmap((void*)base, DEV_SPACE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, c->mem_fd, 0);
+        if (p == (void*)base) c->alias = (uint8_t*)p;
+        else if (p != MAP_FAILED) munmap(p, DEV_SPACE);
+    }
+    if (c->alias == MAP_FAILED)
+        c->alias = (uint8_t*)mmap(nullptr, DEV_SPACE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, c->mem_fd, 0);
     if (c->ctl == MAP_FAILED || c->alias == MAP_FAILED) {
         why = std::string("mmap: ") + strerror(errno);
         return E_OUT_OF_MEMORY;
@@ -456,9 +465,10 @@ CUresult start_device(Ctx* c, std::string& why) {
     int pr = high_fd(p[0]);
     c->pipe_wr = p[1];
     std::string bin = device_binary();
-    char base[32];
+    char base[32], alias[32];
     snprintf(base, sizeof base, "%llx", (unsigned long long)devbase);
-    const char* argv[] = {bin.c_str(), "3", "4", "5", base, nullptr};
+    snprintf(alias, sizeof alias, "%llx", (unsigned long long)(uintptr_t)c->alias);
+    const char* argv[] = {bin.c_str(), "3", "4", "5", base, alias, nullptr};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, c->ctl_fd, 3);
@@ -1219,6 +1229,21 @@ API CUresult cuMemHostAlloc(void** pp, size_t size, unsigned int flags) {
 }
 
 API CUresult cuMemAllocHost_v2(void** pp, size_t size) { return cuMemHostAlloc(pp, size, 0); }
+
+// With unified addressing the device reaches pinned host memory at its host address.
+API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* p, void* h, unsigned int flags) {
+    LOCK;
+    Ctx* c;
+    if (CUresult r = need_ctx(&c)) return r;
+    if (!p || flags != 0) return E_INVALID_VALUE;
+    for (Ctx* x : contexts) {
+        if (find_pinned(x, h, 1)) {
+            *p = (CUdeviceptr)h;
+            return OK;
+        }
+    }
+    return E_INVALID_VALUE;
+}
 
 API CUresult cuMemFreeHost(void* h) {
     LOCK;
