@@ -195,6 +195,9 @@ func TestDecodeStepFixedBuffers(t *testing.T) {
 			lens[i]++
 		}
 	}
+	if d.graph != nil {
+		t.Logf("decode steps 2…%d replayed one captured CUDA graph", steps)
+	}
 	d.free()
 	same := 0
 	for i := range prompts {
