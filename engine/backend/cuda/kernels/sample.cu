@@ -287,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             if (u >= mprev && u < mprev + m) {
                 u64 c = mprev;
                 tr = tprev;
-                for (int e = 0; e < E; e++) {
+                for (int e = 0; e < E && j0 + e < vocab; e++) {
                     u32 k = order_key(x[j0 + e]);
                     if (k > K || (k == K && tr++ < quota)) {
                         c += mass_of(x[j0 + e], mx, it);
