@@ -182,6 +182,22 @@ func (b *Backend) AttentionBackward(dq, dout, probs, q Buf, spans []Span, a Atte
 // headChunk is how many rows of float32 logits the head forms at a time (about 64 MiB).
 func headChunk(rows, vocab int) int { return max(1, min(rows, (16<<20)/max(1, vocab))) }
 
+// LogProbForward sets logp[r] = log softmax(logits[r]·invTemp)[targets[r]] (0 where the
+// target is negative) and, when entropy is given, the entropy of each row's distribution;
+// logits float32 [rows, vocab].
+func (b *Backend) LogProbForward(logp, entropy, logits, targets Buf, rows, vocab int, invTemp float32) error {
+	return b.queue(firstErr(need("logp", logp, F32, rows), opt("entropy", entropy, F32, rows), need("logits", logits, F32, rows*vocab),
+		need("targets", targets, I32, rows)),
+		func(o *owner) error { return o.logprobs(logp.f32(), entropy.f32(), logits.f32(), targets.i32(), rows, vocab, invTemp) })
+}
+
+// LogProbBackward accumulates dlogits (bf16) += dlogp·invTemp·(onehot(target) − softmax).
+func (b *Backend) LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error {
+	return b.queue(firstErr(need("dlogits", dlogits, BF16, rows*vocab), need("dlogp", dlogp, F32, rows), need("logits", logits, F32, rows*vocab),
+		need("targets", targets, I32, rows)),
+		func(o *owner) error { return o.logprobsBack(dlogits.bf(), logits.f32(), dlogp.f32(), targets.i32(), rows, vocab, invTemp) })
+}
+
 // HeadLogProbs sets logp[r] = log softmax(hidden[r]·headᵀ·invT)[targets[r]] (0 where the
 // target is negative) and, when entropy is given, the distribution's entropy; the float32
 // logits exist a chunk of rows at a time only.
