@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
+
+	"rlhfstation/internal/testref"
 )
 
 var (
@@ -32,9 +34,7 @@ func device(t *testing.T) *Device {
 		if os.Getenv(LibsEnv) != "" {
 			t.Fatalf("opening the device of %s=%s: %v", LibsEnv, os.Getenv(LibsEnv), testDevErr)
 		}
-		// Until the CPU stand-in (engine/backend/cuda/cudasim) is on main, the device tests
-		// run where RLHFSTATION_CUDA_LIBS names one, or on a GPU.
-		t.Skipf("no CUDA device and no stand-in named by %s (%v)", LibsEnv, testDevErr)
+		testref.Missing(t, "no CUDA device, and no stand-in (TestMain builds it with g++): %v", testDevErr)
 	}
 	return testDev
 }
