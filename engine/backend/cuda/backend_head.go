@@ -188,14 +188,18 @@ func headChunk(rows, vocab int) int { return max(1, min(rows, (16<<20)/max(1, vo
 func (b *Backend) LogProbForward(logp, entropy, logits, targets Buf, rows, vocab int, invTemp float32) error {
 	return b.queue(firstErr(need("logp", logp, F32, rows), opt("entropy", entropy, F32, rows), need("logits", logits, F32, rows*vocab),
 		need("targets", targets, I32, rows)),
-		func(o *owner) error { return o.logprobs(logp.f32(), entropy.f32(), logits.f32(), targets.i32(), rows, vocab, invTemp) })
+		func(o *owner) error {
+			return o.logprobs(logp.f32(), entropy.f32(), logits.f32(), targets.i32(), rows, vocab, invTemp)
+		})
 }
 
 // LogProbBackward accumulates dlogits (bf16) += dlogp·invTemp·(onehot(target) − softmax).
 func (b *Backend) LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error {
 	return b.queue(firstErr(need("dlogits", dlogits, BF16, rows*vocab), need("dlogp", dlogp, F32, rows), need("logits", logits, F32, rows*vocab),
 		need("targets", targets, I32, rows)),
-		func(o *owner) error { return o.logprobsBack(dlogits.bf(), logits.f32(), dlogp.f32(), targets.i32(), rows, vocab, invTemp) })
+		func(o *owner) error {
+			return o.logprobsBack(dlogits.bf(), logits.f32(), dlogp.f32(), targets.i32(), rows, vocab, invTemp)
+		})
 }
 
 // HeadLogProbs sets logp[r] = log softmax(hidden[r]·headᵀ·invT)[targets[r]] (0 where the
