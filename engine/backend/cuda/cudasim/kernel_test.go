@@ -296,6 +296,19 @@ func TestMath(t *testing.T) {
 	}
 }
 
+func TestFastMath(t *testing.T) {
+	a := stand(t)
+	a.newContext(t)
+	f := a.load(t, testKernels(t, a)).fn(t, "fast_math")
+	out := alloc(t, a, 16)
+	a.ok(t, "launch", a.launch(f, d1(1, 1), 0, out))
+	got := download[float32](t, a, out, 4)
+	one, big := float32(1), float32(1e38)
+	if got[0] != 0 || got[1] != one/big || got[2] != 1 || got[3] != 0 {
+		t.Errorf("fast math %v, want [0 %v 1 0]", got, one/big)
+	}
+}
+
 func TestCoordinates(t *testing.T) {
 	a := stand(t)
 	a.newContext(t)

@@ -279,18 +279,25 @@ inline float __fdiv_rn(float a, float b) { return cudasim::keep(a / b); }
 inline float __frcp_rn(float a) { return cudasim::keep(1.0f / a); }
 inline float __fsqrt_rn(float a) { return cudasim::keep(sqrtf(a)); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-inline float __fdividef(float a, float b) { return a / b; }
+// The fast intrinsics as the GPU computes them: through base-2 hardware approximations after
+// a rounded product, so their error grows with the argument as on the device (the
+// approximations themselves are taken as exact here).
+inline float __fdividef(float a, float b) {
+    float ab = fabsf(b);
+    if (ab > 8.507059173023462e37f && ab < 3.4028234663852886e38f) return 0.0f * a;  // 2^126 < |b| < 2^128
+    return cudasim::keep(a * cudasim::keep(1.0f / b));
+}
 inline float __frsqrt_rn(float a) { return 1.0f / sqrtf(a); }
 inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 inline double rsqrt(double a) { return 1.0 / sqrt(a); }
 inline float rcbrtf(float a) { return 1.0f / cbrtf(a); }
 inline float __saturatef(float a) { return a >= 1.0f ? 1.0f : (a > 0.0f ? a : 0.0f); }
-inline float __expf(float a) { return expf(a); }
-inline float __exp10f(float a) { return powf(10.0f, a); }
-inline float __logf(float a) { return logf(a); }
+inline float __expf(float a) { return exp2f(cudasim::keep(a * 1.44269504088896341f)); }
+inline float __exp10f(float a) { return exp2f(cudasim::keep(a * 3.32192809488736235f)); }
+inline float __logf(float a) { return cudasim::keep(log2f(a) * 0.693147180559945309f); }
 inline float __log2f(float a) { return log2f(a); }
-inline float __log10f(float a) { return log10f(a); }
-inline float __powf(float a, float b) { return powf(a, b); }
+inline float __log10f(float a) { return cudasim::keep(log2f(a) * 0.301029995663981195f); }
+inline float __powf(float a, float b) { return exp2f(cudasim::keep(b * log2f(a))); }
 inline float __sinf(float a) { return sinf(a); }
 inline float __cosf(float a) { return cosf(a); }
 inline float __tanf(float a) { return tanf(a); }
