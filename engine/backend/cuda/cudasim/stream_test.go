@@ -160,6 +160,10 @@ func TestGraph(t *testing.T) {
 	var p uint64
 	a.want(t, "cuMemAlloc during capture", a.cuMemAlloc(&p, 64), 900)
 	a.want(t, "cuStreamEndCapture after an allocation", a.cuStreamEndCapture(s, &g), 901)
+	a.ok(t, "cuStreamBeginCapture(relaxed)", a.cuStreamBeginCapture(s, 2))
+	a.ok(t, "cuMemAlloc during a relaxed capture", a.cuMemAlloc(&p, 64))
+	a.want(t, "cuCtxSynchronize during a relaxed capture", a.cuCtxSynchronize(), 900)
+	a.want(t, "cuStreamEndCapture after a context sync", a.cuStreamEndCapture(s, &g), 901)
 	a.want(t, "cuStreamBeginCapture on the legacy stream", a.cuStreamBeginCapture(0, 1), 900)
 	a.want(t, "cuStreamEndCapture without a capture", a.cuStreamEndCapture(s, &g), 401)
 }

@@ -1144,7 +1144,14 @@ API CUresult cuCtxSynchronize() {
     LOCK;
     Ctx* c;
     if (CUresult r = need_ctx(&c)) return r;
-    if (CUresult r = capture_guard()) return r;
+    CUresult r = capture_guard();
+    for (Stream* s : c->streams) {  // it would wait for a capturing stream, whatever the mode
+        if (s->cap) {
+            if (!s->cap->invalid) s->cap->invalid = E_CAPTURE_UNSUPPORTED;
+            r = E_CAPTURE_UNSUPPORTED;
+        }
+    }
+    if (r) return r;
     return flush_all(c);
 }
 
