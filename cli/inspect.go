@@ -65,5 +65,5 @@ func runInspect(s streams, args []string) error {
 	if *asJSON {
 		return writeJSON(s.stdout, true, rep)
 	}
-	return rep.WriteText(s.stdout, *top)
+	return rep.WriteText(s.stdout, *top, "--top 0 shows all")
 }

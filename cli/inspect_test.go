@@ -179,3 +179,23 @@ func TestInspectUsageAndErrors(t *testing.T) {
 		t.Fatalf("missing checkpoint: exit %d, %q", code, errs)
 	}
 }
+
+// The TUI's inspector names the command that shows the rows it leaves out, not a flag.
+func TestInspectorPointsToTheCommandForAllRows(t *testing.T) {
+	ck := filepath.Join(t.TempDir(), "checkpoints", "step-000010")
+	writeInspectFixture(t, ck, 5, 10, nil)
+	defer func(n int) { inspectorTop = n }(inspectorTop)
+	inspectorTop = 2
+	text, _, err := inspectCheckpoint(ck, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "more (all of them: rlhfstation inspect " + ck + " --top 0)"
+	if !strings.Contains(text, want) || strings.Contains(text, "(--top 0 shows all)") {
+		t.Fatalf("inspector text does not point to the command:\n%s", text)
+	}
+	_, out, _ := runCaptured(t, "inspect", ck, "--top", "2")
+	if !strings.Contains(out, "more (--top 0 shows all)") {
+		t.Fatalf("inspect --top 2 does not name its flag:\n%s", out)
+	}
+}

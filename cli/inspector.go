@@ -13,14 +13,18 @@ import (
 	"rlhfstation/engine/monitor"
 )
 
-// inspectCheckpoint is the inspector's health report (the inspect command's text).
+// inspectorTop is the rows per module group the TUI's inspector shows.
+var inspectorTop = 8
+
+// inspectCheckpoint is the inspector's health report (the inspect command's text). The rows it
+// leaves out are pointed to by the command that lists them: a flag means nothing in the TUI.
 func inspectCheckpoint(ckpt, ref string) (string, float64, error) {
 	rep, err := monitor.Analyze(ckpt, ref)
 	if err != nil {
 		return "", 0, err
 	}
 	var b bytes.Buffer
-	if err := rep.WriteText(&b, 8); err != nil {
+	if err := rep.WriteText(&b, inspectorTop, "all of them: rlhfstation inspect "+ckpt+" --top 0"); err != nil {
 		return "", 0, err
 	}
 	return b.String(), rep.Health().Score, nil

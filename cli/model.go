@@ -13,6 +13,7 @@ import (
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/internal/human"
 )
 
 // modelFlagHelp is the -h text of every --model flag.
@@ -47,8 +48,8 @@ func (f modelFlags) load(stderr io.Writer, quant string) (string, *model.Model, 
 	if err != nil {
 		return "", nil, nil, err
 	}
-	fmt.Fprintf(stderr, "loaded %s (%s, %.1fM parameters, %.1f MiB resident) in %.2fs\n", dir, m.Config.ModelType,
-		float64(m.NumParams())/1e6, float64(m.ResidentBytes())/(1<<20), time.Since(start).Seconds())
+	fmt.Fprintf(stderr, "loaded %s (%s, %s parameters, %s resident) in %.2fs\n", dir, m.Config.ModelType,
+		human.Count(int64(m.NumParams())), human.Bytes(int64(m.ResidentBytes())), time.Since(start).Seconds())
 	if quant != "" {
 		q := config.Default().Quant
 		q.Type = quant

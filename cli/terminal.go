@@ -4,16 +4,15 @@ import (
 	"os"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/term"
 )
 
-// isTerminal reports whether a command's stream is a terminal (a character device).
+// isTerminal reports whether a command's stream is a terminal: one that answers the terminal
+// ioctl, not any character device (/dev/null is one, and `replay RUN > /dev/null` must not
+// start the TUI).
 func isTerminal(stream any) bool {
 	f, ok := stream.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(f.Fd())
 }
 
 // tuiStreams makes the TUI draw on the command's stdout and read keys from its stdin. When

@@ -175,7 +175,7 @@ func analyze(t *testing.T, dir, ref string) *Report {
 		t.Fatalf("report must encode as JSON: %v", err)
 	}
 	var sb strings.Builder
-	if err := rep.WriteText(&sb, 0); err != nil {
+	if err := rep.WriteText(&sb, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	return rep

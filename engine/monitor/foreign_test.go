@@ -38,7 +38,7 @@ func TestInspectTRLCheckpoint(t *testing.T) {
 		t.Errorf("adapter %+v", rep.Adapter)
 	}
 	var b bytes.Buffer
-	rep.WriteText(&b, 5)
+	rep.WriteText(&b, 5, "--top 0 shows all")
 	out := b.String()
 	for _, want := range []string{"health 1.00 (no issues)", "Hugging Face Trainer state: global_step 30 of 40 · epoch 0.75",
 		"skipped    optimizer.pt, rng_state.pth, scheduler.pt, training_args.bin (PyTorch pickles are not read"} {

@@ -13,8 +13,9 @@ import (
 
 // WriteText writes the report for people: a summary line with the score, the issues with their
 // recommendations, then a table per module group with the worst modules first (top rows per
-// group; 0 for all).
-func (r *Report) WriteText(w io.Writer, top int) error {
+// group; 0 for all). more tells the reader how to see the rows left out: the inspect command
+// names its --top flag, the TUI's inspector the command to run.
+func (r *Report) WriteText(w io.Writer, top int, more string) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
 
@@ -144,7 +145,7 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		}
 		tw.Flush()
 		if len(rows) < len(g.Modules) {
-			p("  … %d more (--top 0 shows all)\n", len(g.Modules)-len(rows))
+			p("  … %d more (%s)\n", len(g.Modules)-len(rows), more)
 		}
 		for _, k := range g.Kinds {
 			p("  %-10s %3d modules  ‖s·B·A‖ %s\n", k.Kind, k.Modules, aggText(k.BA))

@@ -35,13 +35,19 @@ func TestSecondWriterIsRefusedWithTheHoldersPID(t *testing.T) {
 	l2.Release()
 }
 
+var childLock *Lock
+
 // A process killed while holding the lock leaves the file with its pid; the kernel released
 // the lock with the process, so the next writer takes it over.
 func TestStaleLockOfAKilledProcessIsTakenOver(t *testing.T) {
 	if os.Getenv("RUNLOCK_CHILD") != "" {
-		if _, err := Acquire(os.Getenv("RUNLOCK_CHILD")); err != nil {
+		l, err := Acquire(os.Getenv("RUNLOCK_CHILD"))
+		if err != nil {
 			os.Exit(3)
 		}
+		// Held in a package variable: a dropped Lock could be collected, and closing its
+		// file would release the lock before the parent looks.
+		childLock = l
 		os.Stdout.WriteString("locked\n")
 		select {} // until killed
 	}
