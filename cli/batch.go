@@ -24,12 +24,14 @@ Runs GRPO headless: the same engine as the workstation, writing the same run fol
 built-in model on the preset's built-in prompts. Settings come from, in order of precedence:
 flags, the --config file (or RUNDIR/config.toml with --resume), the preset's [grpo] table,
 the built-in model's run defaults (when it is the model), the defaults of DESIGN §5.
-SIGINT/SIGTERM save a checkpoint and exit with 130.`
+Below, "(default V)" is DESIGN §5's value, used with --model; "[built-in model: V]" is where a
+run on the built-in model starts instead. SIGINT/SIGTERM save a checkpoint and exit with 130.`
 
 func runBatch(s streams, args []string) error {
 	fs := newFlagSet("batch", batchUsage, s.stderr)
 	fs.Bool("batch", true, "run headless (this mode)")
 	flags := config.Bind(fs)
+	flags.AnnotateDefaults(engine.BuiltinRunDefaults(), "built-in model")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -66,7 +68,7 @@ func runBatch(s streams, args []string) error {
 	fmt.Fprintf(s.stdout, "run folder: %s\n", e.RunDir())
 	switch {
 	case errors.Is(err, engine.ErrInterrupted):
-		return exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoint saved")}
+		return exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: checkpoint saved; resume with: rlhfstation --batch --resume %s", e.RunDir())}
 	case errors.Is(err, engine.ErrStopped):
 		return nil
 	}

@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"strconv"
 	"sync"
 
@@ -23,12 +26,20 @@ const workstationUsage = `[flags]
 The workstation: a setup screen (preset, model, data, steps, device), then the live dashboard
 of the run (space pauses, s saves, c opens the checkpoints, ? lists every key, q stops the run
 after saving). Every flag of --batch may be given to preset the choices (--config run.toml,
---preset, --model, --steps…). It needs a terminal; use --batch for scripts.`
+--preset, --model, --steps…); "[built-in model: V]" marks where a run on the built-in model
+starts instead of the default shown. It needs a terminal; use --batch for scripts.`
 
-func runWorkstation(s streams, args []string) error {
-	fs := newFlagSet("", workstationUsage, s.stderr)
+// workstationFlags are the workstation's flags: --theme and every flag of --batch.
+func workstationFlags(stderr io.Writer) (*flag.FlagSet, *string, *config.Flags) {
+	fs := newFlagSet("", workstationUsage, stderr)
 	theme := fs.String("theme", "auto", "palette: auto (ask the terminal), dark or light")
 	flags := config.Bind(fs)
+	flags.AnnotateDefaults(engine.BuiltinRunDefaults(), "built-in model")
+	return fs, theme, flags
+}
+
+func runWorkstation(s streams, args []string) error {
+	fs, theme, flags := workstationFlags(s.stderr)
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -60,15 +71,7 @@ func runWorkstation(s streams, args []string) error {
 		modelDir string
 	)
 	start := func(set setup.Settings) (tui.Session, error) {
-		for name, v := range map[string]string{"preset": set.Preset, "model": set.Model, "data": set.Data,
-			"steps": strconv.Itoa(set.Steps), "device": set.Device} {
-			if v != "" && v != "0" {
-				if err := fs.Set(name, v); err != nil {
-					return tui.Session{}, err
-				}
-			}
-		}
-		cfg, opts, err := engine.ResolveRun(flags)
+		cfg, opts, err := resolveSetup(args, set, s.stderr)
 		if err != nil {
 			return tui.Session{}, err
 		}
@@ -100,20 +103,54 @@ func runWorkstation(s streams, args []string) error {
 	}
 	m := tui.New(tui.Options{Setup: &choices, Start: start, Inspect: inspectCheckpoint, Generate: generate,
 		Theme: th, NoColor: styles.NoColorEnv()})
-	_, err = tui.Run(m, tuiStreams(s)...)
+	final, err := tui.Run(m, tuiStreams(s)...)
 	mu.Lock()
 	running := eng != nil
 	mu.Unlock()
 	var engErr error
+	runDir := ""
 	if running {
 		// The TUI stops a live run before quitting; wait for the engine's last save.
 		engErr = <-runErr
+		runDir = eng.RunDir()
+	}
+	return workstationExit(s, final.Interrupted() || tui.Interrupted(err), err, engErr, runDir)
+}
+
+// resolveSetup resolves the run the setup screen chose: the command line's flags bound afresh
+// each time, then the screen's non-empty fields over them. A field the user cleared after a
+// failed start thus falls back to the command line or the built-in default, not to the
+// value that failed.
+func resolveSetup(args []string, set setup.Settings, stderr io.Writer) (*config.Config, engine.Options, error) {
+	fs, _, flags := workstationFlags(stderr)
+	if _, err := parseFlags(fs, args); err != nil {
+		return nil, engine.Options{}, err
+	}
+	for name, v := range map[string]string{"preset": set.Preset, "model": set.Model, "data": set.Data,
+		"steps": strconv.Itoa(set.Steps), "device": set.Device} {
+		if v != "" && v != "0" {
+			if err := fs.Set(name, v); err != nil {
+				return nil, engine.Options{}, err
+			}
+		}
+	}
+	return engine.ResolveRun(flags)
+}
+
+// workstationExit says where the run is and how to go on with it once the terminal is back,
+// and turns the way the session ended into the exit status: 130 for ctrl+c, as --batch does.
+func workstationExit(s streams, interrupted bool, tuiErr, engErr error, runDir string) error {
+	if runDir != "" {
+		fmt.Fprintf(s.stderr, "run folder: %s\n", runDir)
+		if errors.Is(engErr, engine.ErrStopped) || errors.Is(engErr, engine.ErrInterrupted) || interrupted {
+			fmt.Fprintf(s.stderr, "resume with: rlhfstation --resume %s (add --batch to run it headless)\n", runDir)
+		}
 	}
 	switch {
-	case tui.Interrupted(err) || errors.Is(engErr, engine.ErrInterrupted):
+	case interrupted || errors.Is(engErr, engine.ErrInterrupted):
 		return exitError{code: exitInterrupted}
-	case err != nil:
-		return err
+	case tuiErr != nil:
+		return tuiErr
 	case engErr != nil && !errors.Is(engErr, engine.ErrStopped):
 		return engErr
 	}

@@ -23,6 +23,16 @@ var builtinRunDefaults = map[string]any{
 	"save_steps":                  int64(50),
 }
 
+// BuiltinRunDefaults is a copy of the settings a run on the built-in model starts from (for
+// -h texts).
+func BuiltinRunDefaults() map[string]any {
+	out := make(map[string]any, len(builtinRunDefaults))
+	for k, v := range builtinRunDefaults {
+		out[k] = v
+	}
+	return out
+}
+
 // ResolveRun builds a run's configuration from the command line and picks its model folder:
 // the configuration's model, else $RLHFSTATION_MODEL (recorded as the configuration's model),
 // else the built-in model, whose run defaults are layered under the preset's [grpo] table.

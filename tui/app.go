@@ -152,6 +152,8 @@ type Model struct {
 	session  Session
 	closed   bool // the events channel closed
 	quitting bool // tea.Quit was returned by us
+	// interrupted: the session ended on ctrl+c or a signal (exit status 130), not on q.
+	interrupted bool
 	chosen   *setup.Settings
 	dark     bool
 }
@@ -285,11 +287,16 @@ func (m *Model) stop() tea.Cmd {
 // interrupt is ctrl+c, SIGINT and SIGTERM: a live run is stopped (it saves a checkpoint
 // first), anything else quits at once.
 func (m *Model) interrupt() tea.Cmd {
+	m.interrupted = true
 	if m.Active() && !m.ctx.Stopping {
 		return m.stop()
 	}
 	return m.quit()
 }
+
+// Interrupted reports whether the user ended the session with ctrl+c (or a signal), which a
+// shell expects to see as exit status 130, rather than with q.
+func (m Model) Interrupted() bool { return m.interrupted }
 
 // Update handles a message.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {

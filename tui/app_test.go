@@ -332,6 +332,9 @@ func TestQuitAsksWhileLive(t *testing.T) {
 	waitCalls(t, ctl, "stop")
 	hs.tm.WaitFinished(t, teatestTimeout)
 	fm := hs.tm.FinalModel(t).(Model)
+	if fm.Interrupted() {
+		t.Error("a run stopped by q is reported as interrupted")
+	}
 	if !fm.ctx.Run.Ended || fm.ctx.Run.Status != "stopped" || len(fm.ctx.Run.Checkpoints) != 2 {
 		t.Errorf("after stop: ended %v status %q checkpoints %d", fm.ctx.Run.Ended, fm.ctx.Run.Status, len(fm.ctx.Run.Checkpoints))
 	}
@@ -344,6 +347,9 @@ func TestCtrlCStopsLiveRun(t *testing.T) {
 	hs.key("ctrl+c")
 	waitCalls(t, ctl, "stop")
 	hs.tm.WaitFinished(t, teatestTimeout)
+	if !hs.tm.FinalModel(t).(Model).Interrupted() {
+		t.Error("a run stopped by ctrl+c is not reported as interrupted (exit status 130)")
+	}
 }
 
 // slowCtl never finishes stopping: a second ctrl+c must still quit.

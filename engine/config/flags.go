@@ -70,6 +70,19 @@ func Bind(fs *flag.FlagSet) *Flags {
 	return f
 }
 
+// AnnotateDefaults adds "[label: value]" to the -h text of each flag whose key has a value in
+// over: the defaults shown by the flag package are DESIGN §5's, and a layer such as the
+// built-in model's run defaults starts elsewhere.
+func (f *Flags) AnnotateDefaults(over map[string]any, label string) {
+	for name, key := range f.keys {
+		if v, ok := over[key]; ok {
+			if fl := f.fs.Lookup(name); fl != nil && fmt.Sprint(v) != fl.DefValue {
+				fl.Usage += fmt.Sprintf(" [%s: %v]", label, v)
+			}
+		}
+	}
+}
+
 // ConfigPath is the --config value.
 func (f *Flags) ConfigPath() string { return f.config }
 
