@@ -154,8 +154,8 @@ type Model struct {
 	quitting bool // tea.Quit was returned by us
 	// interrupted: the session ended on ctrl+c or a signal (exit status 130), not on q.
 	interrupted bool
-	chosen   *setup.Settings
-	dark     bool
+	chosen      *setup.Settings
+	dark        bool
 }
 
 // New builds the workstation.
