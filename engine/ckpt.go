@@ -12,6 +12,7 @@ import (
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/monitor"
+	"rlhfstation/internal/atomicfile"
 	"rlhfstation/internal/diskfree"
 	"rlhfstation/internal/human"
 	"rlhfstation/internal/runlock"
@@ -105,6 +106,7 @@ func (e *Engine) lockForResume(runDir string) error {
 	e.lock = lock
 	dir := filepath.Join(runDir, "checkpoints")
 	checkpoint.RemoveLeftovers(dir)
+	atomicfile.RemoveLeftovers(runDir)
 	list, err := checkpoint.List(dir)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +25,11 @@ func TestHelperRun(t *testing.T) {
 	if out == "" {
 		t.Skip("helper process for the kill -9 test")
 	}
-	c := tinyConfig(t, "story", 1000)
+	steps := 1000
+	if n, err := strconv.Atoi(os.Getenv("RLHFSTATION_CRASH_STEPS")); err == nil {
+		steps = n
+	}
+	c := tinyConfig(t, "story", steps)
 	c.OutputDir, c.SaveSteps, c.SaveTotalLimit = out, 1, 2
 	if _, err := os.Stat(filepath.Join(out, "run")); err == nil {
 		_, _, err := run(t, c, filepath.Join(out, "run"), "story")
@@ -34,8 +40,10 @@ func TestHelperRun(t *testing.T) {
 	t.Log(err)
 }
 
-// A kill -9 at random moments, again and again, never leaves a checkpoint that fails to load,
-// and every restart resumes from the newest one.
+// A kill -9 at random moments — while a run starts, trains, saves, or resumes — 20 times
+// over never leaves a checkpoint that fails to load; every restart resumes from the newest
+// one and clears what the killed save left; a last resume runs to its end and leaves no
+// temporary file or folder behind.
 func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: -short")
@@ -44,17 +52,19 @@ func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 	out := t.TempDir()
 	rng := rand.New(rand.NewPCG(11, 12))
 	resumed := 0
-	for round := 0; round < 6; round++ {
+	const kills = 20
+	for round := 0; round < kills; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRun$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "RLHFSTATION_CRASH_RUN="+out)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(400+rng.IntN(900)) * time.Millisecond)
+		time.Sleep(time.Duration(150+rng.IntN(900)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		list, err := checkpoint.List(filepath.Join(out, "run", "checkpoints"))
-		if err != nil {
+		ckpts := filepath.Join(out, "run", "checkpoints")
+		list, err := checkpoint.List(ckpts)
+		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 		for _, c := range list {
@@ -62,12 +72,24 @@ func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 				t.Fatalf("round %d: checkpoint %s does not load after kill -9: %v", round, c.Path, err)
 			}
 		}
+		// A resume clears the leftovers of earlier kills: at most this round's save is half done.
+		if left := leftovers(t, filepath.Join(out, "run")); len(left) > 1 {
+			t.Fatalf("round %d: leftovers of earlier kills not cleared: %v", round, left)
+		}
 		if len(list) > 0 {
 			resumed = list[len(list)-1].Step
 		}
 	}
 	if resumed == 0 {
 		t.Fatal("no checkpoint was ever written: the test did not exercise saving")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRun$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "RLHFSTATION_CRASH_RUN="+out, "RLHFSTATION_CRASH_STEPS="+strconv.Itoa(resumed+2))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("last resume: %v\n%s", err, b)
+	}
+	if left := leftovers(t, filepath.Join(out, "run")); len(left) > 0 {
+		t.Fatalf("after the last resume: %v", left)
 	}
 	// The log reads back whole, each step once: a resume drops what the killed run logged
 	// past its checkpoint, torn last line included.
@@ -85,7 +107,27 @@ func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 		}
 		last = ev.Step
 	}
-	t.Logf("after 6 kills the run stands at step %d", resumed)
+	if last != resumed+2 {
+		t.Errorf("the last resume ended at step %d, want %d", last, resumed+2)
+	}
+	t.Logf("after %d kills the run stood at step %d", kills, resumed)
+}
+
+// leftovers lists the temporary files and folders under a run folder: half-done checkpoint
+// saves and atomic writes.
+func leftovers(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && (strings.HasPrefix(d.Name(), ".step-") || strings.Contains(d.Name(), ".tmp")) {
+			out = append(out, path)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 // The run's TensorBoard file reads back with the independent Python reader, holding every

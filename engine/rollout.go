@@ -57,10 +57,7 @@ func (e *Engine) nextPrompts(n int) []data.Example {
 // tokens (the BOS kept in front) and leaving room for the completion in the context.
 func (e *Engine) encodePrompt(p string) []int {
 	ids := e.tok.Encode(p, true).IDs
-	limit := e.cfg.MaxPromptLength
-	if room := e.model.Config.MaxPos - e.cfg.MaxCompletionLength; room > 0 && (limit <= 0 || room < limit) {
-		limit = room
-	}
+	limit := promptRoom(&e.model.Config, e.cfg)
 	if limit > 0 && len(ids) > limit {
 		bos := e.model.Config.BOS
 		if bos >= 0 && len(ids) > 0 && ids[0] == bos {

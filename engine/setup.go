@@ -83,7 +83,19 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err := checkMemory(opts.ModelDir, mc, cfg); err != nil {
 		return nil, err
 	}
+	if err := checkContext(mc, cfg, opts.ModelDir); err != nil {
+		return nil, err
+	}
+	if opts.Resume == "" {
+		if err := checkOutput(cfg.OutputDir, checkpointEstimate(mc, cfg.LoRA.R)); err != nil {
+			return nil, err
+		}
+	}
 	e.prompts, err = e.loadPrompts()
+	if err != nil {
+		return nil, err
+	}
+	baseRead, err := e.readBaselines()
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +113,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		return nil, err
 	}
 	e.paramInfo.Trainable = e.adapters.Count()
+	e.reportTruncation()
 
 	if e.preset.NTL != nil && e.preset.NTL.Weight > 0 {
 		e.digits, err = rewards.FindDigitTokens(e.tok.VocabSize(), e.tok.TokenBytes, e.tok.IsSpecial)
@@ -108,8 +121,10 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 			return nil, fmt.Errorf("preset %s uses NTL: %w", e.preset.Name, err)
 		}
 	}
-	if err := e.loadBaselines(); err != nil {
-		return nil, err
+	if !baseRead {
+		if err := e.computeBaselines(); err != nil {
+			return nil, err
+		}
 	}
 	e.funcs, err = e.preset.Funcs(e.base.Levels, e.digits)
 	if err != nil {
@@ -209,30 +224,54 @@ func (e *Engine) attachAdapters() error {
 	return nil
 }
 
-// loadBaselines reads --baselines, or computes them from the prompts' data and saves them in
-// the run folder later.
-func (e *Engine) loadBaselines() error {
+// readBaselines reads the baselines a run scores against when they come from a file: --baselines,
+// else, on resume, the run's own baselines.json (so a resume scores as the run did, without
+// recomputing them). It runs before the model loads: a foreign or unreadable file is refused
+// at once.
+func (e *Engine) readBaselines() (bool, error) {
+	if e.preset.PPL == nil || e.preset.PPL.Weight == 0 {
+		return false, nil
+	}
+	path := e.cfg.Baselines
+	if path == "" && e.opts.Resume != "" {
+		if p := filepath.Join(e.opts.Resume, "baselines.json"); fileExists(p) {
+			path = p
+		}
+	}
+	if path == "" {
+		return false, nil
+	}
+	modelHash, tokHash, err := rewards.FolderHashes(e.opts.ModelDir)
+	if err != nil {
+		return false, err
+	}
+	b, err := rewards.LoadBaselines(path)
+	if err != nil {
+		return false, err
+	}
+	warn, err := b.Check(modelHash, tokHash, e.cfg.AcceptBaselines)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if warn != "" {
+		e.logf("%s", warn)
+	}
+	if path != e.cfg.Baselines {
+		e.logf("baselines from the run's %s", path)
+	}
+	e.base = b
+	return true, nil
+}
+
+// computeBaselines computes the baselines from the prompts' data when no file gave them; they
+// are saved in the run folder later.
+func (e *Engine) computeBaselines() error {
 	if e.preset.PPL == nil || e.preset.PPL.Weight == 0 {
 		return nil
 	}
 	modelHash, tokHash, err := rewards.FolderHashes(e.opts.ModelDir)
 	if err != nil {
 		return err
-	}
-	if e.cfg.Baselines != "" {
-		b, err := rewards.LoadBaselines(e.cfg.Baselines)
-		if err != nil {
-			return err
-		}
-		warn, err := b.Check(modelHash, tokHash, e.cfg.AcceptBaselines)
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.cfg.Baselines, err)
-		}
-		if warn != "" {
-			e.logf("%s", warn)
-		}
-		e.base = b
-		return nil
 	}
 	e.logf("computing perplexity baselines from %d reference texts", len(e.prompts))
 	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512,
@@ -252,6 +291,31 @@ func (e *Engine) loadBaselines() error {
 	}
 	e.base = b
 	return nil
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// reportTruncation says how many prompts are longer than a rollout keeps (their beginnings are
+// cut, the BOS kept), counted over the first prompts so a large dataset costs little.
+func (e *Engine) reportTruncation() {
+	limit := promptRoom(&e.model.Config, e.cfg)
+	if limit <= 0 {
+		return
+	}
+	n, cut, longest := min(len(e.prompts), 4096), 0, 0
+	for _, p := range e.prompts[:n] {
+		if l := len(e.tok.Encode(p.Prompt, true).IDs); l > limit {
+			cut++
+			longest = max(longest, l)
+		}
+	}
+	if cut > 0 {
+		e.logf("%d of %d prompts checked are longer than %d tokens (max_prompt_length %d, context %d less max_completion_length %d); their beginnings are cut (longest: %d tokens)",
+			cut, n, limit, e.cfg.MaxPromptLength, e.model.Config.MaxPos, e.cfg.MaxCompletionLength, longest)
+	}
 }
 
 // referenceTexts are what the baselines are computed on: the reference answers where the data

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -133,4 +134,16 @@ func ReplaceDir(tmp, dst string) error {
 		os.RemoveAll(old)
 	}
 	return SyncDir(parent)
+}
+
+// RemoveLeftovers deletes what writes into dir killed half way left there (".NAME.tmp-…"
+// files and folders). Only the folder's single writer may call it: another writer's temporary
+// file would go too.
+func RemoveLeftovers(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, ".") && strings.Contains(n, ".tmp-") {
+			os.RemoveAll(filepath.Join(dir, n))
+		}
+	}
 }

@@ -117,3 +117,20 @@ func TestTempDir(t *testing.T) {
 		t.Fatalf("the temporary folder is still there: %v", err)
 	}
 }
+
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{".config.toml.tmp-123", "config.toml", ".lock", "events.jsonl"} {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+	}
+	os.Mkdir(filepath.Join(dir, ".tb.tmp-9"), 0o755)
+	RemoveLeftovers(dir)
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != ".lock,config.toml,events.jsonl" {
+		t.Errorf("left %s", got)
+	}
+}
