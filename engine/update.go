@@ -20,10 +20,9 @@ const maxBadSteps = 3
 
 var errNonFiniteStop = errors.New("3 non-finite updates in a row: the run stopped, its last good checkpoint kept")
 
-// trainStep does one optimizer step of DESIGN §5: gradient_accumulation_steps micro-batches
-// of per_device_train_batch_size prompts × num_generations completions are rolled out and
-// rewarded first (dapo normalises by the tokens of all of them), then each is run through the
-// policy with its tape and its loss's gradient is propagated into the adapters.
+// trainStep does one optimizer step of DESIGN §5 in its phases: rollout (generation, scoring,
+// rewards and advantages of every micro-batch), loss and backward, the update, then metrics
+// and their events.
 func (e *Engine) trainStep(ctx context.Context) (err error) {
 	step := e.step + 1
 	// A step that fails or is interrupted before its update gives its prompts back, so that a
@@ -35,31 +34,57 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		}
 	}()
 	t0 := time.Now()
-	rng := e.stepRNG(step, 0)
 	dropout := e.stepRNG(step, 2)
 	for _, a := range e.modules {
 		a.rng = dropout
 	}
+	roll, err := e.rollout(ctx, step)
+	if err != nil {
+		return err
+	}
+	roll.seconds = time.Since(t0).Seconds()
+	loss, lossStats, err := e.lossAndBackward(roll.batches)
+	if err != nil {
+		return err
+	}
+	upd := e.update(loss)
+	e.step = step
+	metrics := e.stepMetrics(roll, loss, lossStats, upd, time.Since(t0).Seconds())
+	return e.publishStep(step, metrics, roll.batches, upd)
+}
+
+// stepRollout is what a step's rollout phase gathered over its micro-batches.
+type stepRollout struct {
+	batches []*batch
+	rewards []float64          // every completion's total reward
+	metrics map[string]float64 // the reward functions' metrics, averaged over micro-batches
+	zeroStd float64            // share of groups whose rewards do not vary
+	tokens  int                // completion tokens
+	seconds float64
+}
+
+// rollout generates, scores and rewards gradient_accumulation_steps micro-batches of
+// per_device_train_batch_size prompts × num_generations completions, and sets each
+// completion's group advantage. All of them come before any loss: dapo normalises by the
+// tokens of the whole accumulated batch.
+func (e *Engine) rollout(ctx context.Context, step int) (*stepRollout, error) {
+	rng := e.stepRNG(step, 0)
 	ga := max(1, e.cfg.GradientAccumulationSteps)
-	var batches []*batch
-	rewardMetrics := map[string]float64{}
-	var allRewards []float64
-	zeroStd := 0.0
-	totalTokens := 0
+	out := &stepRollout{metrics: map[string]float64{}}
 	for mb := 0; mb < ga; mb++ {
 		b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := e.score(b); err != nil {
-			return err
+			return nil, err
 		}
 		m, err := e.reward(b)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for k, v := range m {
-			rewardMetrics[k] += v / float64(ga)
+			out.metrics[k] += v / float64(ga)
 		}
 		rs := make([]float64, len(b.rollouts))
 		for i, r := range b.rollouts {
@@ -67,21 +92,26 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		}
 		adv, frac, err := grpo.Advantages(rs, e.cfg.NumGenerations, e.cfg.ScaleRewards)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for i, r := range b.rollouts {
 			r.adv = adv[i]
 		}
-		allRewards = append(allRewards, rs...)
-		zeroStd += frac / float64(ga)
-		totalTokens += b.tokens
-		batches = append(batches, b)
+		out.rewards = append(out.rewards, rs...)
+		out.zeroStd += frac / float64(ga)
+		out.tokens += b.tokens
+		out.batches = append(out.batches, b)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	rolloutSec := time.Since(t0).Seconds()
+	return out, nil
+}
 
+// lossAndBackward runs each micro-batch through the policy with its tape (adapters on), takes
+// the GRPO loss of its completions and propagates its gradient into the adapters.
+func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) {
+	ga := len(batches)
 	e.adapters.ZeroGrad()
 	params := lossParams(e.cfg)
 	for _, b := range batches {
@@ -103,7 +133,7 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		}
 		e.model.AdaptersOff = false
 		if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true, FirstScored: first}); err != nil {
-			return err
+			return 0, lossStats, err
 		}
 		gs := make([]grpo.Sequence, len(b.rollouts))
 		for i, r := range b.rollouts {
@@ -116,7 +146,7 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 		}
 		res, err := grpo.Loss(gs, params)
 		if err != nil {
-			return err
+			return 0, lossStats, err
 		}
 		// Token-mean losses of each micro-batch average over the accumulation (as the
 		// Trainer divides by gradient_accumulation_steps); dapo is already normalised by
@@ -137,38 +167,50 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 			dlogp[i] = d
 		}
 		if err := e.model.Backward(tape, dlogp, nil); err != nil {
-			return err
+			return 0, lossStats, err
 		}
 	}
+	return loss, lossStats, nil
+}
 
-	gradNorm := optim.ClipGradNorm(e.params, e.cfg.MaxGradNorm)
-	lr := e.cfg.LearningRate * e.sched.Factor(e.step)
-	finite := !math.IsNaN(loss) && !math.IsInf(loss, 0) && !math.IsNaN(gradNorm) && !math.IsInf(gradNorm, 0)
-	if finite {
-		e.opt.Update(lr)
+// stepUpdate is what the update phase did.
+type stepUpdate struct {
+	gradNorm, lr float64
+	finite       bool // false: the update was skipped
+}
+
+// update clips the gradient norm and applies AdamW at the scheduled rate, unless the loss or
+// the gradient is not finite (the update is then skipped and counted).
+func (e *Engine) update(loss float64) stepUpdate {
+	u := stepUpdate{gradNorm: optim.ClipGradNorm(e.params, e.cfg.MaxGradNorm), lr: e.cfg.LearningRate * e.sched.Factor(e.step)}
+	u.finite = !math.IsNaN(loss) && !math.IsInf(loss, 0) && !math.IsNaN(u.gradNorm) && !math.IsInf(u.gradNorm, 0)
+	if u.finite {
+		e.opt.Update(u.lr)
 		e.badSteps = 0
 	} else {
 		e.badSteps++
 	}
-	e.step = step
-	stepSec := time.Since(t0).Seconds()
+	return u
+}
 
+// stepMetrics are the step's logged metrics under DESIGN §15's names.
+func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Stats, upd stepUpdate, stepSec float64) events.Metrics {
 	metrics := events.Metrics{
-		"loss": loss, "grad_norm": gradNorm, "learning_rate": lr,
-		"frac_reward_zero_std": zeroStd,
-		"perf/step_seconds":    stepSec, "perf/rollout_seconds": rolloutSec,
+		"loss": loss, "grad_norm": upd.gradNorm, "learning_rate": upd.lr,
+		"frac_reward_zero_std": roll.zeroStd,
+		"perf/step_seconds":    stepSec, "perf/rollout_seconds": roll.seconds,
 	}
 	for k, v := range lossStats.Metrics() {
 		metrics[k] = v
 	}
-	mean, std := stats.MeanStd(allRewards)
+	mean, std := stats.MeanStd(roll.rewards)
 	metrics["reward"], metrics["reward_std"] = mean, std
-	for k, v := range rewardMetrics {
+	for k, v := range roll.metrics {
 		metrics[k] = v
 	}
 	var lengths, cut, all float64
 	n := 0
-	for _, b := range batches {
+	for _, b := range roll.batches {
 		for _, r := range b.rollouts {
 			lengths += float64(len(r.tokens))
 			if r.cut {
@@ -180,15 +222,20 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	}
 	metrics["completions/mean_length"] = lengths / float64(n)
 	metrics["completions/clipped_ratio"] = cut / float64(n)
-	res := e.sampler.Sample(time.Now(), int64(totalTokens))
+	res := e.sampler.Sample(time.Now(), int64(roll.tokens))
 	for k, v := range res.Metrics() {
 		metrics[k] = v
 	}
 	// Throughput counts every token the step processed (prompts and completions, each through
 	// generation or prefill, the scorer and the policy's training pass) per second of the step.
 	metrics["perf/tokens_per_second"] = all / stepSec
-	e.lastStep = metrics
+	return metrics
+}
 
+// publishStep emits the step's metrics, samples and the monitor's anomalies, writes them to
+// TensorBoard, and stops the run after maxBadSteps skipped updates in a row.
+func (e *Engine) publishStep(step int, metrics events.Metrics, batches []*batch, upd stepUpdate) error {
+	e.lastStep = metrics
 	e.emit(events.Event{Type: events.Step, Step: step, Metrics: metrics})
 	if e.tb != nil {
 		if err := e.tb.Scalars(int64(step), time.Now(), metrics); err != nil {
@@ -205,9 +252,9 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	for _, ev := range e.mon.ObserveSamples(step, samples) {
 		e.emit(ev)
 	}
-	if !finite {
+	if !upd.finite {
 		e.emit(events.Event{Type: events.Anomaly, Step: step, Rule: "non_finite_update", Metric: "loss", Severity: events.Critical,
-			Message: fmt.Sprintf("non-finite loss or gradient (loss %v, grad norm %v): update skipped (%d in a row; %d stop the run)", loss, gradNorm, e.badSteps, maxBadSteps)})
+			Message: fmt.Sprintf("non-finite loss or gradient (loss %v, grad norm %v): update skipped (%d in a row; %d stop the run)", metrics["loss"], upd.gradNorm, e.badSteps, maxBadSteps)})
 		if e.badSteps >= maxBadSteps {
 			return errNonFiniteStop
 		}
