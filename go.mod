@@ -18,6 +18,8 @@ require (
 	golang.org/x/text v0.25.0
 )
 
+require github.com/ardanlabs/jinja v1.8.0
+
 require (
 	github.com/andybalholm/brotli v1.1.1 // indirect
 	github.com/aymanbagabas/go-udiff v0.4.1 // indirect

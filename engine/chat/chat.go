@@ -1,0 +1,207 @@
+// Package chat renders conversations with a model's chat template (the Jinja template of its
+// tokenizer_config.json or chat_template.jinja) the way Hugging Face's apply_chat_template does:
+// trim_blocks and lstrip_blocks on, loop controls, raise_exception and strftime_now as globals,
+// the tokenizer's special tokens (bos_token, eos_token, ...), messages, add_generation_prompt,
+// tools and documents set to none, and the caller's extra variables (chat_template_kwargs, such
+// as Qwen3's enable_thinking).
+//
+// A rendered prompt already holds the special tokens the template writes (Gemma's <bos>):
+// it must be tokenized without adding special tokens again, or the model sees two BOS.
+//
+// Templates run on github.com/ardanlabs/jinja. Where it differs from Python's Jinja2: its
+// tojson ignores sort_keys and, with indent, sorts keys and escapes <, > and & (no template
+// of the kind this program renders, without tools, uses either), and printing none gives ""
+// where Jinja2 prints "None".
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Roles are the roles a message may have (TRL's conversational format).
+var Roles = []string{"system", "user", "assistant", "tool"}
+
+// CheckRole returns an error for a role that is not one of Roles.
+func CheckRole(role string) error {
+	if slices.Contains(Roles, role) {
+		return nil
+	}
+	return fmt.Errorf("unknown role %q (a role is one of %s)", role, strings.Join(Roles, ", "))
+}
+
+// Template is a compiled chat template with the special tokens it is rendered with. Render
+// may be called from several goroutines.
+type Template struct {
+	// Source names where the template came from, for messages: a .jinja file, or
+	// "DIR/tokenizer_config.json: chat_template".
+	Source string
+	Text   string
+	// Now is strftime_now's clock (time.Now when nil).
+	Now func() time.Time
+
+	tmpl   *jinja.Template
+	tokens Tokens
+}
+
+// Parse compiles a template. A syntax error names source and, where the parser knows it,
+// the template's line.
+func Parse(text, source string, tokens Tokens) (*Template, error) {
+	tmpl, err := jinja.Compile(text)
+	if err != nil {
+		msg := err.Error()
+		for _, p := range []string{"jinja scan: ", "jinja parse: "} {
+			msg = strings.TrimPrefix(msg, p)
+		}
+		return nil, fmt.Errorf("%s: the chat template does not parse: %s", source, msg)
+	}
+	if tokens.Named == nil {
+		tokens.Named = map[string]string{}
+	}
+	return &Template{Source: source, Text: text, tmpl: tmpl, tokens: tokens}, nil
+}
+
+// Reserved are the variables Render sets itself; chat_template_kwargs may not set them.
+var Reserved = []string{"messages", "add_generation_prompt", "tools", "documents"}
+
+// Raised is the error of a template's raise_exception call.
+type Raised struct{ Message string }
+
+func (r *Raised) Error() string { return r.Message }
+
+// Render renders msgs. addGenerationPrompt asks the template to open the assistant's turn
+// (what a prompt to be completed needs); kwargs are extra variables, which override the
+// special tokens as in transformers.
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
+	if len(msgs) == 0 {
+		return "", errors.New("no messages to render")
+	}
+	list := make([]jinja.Value, len(msgs))
+	for i, m := range msgs {
+		if err := CheckRole(m.Role); err != nil {
+			return "", fmt.Errorf("message %d: %w", i+1, err)
+		}
+		d := jinja.NewDict()
+		d.AsDict().Set("role", jinja.NewString(m.Role))
+		d.AsDict().Set("content", jinja.NewString(m.Content))
+		list[i] = d
+	}
+	vars := map[string]jinja.Value{}
+	for name, tok := range t.tokens.Named {
+		vars[name] = jinja.NewString(tok)
+	}
+	if t.tokens.Additional != nil {
+		add := make([]jinja.Value, len(t.tokens.Additional))
+		for i, s := range t.tokens.Additional {
+			add[i] = jinja.NewString(s)
+		}
+		vars["additional_special_tokens"] = jinja.NewList(add)
+	}
+	for _, k := range slices.Sorted(maps.Keys(kwargs)) {
+		if slices.Contains(Reserved, k) {
+			return "", fmt.Errorf("chat_template_kwargs: %q is set by the trainer", k)
+		}
+		v, err := Value(kwargs[k])
+		if err != nil {
+			return "", fmt.Errorf("chat_template_kwargs.%s: %w", k, err)
+		}
+		vars[k] = v
+	}
+	vars["messages"] = jinja.NewList(list)
+	vars["add_generation_prompt"] = jinja.NewBool(addGenerationPrompt)
+	vars["tools"] = jinja.None()
+	vars["documents"] = jinja.None()
+	vars["raise_exception"] = jinja.NewCallable("raise_exception", raiseException)
+	now := t.Now
+	if now == nil {
+		now = time.Now
+	}
+	vars["strftime_now"] = jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		if len(args) != 1 || !args[0].IsString() {
+			return jinja.Undefined(), errors.New("strftime_now takes one format string")
+		}
+		return jinja.NewString(Strftime(now(), args[0].AsString())), nil
+	})
+	out, err := t.tmpl.RenderValues(vars)
+	if err != nil {
+		var r *Raised
+		if errors.As(err, &r) {
+			return "", fmt.Errorf("the chat template (%s) raised an exception: %s", t.Source, r.Message)
+		}
+		return "", fmt.Errorf("the chat template (%s) failed: %v", t.Source, err)
+	}
+	return out, nil
+}
+
+// RenderPrompt renders a prompt to be completed: msgs with the generation prompt.
+func (t *Template) RenderPrompt(msgs []Message, kwargs map[string]any) (string, error) {
+	return t.Render(msgs, true, kwargs)
+}
+
+func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	msg := "raise_exception called without a message"
+	if len(args) > 0 {
+		msg = args[0].String()
+		if args[0].IsString() {
+			msg = args[0].AsString()
+		}
+	}
+	return jinja.Undefined(), &Raised{Message: msg}
+}
+
+// Value converts a setting (as TOML or JSON decode it) to a template value: booleans,
+// integers, floats, strings, lists and tables (keys sorted).
+func Value(v any) (jinja.Value, error) {
+	switch x := v.(type) {
+	case nil:
+		return jinja.None(), nil
+	case bool:
+		return jinja.NewBool(x), nil
+	case int:
+		return jinja.NewInt(int64(x)), nil
+	case int64:
+		return jinja.NewInt(x), nil
+	case float64:
+		return jinja.NewFloat(x), nil
+	case string:
+		return jinja.NewString(x), nil
+	case []any:
+		items := make([]jinja.Value, len(x))
+		for i, e := range x {
+			var err error
+			if items[i], err = Value(e); err != nil {
+				return jinja.Value{}, err
+			}
+		}
+		return jinja.NewList(items), nil
+	case map[string]any:
+		d := jinja.NewDict()
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			e, err := Value(x[k])
+			if err != nil {
+				return jinja.Value{}, err
+			}
+			d.AsDict().Set(k, e)
+		}
+		return d, nil
+	}
+	return jinja.Value{}, fmt.Errorf("a %T cannot be given to a template (use a boolean, number, string, list or table)", v)
+}
