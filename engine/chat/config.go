@@ -13,7 +13,7 @@ import (
 // The files of a model folder that hold its template and special tokens.
 const (
 	ConfigFile       = "tokenizer_config.json"
-	TemplateFile     = "chat_template.jinja"   // wins over the config's chat_template, as in transformers
+	TemplateFile     = "chat_template.jinja"     // wins over the config's chat_template, as in transformers
 	SpecialTokenFile = "special_tokens_map.json" // its tokens win over the config's, as in transformers
 )
 
