@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"rlhfstation/internal/human"
 	"sort"
 	"strings"
 	"time"
@@ -51,22 +52,9 @@ func (s FolderSummary) WriteText(w io.Writer) error {
   quantized:   %d parameters, %s → %s, %.3f bits per parameter
   time:        %.1f s
 `, s.Model, s.Out, s.QuantType, s.BlockSize, dq, s.Quantized, s.Kept, s.Files,
-		bytesText(s.BytesBefore), bytesText(s.BytesAfter), 100*float64(s.BytesAfter)/float64(max(s.BytesBefore, 1)),
-		s.QuantizedParams, bytesText(s.QuantizedBefore), bytesText(s.QuantizedAfter), s.BitsPerParameter, s.Seconds)
+		human.Bytes(s.BytesBefore), human.Bytes(s.BytesAfter), 100*float64(s.BytesAfter)/float64(max(s.BytesBefore, 1)),
+		s.QuantizedParams, human.Bytes(s.QuantizedBefore), human.Bytes(s.QuantizedAfter), s.BitsPerParameter, s.Seconds)
 	return err
-}
-
-// bytesText writes a byte count with a binary unit.
-func bytesText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // Linear weights bitsandbytes quantizes, by family: transformers replaces every nn.Linear
@@ -369,7 +357,7 @@ func copyModelFiles(src, dst string, w io.Writer, verb string) (int, error) {
 			return n, err
 		}
 		if info.Size() > maxCopiedFile {
-			fmt.Fprintf(w, "%s: not copying %s (%s)\n", verb, e.Name(), bytesText(info.Size()))
+			fmt.Fprintf(w, "%s: not copying %s (%s)\n", verb, e.Name(), human.Bytes(info.Size()))
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))
@@ -402,12 +390,12 @@ func (p *quantProgress) add(n int64) {
 	p.read += n
 	if p.on && time.Since(p.last) >= time.Second {
 		p.last = time.Now()
-		fmt.Fprintf(p.w, "%s: %s of %s (%.0f%%)\n", p.verb, bytesText(p.read), bytesText(p.total), 100*float64(p.read)/float64(p.total))
+		fmt.Fprintf(p.w, "%s: %s of %s (%.0f%%)\n", p.verb, human.Bytes(p.read), human.Bytes(p.total), 100*float64(p.read)/float64(p.total))
 	}
 }
 
 func (p *quantProgress) finish() {
 	if p.on {
-		fmt.Fprintf(p.w, "%s: %s of weights read, writing\n", p.verb, bytesText(p.total))
+		fmt.Fprintf(p.w, "%s: %s of weights read, writing\n", p.verb, human.Bytes(p.total))
 	}
 }

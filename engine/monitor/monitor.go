@@ -10,6 +10,7 @@ package monitor
 
 import (
 	"math"
+	"rlhfstation/internal/human"
 	"sort"
 	"strings"
 	"sync"
@@ -312,7 +313,7 @@ func (m *Monitor) namedRules(step int, mt events.Metrics, armed bool, busy map[s
 		minGrowth := max(th.LeakMinBytes, th.LeakMinFrac*f.Intercept)
 		check(RuleMemoryLeak, name, events.Warning, f.Slope > 0 && f.R2 >= th.LeakMinR2 && growth >= minGrowth, 1, v, func() string {
 			return sprintf("%s grew %s over %d steps (%s a step, R² %.2f; threshold %s): memory is leaking; look for buffers or caches that grow every step",
-				name, bytesText(growth), th.LeakWindow, bytesText(f.Slope), f.R2, bytesText(minGrowth))
+				name, human.Bytes(int64(growth)), th.LeakWindow, human.Bytes(int64(f.Slope)), f.R2, human.Bytes(int64(minGrowth)))
 		})
 	}
 	return out

@@ -185,17 +185,3 @@ func (m *Monitor) Trend(metric string) (Trend, bool) {
 }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
-
-// bytesText writes a byte count with a binary unit.
-func bytesText(b float64) string {
-	abs := math.Abs(b)
-	switch {
-	case abs >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", b/(1<<30))
-	case abs >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", b/(1<<20))
-	case abs >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", b/(1<<10))
-	}
-	return fmt.Sprintf("%.0f B", b)
-}

@@ -1,7 +1,10 @@
 // Package human formats counts and byte sizes for people: 1.97M parameters, 2.3 MiB.
 package human
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Count writes n with a k, M or B suffix.
 func Count(n int64) string {
@@ -16,13 +19,17 @@ func Count(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// Bytes writes b in KiB, MiB or GiB.
+// Bytes writes b with a binary unit: 2.31 GiB, 812.0 MiB, 3.5 KiB, 512 B (negative sizes, a
+// shrinking heap say, keep their sign).
 func Bytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	x := float64(b)
+	switch abs := math.Abs(x); {
+	case abs >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", x/(1<<30))
+	case abs >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", x/(1<<20))
+	case abs >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", x/(1<<10))
 	}
-	return fmt.Sprintf("%d KiB", b>>10)
+	return fmt.Sprintf("%d B", b)
 }

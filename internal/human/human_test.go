@@ -8,7 +8,7 @@ func TestCountAndBytes(t *testing.T) {
 			t.Errorf("Count(%d) = %s, want %s", n, got, want)
 		}
 	}
-	for n, want := range map[int64]string{2048: "2 KiB", 3 << 20: "3.0 MiB", 5 << 30: "5.0 GiB"} {
+	for n, want := range map[int64]string{512: "512 B", 2048: "2.0 KiB", 3 << 20: "3.0 MiB", 5 << 30: "5.00 GiB", -3 << 20: "-3.0 MiB"} {
 		if got := Bytes(n); got != want {
 			t.Errorf("Bytes(%d) = %s, want %s", n, got, want)
 		}
