@@ -12,12 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"rlhfstation/internal/human"
 	"sort"
 	"strings"
 	"time"
 
 	"rlhfstation/internal/atomicfile"
+	"rlhfstation/internal/human"
 	"rlhfstation/safetensors"
 )
 

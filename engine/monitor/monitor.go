@@ -10,13 +10,13 @@ package monitor
 
 import (
 	"math"
-	"rlhfstation/internal/human"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/internal/human"
 	"rlhfstation/internal/stats"
 )
 
