@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"testing"
+
+	"rlhfstation/internal/testmodel"
 )
 
 // With RLHFSTATION_CLI_RUN=1 the test binary is rlhfstation itself (Run on its arguments), so
@@ -11,5 +13,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RLHFSTATION_CLI_RUN") == "1" {
 		os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(testmodel.Main(m))
 }

@@ -20,8 +20,18 @@ var (
 	err  error
 )
 
+// Main runs a package's tests and removes the folder Dir made: call it from TestMain as
+// os.Exit(testmodel.Main(m)), or every test binary leaves a model folder in the temp folder.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	return code
+}
+
 // Dir returns the folder (config.json, model.safetensors, tokenizer.json) of a 2-layer llama
-// of dim 32 over a 400-token vocabulary, made once per test binary.
+// of dim 32 over a 400-token vocabulary, made once per test binary (removed by Main).
 func Dir(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {

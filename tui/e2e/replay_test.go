@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"rlhfstation/internal/testmodel"
 	"rlhfstation/internal/testref"
 	"rlhfstation/tui/fixture"
 )
@@ -53,7 +54,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testmodel.Main(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
