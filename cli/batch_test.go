@@ -101,7 +101,14 @@ func TestRandomBytesAsDataAreRefusedWithoutAStubFolder(t *testing.T) {
 	}
 	os.WriteFile(data, b, 0o644)
 	out := t.TempDir()
+	// As bytes they are not UTF-8: refused before anything else.
 	code, stdout, stderr := runCaptured(t, "--batch", "--model", testmodel.Dir(t), "--data", data, "--out", out, "--steps", "2")
+	if code != 1 || !strings.Contains(stderr, "random.bin:1: not UTF-8 text") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	// The same bytes read as Latin-1 characters are text whose perplexity overflows.
+	os.WriteFile(data, []byte(string(latin1(b))), 0o644)
+	code, stdout, stderr = runCaptured(t, "--batch", "--model", testmodel.Dir(t), "--data", data, "--out", out, "--steps", "2")
 	if code != 1 || !strings.Contains(stderr, "baseline text") || !strings.Contains(stderr, "perplexity") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
@@ -125,4 +132,13 @@ func TestBatchHelpShowsTheBuiltinModelsDefaults(t *testing.T) {
 	if strings.Contains(errs, "[built-in model: 50] (default 50)") {
 		t.Error("a built-in default equal to DESIGN's is repeated")
 	}
+}
+
+// latin1 reads bytes as ISO 8859-1 characters.
+func latin1(b []byte) []rune {
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return r
 }

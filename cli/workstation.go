@@ -163,7 +163,7 @@ func setupChoices(c *config.Config) (setup.Choices, error) {
 	if err != nil {
 		return setup.Choices{}, err
 	}
-	ch := setup.Choices{Preset: c.Preset, Model: c.Model, Data: c.Data, Steps: c.MaxSteps,
+	ch := setup.Choices{Preset: c.Preset, Model: c.Model, Data: c.Data.Path, Steps: c.MaxSteps,
 		Devices: []string{"auto", "cpu", "cuda"}, Device: c.Device}
 	for _, in := range infos {
 		if in.Err != nil {

@@ -31,7 +31,7 @@ func (e *Engine) startCommands() error {
 	for _, x := range e.prompts {
 		for _, k := range rewards.ReservedColumns {
 			if _, ok := x.Extra[k]; ok {
-				return fmt.Errorf("%s:%d: the column %q has the name of a key of the command rewards' requests: rename it", e.cfg.Data, x.Line, k)
+				return fmt.Errorf("%s: the column %q has the name of a key of the command rewards' requests: rename it", x.Where(), k)
 			}
 		}
 	}

@@ -167,18 +167,23 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 // loadPrompts reads the data file, else takes the prompts given in Options, else the
 // built-in prompts of the preset's domain.
 func (e *Engine) loadPrompts() ([]data.Example, error) {
-	if e.cfg.Data == "" {
+	if e.cfg.Data.Path == "" {
 		if len(e.opts.Prompts) > 0 {
 			return e.opts.Prompts, nil
 		}
 		return builtinPrompts(e.preset.Root, e.cfg.Seed)
 	}
-	ex, _, err := data.Read(e.cfg.Data)
+	d, err := data.Load(e.cfg.Data.Path, data.Options{PromptKey: e.cfg.Data.PromptKey, AnswerKey: e.cfg.Data.AnswerKey})
 	if err != nil {
 		return nil, err
 	}
+	e.logf("data: %s", d.Describe())
+	if d.Conversational {
+		// Messages are rendered by the model's chat template (engine/chat, issue 15).
+		return nil, fmt.Errorf("%s: the prompts are lists of messages, which need a chat template: not supported yet", e.cfg.Data.Path)
+	}
 	var out []data.Example
-	for _, x := range ex {
+	for _, x := range d.Examples {
 		if x.Prompt == "" {
 			x.Prompt = x.Text
 		}
@@ -187,7 +192,7 @@ func (e *Engine) loadPrompts() ([]data.Example, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no prompts in the file", e.cfg.Data)
+		return nil, fmt.Errorf("%s: no prompts in the file", e.cfg.Data.Path)
 	}
 	return out, nil
 }
@@ -286,8 +291,8 @@ func (e *Engine) computeBaselines() error {
 	b.ModelHash, b.TokenizerHash = modelHash, tokHash
 	b.Created = time.Now().UTC().Truncate(time.Second)
 	b.Source = "run prompts"
-	if e.cfg.Data != "" {
-		b.Source = e.cfg.Data
+	if e.cfg.Data.Path != "" {
+		b.Source = e.cfg.Data.Path
 	}
 	e.base = b
 	return nil

@@ -32,7 +32,6 @@ import (
 type Config struct {
 	// What to train, with what, and where.
 	Model           string `toml:"model"`     // model folder; "" = the built-in model
-	Data            string `toml:"data"`      // prompt file; "" = the preset's built-in prompts
 	Preset          string `toml:"preset"`    // reward preset name
 	Baselines       string `toml:"baselines"` // baselines.json; "" = computed at start
 	AcceptBaselines bool   `toml:"accept_baselines"`
@@ -83,6 +82,7 @@ type Config struct {
 	AdamBeta2                 float64   `toml:"adam_beta2" grpo:""`
 	AdamEpsilon               float64   `toml:"adam_epsilon" grpo:""`
 
+	Data  Data  `toml:"data"`
 	LoRA  LoRA  `toml:"lora"`
 	Quant Quant `toml:"quant"`
 
@@ -94,6 +94,16 @@ type Config struct {
 	Rewards []presets.CommandReward `toml:"rewards"`
 
 	origin map[string]string // key → where its value came from, for messages
+}
+
+// Data is the [data] table: the prompts and which of their columns hold what. `data = "FILE"`
+// at the top level is short for `[data] path = "FILE"`.
+type Data struct {
+	Path string `toml:"path"` // prompt file or folder of shards; "" = the preset's built-in prompts
+	// PromptKey and AnswerKey name the prompt and answer columns, dotted for nested ones
+	// (verl: "reward_model.ground_truth"); "" = detected (engine/data).
+	PromptKey string `toml:"prompt_key"`
+	AnswerKey string `toml:"answer_key"`
 }
 
 // LoRA is the [lora] table, with PEFT LoraConfig's names.

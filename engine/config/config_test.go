@@ -462,3 +462,32 @@ func TestMap(t *testing.T) {
 		t.Errorf("map %v", m)
 	}
 }
+
+func TestDataTable(t *testing.T) {
+	p := writeTOML(t, "seed = 1\ndata = \"p.jsonl\"\n")
+	c, err := Load(p)
+	if err != nil || c.Data.Path != "p.jsonl" || c.Origin("data.path") != p+":2" {
+		t.Fatalf("data shorthand: %v %+v %s", err, c.Data, c.Origin("data.path"))
+	}
+	p = writeTOML(t, "[data]\npath = \"shards\"\nprompt_key = \"prompt\"\nanswer_key = \"reward_model.ground_truth\"\n")
+	c, err = Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Data{Path: "shards", PromptKey: "prompt", AnswerKey: "reward_model.ground_truth"}); c.Data != want {
+		t.Errorf("[data] = %+v, want %+v", c.Data, want)
+	}
+	if !strings.Contains(string(c.Encode()), "\n[data]\npath = \"shards\"\nprompt_key = \"prompt\"\nanswer_key = \"reward_model.ground_truth\"\n") {
+		t.Errorf("encoded:\n%s", c.Encode())
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"prompt_key = \"q\"\n", `:1: unknown key "prompt_key"; did you mean "data.prompt_key"?`},
+		{"[data]\nanswer_kye = \"a\"\n", `:2: unknown key "data.answer_kye"; did you mean "data.answer_key"?`},
+		{"data = 5\n", `:1: data: want a file name or a table [data], got the integer 5`},
+		{"[data]\nprompt_key = 1\n", `:2: data.prompt_key: want a string, got the integer 1`},
+	} {
+		if _, err := Load(writeTOML(t, tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}

@@ -144,9 +144,15 @@ func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly 
 					c.Rewards = rs
 					c.setOrigin(key, where(source, loc, path))
 				}
+			case !ok && len(prefix) == 0 && k == "data" && !grpoOnly && isString(v):
+				// data = "FILE": short for [data] path
+				c.Data.Path = v.(string)
+				c.setOrigin("data.path", where(source, loc, path))
 			case !ok && len(prefix) == 0 && isTable[k] && !grpoOnly:
 				sub, isMap := v.(map[string]any)
-				if !isMap {
+				if !isMap && k == "data" {
+					fail(path, "data: want a file name or a table [data], got %s", describe(v))
+				} else if !isMap {
 					fail(path, "%s: want a table [%s], got %s", key, key, describe(v))
 				} else if k == "monitor" {
 					c.Monitor = mergeMaps(c.Monitor, sub)
@@ -271,6 +277,8 @@ func set(dst reflect.Value, v any) error {
 	return fmt.Errorf("cannot set a %s", dst.Type())
 }
 
+func isString(v any) bool { _, ok := v.(string); return ok }
+
 func asFloat(v any) (float64, bool) {
 	if i, ok := asInt(v); ok {
 		return float64(i), true
@@ -349,6 +357,12 @@ var hints = map[string]string{
 	"lora.dropout":    "lora.lora_dropout",
 	"lora_r":          "lora.r",
 	"lora_alpha":      "lora.lora_alpha",
+	"prompt_key":      "data.prompt_key", // verl's data.prompt_key
+	"answer_key":      "data.answer_key",
+	"input_key":       "data.prompt_key", // OpenRLHF
+	"label_key":       "data.answer_key",
+	"train_files":     "data.path", // verl's data.train_files
+	"dataset":         "data.path",
 }
 
 // suggest returns `; did you mean "x"?` for a near miss, else "".

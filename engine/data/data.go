@@ -1,235 +1,255 @@
-// Package data reads prompt datasets and reference texts (DESIGN §6.3): JSONL with `prompt`
-// and an optional `answer`, GSM8K JSONL (`question`/`answer`), JSONL with `text`, and plain
-// text split into lines or into blank-line-separated documents. Errors name the file and line.
+// Package data reads prompt datasets and reference texts (DESIGN §6.3) the way users bring
+// them: JSONL, a JSON array, Parquet (flat Hub tables and verl's nested layout), a folder of
+// shards of one of these, and plain text split into lines or into blank-line-separated
+// documents. A prompt is a string or a list of {role, content} messages (TRL's conversational
+// format). Errors name the file and the line (or the Parquet row).
 package data
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
-
-	"rlhfstation/rewards"
+	"unicode/utf8"
 )
+
+// Message is one turn of a conversational prompt.
+type Message struct{ Role, Content string }
+
+// Roles are the message roles accepted (those of Hugging Face chat templates).
+var Roles = []string{"system", "user", "assistant", "tool"}
 
 // Example is one dataset entry.
 type Example struct {
-	Prompt string // what the policy is asked; "" for reference-only text
+	// Prompt is what the policy is asked, as plain text; "" for a conversational prompt (see
+	// Messages) and for reference-only text.
+	Prompt string
+	// Messages is the prompt as chat turns when the dataset gives it as a list of
+	// {role, content} messages (a `prompt` list, or a `messages` column without its final
+	// assistant turn); nil for plain prompts. A chat template renders it.
+	Messages []Message
 	// Answer is the ground truth compared with completions: GSM8K's text after `#### `
-	// (commas removed), or a prompt file's `answer`, normalised the same way; "" when absent.
+	// (commas removed), or the answer column, normalised the same way; "" when absent.
 	Answer string
 	// Text is the reference text for perplexity baselines: the `text` field, a line or a
-	// document of a text file, or the full reference answer (GSM8K's worked solution).
+	// document of a text file, the full reference answer (GSM8K's worked solution), or the
+	// final assistant turn of a `messages` column.
 	Text string
-	// Extra holds the entry's other columns (the fields the reader did not map to Prompt,
-	// Answer or Text), as decoded from JSON; nil when there are none. Command rewards receive
-	// them, as TRL passes a dataset's other columns to reward functions.
+	// Extra holds the entry's other columns (the top-level columns the reader did not map to
+	// Prompt, Answer or Text; a column read through a dotted key such as
+	// reward_model.ground_truth stays), as decoded from JSON or Parquet; nil when there are
+	// none. Command rewards receive them, as TRL passes a dataset's other columns to reward
+	// functions.
 	Extra map[string]any
-	Line  int // the line the entry starts on
+	File  string // the file the entry comes from (a shard, for a folder)
+	Line  int    // the line the entry starts on; the row (from 1) in a Parquet file
+	row   bool   // Line counts Parquet rows
 }
 
-// Format is a dataset layout.
+// Where names the entry's place for messages: "file:line", or "file row N" for Parquet.
+func (x Example) Where() string { return at(x.File, x.Line, x.row) }
+
+func at(file string, n int, row bool) string {
+	if row {
+		return fmt.Sprintf("%s row %d", file, n)
+	}
+	return fmt.Sprintf("%s:%d", file, n)
+}
+
+// Format is a dataset layout: which columns hold the prompt and the references.
 type Format string
 
-// The formats Read recognises.
+// The layouts Read recognises.
 const (
-	PromptJSONL Format = "jsonl"       // {"prompt": ..., "answer": ...}
+	PromptJSONL Format = "jsonl"       // a prompt column and an optional answer column
 	GSM8K       Format = "gsm8k"       // {"question": ..., "answer": "... #### 72"}
 	TextJSONL   Format = "jsonl-text"  // {"text": ...}
 	Lines       Format = "text-lines"  // one prompt a line
 	Documents   Format = "text-blocks" // documents separated by blank lines
 )
 
-// Read reads a dataset, detecting its format: a file whose first non-blank line is a JSON
-// object is JSONL (GSM8K when it has `question`, else `prompt`, else `text`), anything else
-// is plain text with one prompt a line.
+// Container is a file format.
+type Container string
+
+// The file formats read.
+const (
+	JSONL   Container = "JSONL"
+	JSON    Container = "JSON array"
+	Parquet Container = "Parquet"
+	Text    Container = "text"
+)
+
+// Options choose a dataset's columns. Keys are column names or dotted paths into nested
+// columns ("reward_model.ground_truth"); "" detects them (see Load).
+type Options struct {
+	PromptKey string
+	AnswerKey string
+}
+
+// Dataset is what Load read.
+type Dataset struct {
+	Examples  []Example
+	Format    Format
+	Container Container
+	Files     []string // the files read, in order: one, or a folder's shards
+	// PromptKey, AnswerKey and TextKey are the columns used ("" when none).
+	PromptKey, AnswerKey, TextKey string
+	// Conversational is set when prompts are message lists.
+	Conversational bool
+	// Columns are the columns of the first file, nested ones as dotted paths.
+	Columns []string
+	Split   string // the split chosen in a folder holding several ("train"), else ""
+}
+
+// Describe says in one line what was read and which columns were used, for a run's first lines.
+func (d *Dataset) Describe() string {
+	var b strings.Builder
+	src := d.Files[0]
+	if len(d.Files) > 1 {
+		src = fmt.Sprintf("%d shards %s … %s", len(d.Files), d.Files[0], d.Files[len(d.Files)-1])
+	}
+	if d.Split != "" {
+		src += fmt.Sprintf(" (split %q)", d.Split)
+	}
+	fmt.Fprintf(&b, "%s: %d entries, %s", src, len(d.Examples), d.Container)
+	switch {
+	case d.PromptKey != "":
+		kind := "text"
+		if d.Conversational {
+			kind = "messages"
+		}
+		fmt.Fprintf(&b, "; prompt from %q (%s)", d.PromptKey, kind)
+		if d.AnswerKey != "" {
+			fmt.Fprintf(&b, ", answer from %q", d.AnswerKey)
+		} else if d.TextKey != "" {
+			fmt.Fprintf(&b, ", reference from %q", d.TextKey)
+		} else {
+			b.WriteString(", no answer column")
+		}
+	case d.TextKey != "":
+		fmt.Fprintf(&b, "; text from %q", d.TextKey)
+	default:
+		fmt.Fprintf(&b, " (%s)", d.Format)
+	}
+	if d.Format == GSM8K {
+		b.WriteString(`, GSM8K "####" answers`)
+	}
+	return b.String()
+}
+
+// Read reads a dataset with its columns detected (see Load).
 func Read(path string) ([]Example, Format, error) {
-	f, err := detect(path)
+	d, err := Load(path, Options{})
 	if err != nil {
 		return nil, "", err
 	}
-	ex, err := ReadFormat(path, f)
-	return ex, f, err
+	return d.Examples, d.Format, nil
 }
 
-// ReadDocuments reads reference texts for baselines: JSONL files as Read does, plain text as
+// ReadDocuments reads reference texts for baselines: data files as Read does, plain text as
 // blank-line-separated documents.
 func ReadDocuments(path string) ([]Example, Format, error) {
-	f, err := detect(path)
+	d, err := load(path, Options{}, Documents)
 	if err != nil {
 		return nil, "", err
 	}
-	if f == Lines {
-		f = Documents
-	}
-	ex, err := ReadFormat(path, f)
-	return ex, f, err
+	return d.Examples, d.Format, nil
 }
 
-// ReadFormat reads path in the given format.
+// ReadFormat reads a plain-text file as Lines or Documents; other formats are detected.
 func ReadFormat(path string, f Format) ([]Example, error) {
+	d, err := load(path, Options{}, f)
+	if err != nil {
+		return nil, err
+	}
+	return d.Examples, nil
+}
+
+// Load reads a dataset: a file, or a folder of shards (see readFolder). The file format comes
+// from the name and the content: Parquet (.parquet, or PAR1 magic), a JSON array (first
+// character `[`), JSONL (first line a JSON object; GSM8K when it has question/answer with
+// "#### N" answers), else plain text with one prompt a line.
+//
+// Columns, when o leaves them unset: the prompt is the first of prompt, question, problem,
+// input, messages that the first entry has; the answer the first of answer, solution,
+// ground_truth, reward_model.ground_truth; a file with none of the prompt columns but `text`
+// holds reference texts. A `messages` list ending with an assistant turn gives that turn as
+// the reference completion (Text, and the Answer when there is no answer column).
+func Load(path string, o Options) (*Dataset, error) { return load(path, o, Lines) }
+
+// load reads path; plain text is split as textFormat says (Lines or Documents).
+func load(path string, o Options, textFormat Format) (*Dataset, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return readFolder(path, o)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	c, err := sniff(path, b)
+	if err != nil {
+		return nil, err
+	}
+	if c == Text {
+		return readText(path, b, textFormat)
+	}
+	src, err := readRows(path, b, c)
+	if err != nil {
+		return nil, err
+	}
+	return mapColumns([]*source{src}, o)
+}
+
+// readText splits a text file into lines or documents.
+func readText(path string, b []byte, f Format) (*Dataset, error) {
+	if err := checkUTF8(path, b); err != nil {
+		return nil, err
+	}
 	var ex []Example
 	switch f {
-	case PromptJSONL, GSM8K, TextJSONL:
-		ex, err = parseJSONL(path, b, f)
 	case Lines:
 		ex = splitLines(string(b))
 	case Documents:
 		ex = splitDocuments(string(b))
 	default:
-		return nil, fmt.Errorf("%s: unknown dataset format %q", path, f)
-	}
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: a text file cannot be read as %q", path, f)
 	}
 	if len(ex) == 0 {
-		return nil, fmt.Errorf("%s: %w (no %s in it)", path, ErrEmpty, what(f))
+		what := "prompt"
+		if f == Documents {
+			what = "document"
+		}
+		return nil, fmt.Errorf("%s: %w (no %s in it)", path, ErrEmpty, what)
 	}
-	return ex, nil
+	for i := range ex {
+		ex[i].File = path
+	}
+	return &Dataset{Examples: ex, Format: f, Container: Text, Files: []string{path}}, nil
 }
 
-func what(f Format) string {
-	if f == Documents {
-		return "document"
+// checkUTF8 refuses text that is not UTF-8, naming the line of the first bad byte (JSON
+// decoding would silently turn it into U+FFFD).
+func checkUTF8(path string, b []byte) error {
+	if utf8.Valid(b) {
+		return nil
 	}
-	if f == TextJSONL {
-		return "text"
+	i := 0
+	for i < len(b) {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
 	}
-	return "prompt"
+	return fmt.Errorf("%s:%d: not UTF-8 text (byte 0x%02x at offset %d): convert the file to UTF-8", path, lineAt(b, i), b[i], i)
 }
 
-// detect sniffs the first non-blank line.
-func detect(path string) (Format, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer fh.Close()
-	r := bufio.NewReader(fh)
-	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if t[0] != '{' {
-				return Lines, nil
-			}
-			var obj map[string]json.RawMessage
-			if jerr := json.Unmarshal(t, &obj); jerr != nil {
-				if strings.EqualFold(filepath.Ext(path), ".jsonl") || strings.EqualFold(filepath.Ext(path), ".json") {
-					return "", fmt.Errorf("%s:%d: bad JSON: %v", path, n, jerr)
-				}
-				return Lines, nil // text that starts with a brace
-			}
-			switch {
-			case obj["question"] != nil:
-				return GSM8K, nil
-			case obj["prompt"] != nil:
-				return PromptJSONL, nil
-			case obj["text"] != nil:
-				return TextJSONL, nil
-			}
-			return "", fmt.Errorf("%s:%d: a JSON line with none of the fields \"prompt\", \"question\" (GSM8K) or \"text\"", path, n)
-		}
-		if err == io.EOF {
-			return "", fmt.Errorf("%s: %w", path, ErrEmpty)
-		}
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-	}
-}
-
-// parseJSONL reads one object a line; blank lines are skipped.
-func parseJSONL(path string, b []byte, f Format) ([]Example, error) {
-	var out []Example
-	for n, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		at := fmt.Sprintf("%s:%d", path, n+1)
-		var obj map[string]any
-		// Numbers stay as written (json.Number): other columns pass through to command
-		// rewards unchanged, large integer ids included.
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.UseNumber()
-		if err := dec.Decode(&obj); err != nil || dec.More() {
-			if err == nil {
-				err = errors.New("more than one JSON value on the line")
-			}
-			return nil, fmt.Errorf("%s: bad JSON: %v", at, err)
-		}
-		field := func(name string, required bool) (string, error) {
-			v, ok := obj[name]
-			if !ok || v == nil {
-				if required {
-					return "", fmt.Errorf("%s: missing field %q", at, name)
-				}
-				return "", nil
-			}
-			switch x := v.(type) {
-			case string:
-				return x, nil
-			case json.Number: // answers are often bare numbers
-				f, err := x.Float64()
-				if err != nil {
-					return "", fmt.Errorf("%s: field %q: %v", at, name, err)
-				}
-				return strconv.FormatFloat(f, 'f', -1, 64), nil
-			}
-			return "", fmt.Errorf("%s: field %q is not a string", at, name)
-		}
-		var ex Example
-		var err error
-		ex.Line = n + 1
-		used := map[Format][]string{GSM8K: {"question", "answer"}, PromptJSONL: {"prompt", "answer"}, TextJSONL: {"text"}}[f]
-		for k, v := range obj {
-			if !slices.Contains(used, k) {
-				if ex.Extra == nil {
-					ex.Extra = map[string]any{}
-				}
-				ex.Extra[k] = v
-			}
-		}
-		switch f {
-		case GSM8K:
-			if ex.Prompt, err = field("question", true); err != nil {
-				return nil, err
-			}
-			if ex.Text, err = field("answer", true); err != nil {
-				return nil, err
-			}
-			if !strings.Contains(ex.Text, "####") {
-				return nil, fmt.Errorf("%s: GSM8K answer without a \"#### N\" line", at)
-			}
-			ex.Answer = rewards.GroundTruth(ex.Text)
-		case PromptJSONL:
-			if ex.Prompt, err = field("prompt", true); err != nil {
-				return nil, err
-			}
-			if ex.Text, err = field("answer", false); err != nil {
-				return nil, err
-			}
-			ex.Answer = rewards.GroundTruth(ex.Text)
-		case TextJSONL:
-			if ex.Text, err = field("text", true); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, ex)
-	}
-	return out, nil
-}
+// lineAt is the line (from 1) holding byte offset i of b.
+func lineAt(b []byte, i int) int { return 1 + strings.Count(string(b[:i]), "\n") }
 
 // splitLines gives one example per non-blank line (its Prompt and Text).
 func splitLines(s string) []Example {

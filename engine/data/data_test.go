@@ -50,6 +50,10 @@ func TestReadFormats(t *testing.T) {
 			continue
 		}
 		for i := range got {
+			if got[i].File != filepath.Join(filepath.Dir(got[i].File), c.name) {
+				t.Errorf("%s example %d: file %q", c.name, i, got[i].File)
+			}
+			got[i].File = ""
 			if !reflect.DeepEqual(got[i], c.want[i]) {
 				t.Errorf("%s example %d = %+v, want %+v", c.name, i, got[i], c.want[i])
 			}
@@ -72,6 +76,7 @@ func TestReadDocuments(t *testing.T) {
 		t.Fatalf("format %s docs %+v", f, docs)
 	}
 	for i := range want {
+		docs[i].File = ""
 		if !reflect.DeepEqual(docs[i], want[i]) {
 			t.Errorf("doc %d = %+v, want %+v", i, docs[i], want[i])
 		}
@@ -88,9 +93,18 @@ func TestReadErrors(t *testing.T) {
 		{"first.jsonl", "{\"prompt\": \n", "first.jsonl:1: bad JSON"},
 		{"missing.jsonl", "{\"prompt\": \"a\"}\n\n{\"answer\": \"b\"}\n", `missing.jsonl:3: missing field "prompt"`},
 		{"gsm.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\"}\n{\"question\": \"q\"}\n", `gsm.jsonl:2: missing field "answer"`},
-		{"gsm2.jsonl", "{\"question\": \"q\", \"answer\": \"no marker\"}\n", `gsm2.jsonl:1: GSM8K answer without`},
-		{"type.jsonl", "{\"prompt\": [1, 2]}\n", `type.jsonl:1: field "prompt" is not a string`},
-		{"fields.jsonl", "{\"input\": \"x\"}\n", `fields.jsonl:1: a JSON line with none of the fields`},
+		{"gsm2.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\"}\n{\"question\": \"q\", \"answer\": \"no marker\"}\n", `gsm2.jsonl:2: GSM8K answer without`},
+		{"type.jsonl", "{\"prompt\": [1, 2]}\n", `type.jsonl:1: field "prompt", message 1 is a number, not a {role, content} object`},
+		{"number.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": 5}\n", `number.jsonl:2: field "prompt" is a number, not a string or a list of {role, content} messages`},
+		{"object.jsonl", "{\"prompt\": {\"role\": \"user\"}}\n", `object.jsonl:1: field "prompt" is an object, not a string`},
+		{"null.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": null}\n", `null.jsonl:2: missing field "prompt"`},
+		{"answer.jsonl", "{\"prompt\": \"a\", \"answer\": [1]}\n", `answer.jsonl:1: field "answer" is a list, not a string or a number`},
+		{"fields.jsonl", "{\"id\": \"x\", \"meta\": {\"a\": 1}}\n", `fields.jsonl: no prompt column: none of "prompt", "question", "problem", "input", "messages" (or "text" for reference texts); the file's columns: id, meta.a`},
+		{"latin1.jsonl", "{\"prompt\": \"ok\"}\n{\"prompt\": \"caf\xe9\"}\n", "latin1.jsonl:2: not UTF-8 text (byte 0xe9 at offset"},
+		{"latin1.txt", "one\ntwo\ncaf\xe9\n", "latin1.txt:3: not UTF-8 text"},
+		{"array.jsonl", "{\"prompt\": \"a\"}\n[1]\n", "array.jsonl:2: bad JSON: a list, not a JSON object"},
+		{"text.jsonl", "hello\n", "text.jsonl:1: a JSON file must hold one object a line or an array of objects"},
+		{"spread.json", "{\n  \"prompt\": \"a\"\n}\n", "spread.json: one JSON object spread over lines"},
 		{"empty.txt", "", "empty.txt: empty file"},
 		{"blank.txt", "\n  \n\n", "blank.txt: empty file"},
 	}
