@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 
-	"rlhfstation/engine/backend/cpu/gemm"
+	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/quant"
 )
 
@@ -15,14 +15,12 @@ type Quantized struct{ W *quant.Weight }
 
 // MulT sets y[rows,out] = x[rows,in]·Wᵀ.
 func (q *Quantized) MulT(y, x []float32, rows int) {
-	w := q.W
-	gemm.SgemmSource(false, rows, w.Rows, w.Cols, 1, x, w.Cols, quant.Transposed{W: w}, 0, y, w.Rows)
+	cpu.Q4MulT(y, x, q.W, rows)
 }
 
 // MulAcc adds dy[rows,out]·W to dx[rows,in].
 func (q *Quantized) MulAcc(dx, dy []float32, rows int) {
-	w := q.W
-	gemm.SgemmSource(false, rows, w.Cols, w.Rows, 1, dy, w.Rows, w, 1, dx, w.Cols)
+	cpu.Q4MulAcc(dx, dy, q.W, rows)
 }
 
 // Quantize replaces the dense weight of every linear of the blocks by its 4-bit form (never

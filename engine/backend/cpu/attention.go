@@ -2,15 +2,12 @@ package cpu
 
 import (
 	"math"
+
+	"rlhfstation/engine/backend"
 )
 
-// Attention describes causal multi-head attention with grouped-query heads: query head h
-// reads key/value head h/(Heads/KVHeads).
-type Attention struct {
-	Heads, KVHeads, HeadDim int
-	Scale                   float32 // multiplies q·k, usually 1/√HeadDim
-	Window                  int     // sliding window: a query at p sees keys at (p−Window, p]; 0 = all
-}
+// Attention describes causal multi-head attention with grouped-query heads (backend's).
+type Attention = backend.Attention
 
 // Span is a run of rows of the packed query and output arrays holding consecutive
 // positions of one sequence, with that sequence's keys and values.
@@ -28,7 +25,7 @@ const blockRows = 8
 
 // ProbSize is the number of floats AttentionForward stores for the backward: per span and
 // head an N×(Pos+N) matrix of probabilities.
-func (a Attention) ProbSize(spans []Span) int {
+func ProbSize(a Attention, spans []Span) int {
 	n := 0
 	for _, s := range spans {
 		n += a.Heads * s.N * (s.Pos + s.N)
@@ -90,7 +87,7 @@ func attentionProbs(sc, q []float32, s Span, h int, a Attention) {
 	For(s.N, grainFor(L), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			p := s.Pos + i
-			k0 := a.firstKey(p)
+			k0 := a.FirstKey(p)
 			row := sc[i*L : (i+1)*L]
 			clear(row[:k0])
 			softmaxInPlace(row[k0 : p+1])
@@ -119,7 +116,7 @@ func attentionRowsRef(out, q []float32, spans []Span, a Attention) {
 			it, h := items[w/a.Heads], w%a.Heads
 			s := spans[it.s]
 			row, p := s.Row+it.i, s.Pos+it.i
-			k0 := a.firstKey(p)
+			k0 := a.FirstKey(p)
 			qv := q[row*qw+h*hd : row*qw+(h+1)*hd]
 			kvo := (h / group) * hd
 			sc := scores[k0 : p+1]
@@ -134,14 +131,6 @@ func attentionRowsRef(out, q []float32, spans []Span, a Attention) {
 			}
 		}
 	})
-}
-
-// firstKey is the first key position a query at position p sees.
-func (a Attention) firstKey(p int) int {
-	if a.Window > 0 && p-a.Window+1 > 0 {
-		return p - a.Window + 1
-	}
-	return 0
 }
 
 // softmaxInPlace replaces x by softmax(x), subtracting the maximum first.
@@ -269,7 +258,7 @@ func attentionRowsGEMM(out, q []float32, spans []Span, a Attention) {
 			it, kvh := items[w/a.KVHeads], w%a.KVHeads
 			s := spans[it.s]
 			row, p := s.Row+it.i, s.Pos+it.i
-			k0 := a.firstKey(p)
+			k0 := a.FirstKey(p)
 			n := p + 1 - k0
 			sc := scores[:group*n]
 			qo := row*qw + kvh*group*hd

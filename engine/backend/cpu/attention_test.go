@@ -59,7 +59,7 @@ func TestAttentionBackwardRecomputes(t *testing.T) {
 			{Row: 20, N: 10, K: k[20*kw:], V: v[20*kw:], DK: dk[20*kw:], DV: dv[20*kw:]}}
 		var probs []float32
 		if stored {
-			probs = make([]float32, a.ProbSize(spans))
+			probs = make([]float32, ProbSize(a, spans))
 		}
 		AttentionForward(make([]float32, rows*qw), probs, q, spans, a)
 		AttentionBackward(dq, dout, probs, q, spans, a)

@@ -179,13 +179,13 @@ func opCases() []opCase {
 			forward: func(in map[string][]float32) []float32 {
 				out := make([]float32, rows*qw)
 				sp := mk(in, nil, nil)
-				AttentionForward(out, make([]float32, att.ProbSize(sp)), in["q"], sp, att)
+				AttentionForward(out, make([]float32, ProbSize(att, sp)), in["q"], sp, att)
 				return out
 			},
 			backward: func(in map[string][]float32, dout []float32) map[string][]float32 {
 				g := map[string][]float32{"q": make([]float32, rows*qw), "k": make([]float32, rows*kw), "v": make([]float32, rows*kw)}
 				sp := mk(in, g["k"], g["v"])
-				probs := make([]float32, att.ProbSize(sp))
+				probs := make([]float32, ProbSize(att, sp))
 				AttentionForward(make([]float32, rows*qw), probs, in["q"], sp, att)
 				AttentionBackward(g["q"], dout, probs, in["q"], sp, att)
 				return g

@@ -52,3 +52,17 @@ func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	gemmFlops.Add(2 * int64(m) * int64(n) * int64(k))
 	gemmCalls.Add(1)
 }
+
+// sgemmSource is gemm.SgemmSource, counted as sgemm is.
+func sgemmSource(transA bool, m, n, k int, alpha float32, a []float32, lda int,
+	src gemm.PanelSource, beta float32, c []float32, ldc int) {
+	if !profiling.Load() {
+		gemm.SgemmSource(transA, m, n, k, alpha, a, lda, src, beta, c, ldc)
+		return
+	}
+	t := time.Now()
+	gemm.SgemmSource(transA, m, n, k, alpha, a, lda, src, beta, c, ldc)
+	gemmNanos.Add(int64(time.Since(t)))
+	gemmFlops.Add(2 * int64(m) * int64(n) * int64(k))
+	gemmCalls.Add(1)
+}

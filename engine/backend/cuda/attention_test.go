@@ -52,7 +52,7 @@ func TestKernelAttention(t *testing.T) {
 			row += n
 		}
 		want := make([]float32, rows*qw)
-		probsWant := make([]float32, ca.ProbSize(cspans))
+		probsWant := make([]float32, cpu.ProbSize(ca, cspans))
 		cpu.AttentionForward(want, probsWant, qr, cspans, ca)
 
 		out := allocT[bf16](t, d, rows*qw)

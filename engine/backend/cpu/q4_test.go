@@ -1,7 +1,4 @@
-package quant_test
-
-// An external test package: quant itself imports nothing of the engine, its tests may check
-// the panels against the engine's GEMM.
+package cpu
 
 import (
 	"fmt"
@@ -19,9 +16,6 @@ import (
 	"rlhfstation/internal/testref"
 	"rlhfstation/quant"
 )
-
-var _ gemm.PanelSource = quant.Transposed{}
-var _ gemm.PanelSource = (*quant.Weight)(nil)
 
 func randn(n int, seed uint64) []float32 {
 	r := rand.New(rand.NewPCG(seed, 3))
@@ -56,14 +50,14 @@ func TestPanelsMatchSgemm(t *testing.T) {
 			w.Dequantize(dense)
 			x := randn(s.m*s.k, 2)
 			y1, y2 := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
-			gemm.SgemmSource(false, s.m, s.n, s.k, 1, x, s.k, quant.Transposed{W: w}, 0, y1, s.n)
+			gemm.SgemmSource(false, s.m, s.n, s.k, 1, x, s.k, q4Transposed{w}, 0, y1, s.n)
 			gemm.Sgemm(false, true, s.m, s.n, s.k, 1, x, s.k, dense, s.k, 0, y2, s.n)
 			if d := maxRelDiff(y1, y2); d > 1e-5 {
 				t.Errorf("%v %v forward: max diff %.3g of max |y|", opt, s, d)
 			}
 			dy := randn(s.m*s.n, 3)
 			dx1, dx2 := make([]float32, s.m*s.k), make([]float32, s.m*s.k)
-			gemm.SgemmSource(false, s.m, s.k, s.n, 1, dy, s.n, w, 0, dx1, s.k)
+			gemm.SgemmSource(false, s.m, s.k, s.n, 1, dy, s.n, q4Panels{w}, 0, dx1, s.k)
 			gemm.Sgemm(false, false, s.m, s.k, s.n, 1, dy, s.n, dense, s.k, 0, dx2, s.k)
 			if d := maxRelDiff(dx1, dx2); d > 1e-5 {
 				t.Errorf("%v %v backward: max diff %.3g of max |dx|", opt, s, d)
@@ -76,7 +70,7 @@ func TestPanelsMatchSgemm(t *testing.T) {
 // tile) against the float32 Sgemm on the dequantized W, interleaved so that a busy machine slows
 // both alike; x_fp32 is the ratio of their GFLOP/s, x_openblas the 4-bit GEMM's against
 // ../shared/tools/sgemm-anchor at the same M N K.
-// run: go test ./quant -run X -bench Linear4bit -benchtime 10x
+// run: go test ./engine/backend/cpu -run X -bench Linear4bit -benchtime 10x
 func BenchmarkLinear4bit(b *testing.B) {
 	const m = 2048
 	for _, s := range []struct{ n, k int }{{512, 512}, {1536, 512}, {512, 1536}} {
@@ -90,7 +84,7 @@ func BenchmarkLinear4bit(b *testing.B) {
 			x := randn(m*s.k, 2)
 			y := make([]float32, m*s.n)
 			fp32 := func() { gemm.Sgemm(false, true, m, s.n, s.k, 1, x, s.k, dense, s.k, 0, y, s.n) }
-			nf4 := func() { gemm.SgemmSource(false, m, s.n, s.k, 1, x, s.k, quant.Transposed{W: w}, 0, y, s.n) }
+			nf4 := func() { gemm.SgemmSource(false, m, s.n, s.k, 1, x, s.k, q4Transposed{w}, 0, y, s.n) }
 			fp32()
 			nf4()
 			var t32, t4 time.Duration
