@@ -61,9 +61,14 @@ func (e *Engine) save() error {
 	// would leave its steps out of the log.
 	e.flush()
 	dir := filepath.Join(e.runDir, "checkpoints", checkpoint.Name(e.step))
-	if free, ok := diskfree.Bytes(e.runDir); ok && free < e.checkpointBytes() {
+	gen, err := e.marshalGeneration()
+	if err != nil {
+		return fmt.Errorf("saving checkpoint: the generation batch in use: %w", err)
+	}
+	need := e.checkpointBytes() + uint64(len(gen))
+	if free, ok := diskfree.Bytes(e.runDir); ok && free < need {
 		return fmt.Errorf("saving checkpoint %s: only %s free on its disk, it needs about %s",
-			dir, human.Bytes(int64(free)), human.Bytes(int64(e.checkpointBytes())))
+			dir, human.Bytes(int64(free)), human.Bytes(int64(need)))
 	}
 	opt := &checkpoint.Optimizer{Step: e.opt.Step, LearningRate: e.cfg.LearningRate * e.sched.Factor(max(e.step-1, 0)),
 		Beta1: e.opt.Beta1, Beta2: e.opt.Beta2, Eps: e.opt.Eps, WeightDecay: e.opt.WeightDecay,
@@ -73,10 +78,11 @@ func (e *Engine) save() error {
 	}
 	state := &checkpoint.TrainerState{GlobalStep: e.step, LearningRate: opt.LearningRate, DataCursor: e.cursor,
 		Epoch: float64(e.cursor / max(len(e.prompts), 1)), RNGState: fmt.Sprintf("pcg seed=%d stream=step<<16|k", e.cfg.Seed),
-		ConfigHash: e.cfg.Hash(), Metrics: e.lastStep, ScheduleSteps: e.sched.Total, WarmupSteps: e.sched.Warmup}
+		ConfigHash: e.cfg.Hash(), Metrics: e.lastStep, ScheduleSteps: e.sched.Total, WarmupSteps: e.sched.Warmup,
+		NumInputTokensSeen: e.tokensSeen}
 	base := e.opts.ModelName
 	c := checkpoint.Checkpoint{Config: e.adapters.AdapterConfig(base, e.model.Config.Family() == model.GPT2),
-		Tensors: e.adapters.Tensors(), Optimizer: opt, State: state}
+		Tensors: e.adapters.Tensors(), Optimizer: opt, State: state, Generation: gen}
 	if err := checkpoint.Save(dir, c); err != nil {
 		return fmt.Errorf("saving checkpoint: %w", err)
 	}
@@ -192,7 +198,10 @@ func (e *Engine) resume(runDir string) error {
 		copy(p.V, v)
 	}
 	e.opt.Step = c.Optimizer.Step
-	e.step, e.cursor = c.State.GlobalStep, c.State.DataCursor
+	e.step, e.cursor, e.tokensSeen = c.State.GlobalStep, c.State.DataCursor, c.State.NumInputTokensSeen
+	if err := e.restoreGeneration(filepath.Join(path, checkpoint.GenerationFile), c.Generation); err != nil {
+		return err
+	}
 	e.runDir, e.runName, e.lastCkpt = runDir, filepath.Base(runDir), path
 	old, oldErr := config.Load(filepath.Join(runDir, "config.toml"))
 	if h := e.cfg.Hash(); c.State.ConfigHash != "" && h != c.State.ConfigHash {

@@ -75,6 +75,10 @@ type Engine struct {
 	cursor  int // prompts consumed so far, across epochs
 	order   []int
 	orderOf int // the epoch order holds
+	// gen is the generation batch being served (generation.go); tokensSeen counts the prompt
+	// and completion tokens sampled since the run began (TRL's num_tokens).
+	gen        *generation
+	tokensSeen int64
 
 	jsonl     *events.Writer
 	jsonlFile *os.File

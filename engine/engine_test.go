@@ -74,7 +74,7 @@ func stepMetrics(evs []events.Event) map[int]events.Metrics {
 		if ev.Type == events.Step {
 			m := events.Metrics{}
 			for k, v := range ev.Metrics {
-				if !strings.HasPrefix(k, "perf/") && !strings.HasPrefix(k, "mem/") {
+				if !strings.HasPrefix(k, "perf/") && !strings.HasPrefix(k, "mem/") && k != "step_time" {
 					m[k] = v
 				}
 			}

@@ -7,16 +7,12 @@ import (
 	"rlhfstation/engine/config"
 )
 
-// Until off-policy steps are wired, a run refuses num_iterations > 1 and steps_per_generation
-// ≠ gradient_accumulation_steps instead of ignoring them; reward_weights must match the
-// preset's rewards. All three are refused before the model is read.
+// reward_weights must match the preset's rewards: refused before the model is read.
 func TestNewRefusesGRPOOptions(t *testing.T) {
 	for _, tc := range []struct {
 		set  func(c *config.Config)
 		want string
 	}{
-		{func(c *config.Config) { c.NumIterations = 2 }, "num_iterations = 2, steps_per_generation = 1: reusing a generation batch"},
-		{func(c *config.Config) { c.StepsPerGeneration = 3 }, "steps_per_generation = 3"},
 		{func(c *config.Config) { c.RewardWeights = []float64{1, 2} }, "reward_weights has 2 values but preset story has 1 rewards (ppl)"},
 	} {
 		c := tinyConfig(t, "story", 1)

@@ -49,6 +49,9 @@ type microBatch struct {
 	Completions [][]int   `json:"completions"`
 	Rewards     []float64 `json:"rewards"`
 	Truncated   []bool    `json:"truncated,omitempty"` // ended without a stop token
+	// Skip: part of the generation batch (its advantages and dapo's token count) but not
+	// trained on in this step.
+	Skip bool `json:"skip,omitempty"`
 }
 
 type stepCase struct {
@@ -153,27 +156,42 @@ func (p *stepPolicy) ref() refModel {
 	return r
 }
 
-// step computes the loss and the LoRA gradients of c as trainStep does: reference log-probs
-// from the base with the adapters off, advantages per micro-batch, then per micro-batch the
-// policy's training forward under the temperature, grpo.Loss over the completion tokens
-// (dapo over the tokens of all micro-batches, the others averaged over the micro-batches) and
-// the backward into the adapters.
+// step computes the loss and the LoRA gradients of c as trainStep does: advantages over the
+// generation batch (all micro-batches of the case), then per micro-batch reference log-probs
+// from the base with the adapters off, the policy's training forward under the temperature,
+// grpo.Loss over the completion tokens (dapo over the tokens of all micro-batches, the others
+// averaged over the micro-batches trained on) and the backward into the adapters.
 func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 	m := p.model
 	p.set.ZeroGrad()
-	ga := len(c.MicroBatches)
+	ga := 0
 	params := c.params(0)
+	var rewards []float64
 	for _, mb := range c.MicroBatches {
 		for i, comp := range mb.Completions {
 			if !params.Masked(mb.truncated(i)) {
 				params.Tokens += len(comp)
 			}
 		}
+		rewards = append(rewards, mb.Rewards...)
+		if !mb.Skip {
+			ga++
+		}
 	}
 	T := float32(c.Temperature)
 	var res stepResult
+	all, _, err := grpo.Advantages(rewards, c.NumGenerations, c.ScaleRewards)
+	if err != nil {
+		return res, err
+	}
 	tape := m.NewTape()
 	for _, mb := range c.MicroBatches {
+		adv := all[:len(mb.Rewards)]
+		all = all[len(mb.Rewards):]
+		res.Advantages = append(res.Advantages, adv)
+		if mb.Skip {
+			continue
+		}
 		seqs := make([][]int, len(mb.Prompts))
 		for i := range seqs {
 			seqs[i] = append(append([]int{}, mb.Prompts[i]...), mb.Completions[i]...)
@@ -190,11 +208,6 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 				return res, err
 			}
 		}
-		adv, _, err := grpo.Advantages(mb.Rewards, c.NumGenerations, c.ScaleRewards)
-		if err != nil {
-			return res, err
-		}
-		res.Advantages = append(res.Advantages, adv)
 		if err := m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: T, Entropy: true}); err != nil {
 			return res, err
 		}

@@ -22,6 +22,7 @@ type rollout struct {
 	textIDs  []int          // the completion tokens that carry text (special tokens left out)
 	textPos  []int          // textPos[k]: index in tokens of textIDs[k]
 	refLogP  []float64      // reference (adapters off) log-probs under the temperature
+	oldLogP  []float64      // the sampling policy's, when kept (generation.old); else nil
 	nll      []float64      // scorer NLL of each text token (temperature 1)
 	digits   [][]float32    // policy logits over the digit tokens, per completion position
 	reward   float64
@@ -35,6 +36,12 @@ type batch struct {
 	rollouts []*rollout
 	tokens   int // completion tokens
 	all      int // prompt + completion tokens
+
+	gen           *generation        // the generation batch it belongs to
+	rewards       []float64          // each rollout's reward
+	rewardMetrics map[string]float64 // the reward functions' metrics over it
+	zeroStd       float64            // share of its groups whose rewards all agree
+	seconds       float64            // sampling, scoring and rewarding it took
 }
 
 // nextPrompts takes the next n prompts of the epoch order (a fresh shuffle, from the seed and

@@ -55,10 +55,6 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if note != "" {
 		e.logf("%s", note)
 	}
-	if cfg.NumIterations > 1 || cfg.GenerationSteps() != cfg.GradientAccumulationSteps {
-		return nil, fmt.Errorf("num_iterations = %d, steps_per_generation = %d: reusing a generation batch (off-policy steps) is not implemented yet; use num_iterations = 1 and leave steps_per_generation unset",
-			cfg.NumIterations, cfg.GenerationSteps())
-	}
 	preset, err := presets.Load(cfg.Preset)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"rlhfstation/engine/config"
@@ -25,12 +26,20 @@ var errNonFiniteStop = errors.New("3 non-finite updates in a row: the run stoppe
 // and their events.
 func (e *Engine) trainStep(ctx context.Context) (err error) {
 	step := e.step + 1
-	// A step that fails or is interrupted before its update gives its prompts back, so that a
-	// checkpoint saved afterwards resumes exactly where the last complete step ended.
-	cursor := e.cursor
+	// A step that fails or is interrupted before its update gives its prompts and its share
+	// of the generation batch back, so that a checkpoint saved afterwards resumes exactly
+	// where the last complete step ended.
+	cursor, gen, seen := e.cursor, e.gen, e.tokensSeen
+	used := 0
+	if gen != nil {
+		used = gen.used
+	}
 	defer func() {
 		if err != nil && e.step < step {
-			e.cursor = cursor
+			e.cursor, e.gen, e.tokensSeen = cursor, gen, seen
+			if gen != nil {
+				gen.used = used
+			}
 		}
 	}()
 	t0 := time.Now()
@@ -42,7 +51,6 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	roll.seconds = time.Since(t0).Seconds()
 	loss, lossStats, err := e.lossAndBackward(roll.batches)
 	if err != nil {
 		return err
@@ -55,76 +63,62 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 
 // stepRollout is what a step's rollout phase gathered over its micro-batches.
 type stepRollout struct {
-	batches []*batch
-	rewards []float64          // every completion's total reward
-	metrics map[string]float64 // the reward functions' metrics, averaged over micro-batches
-	zeroStd float64            // share of groups whose rewards do not vary
-	tokens  int                // completion tokens
-	seconds float64
+	batches  []*batch           // the micro-batch of each micro-step
+	distinct []*batch           // those micro-batches, each once: the step's rewards and completions
+	rewards  []float64          // every completion's total reward
+	metrics  map[string]float64 // the reward functions' metrics, averaged over micro-batches
+	zeroStd  float64            // share of groups whose rewards do not vary
+	tokens   int                // completion tokens
+	seconds  float64            // sampling, scoring and rewarding (0 when reusing a batch)
 }
 
-// rollout generates, scores and rewards gradient_accumulation_steps micro-batches of
-// per_device_train_batch_size prompts × num_generations completions, and sets each
-// completion's group advantage. All of them come before any loss: dapo normalises by the
-// tokens of the whole accumulated batch.
+// rollout takes the micro-batch of each of the step's gradient_accumulation_steps
+// micro-steps from the generation batch being served, drawing a new one (generated, scored,
+// rewarded, with group advantages: generation.go) when it is used up. A generation batch
+// served again reports its rewards again.
 func (e *Engine) rollout(ctx context.Context, step int) (*stepRollout, error) {
 	rng := e.stepRNG(step, 0)
 	ga := max(1, e.cfg.GradientAccumulationSteps)
 	out := &stepRollout{metrics: map[string]float64{}}
-	for mb := 0; mb < ga; mb++ {
-		b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
+	for k := 0; k < ga; k++ {
+		b, drew, err := e.nextMicroBatch(ctx, rng)
 		if err != nil {
 			return nil, err
 		}
-		if err := e.score(b); err != nil {
-			return nil, err
+		if drew {
+			for _, d := range e.gen.batches {
+				out.seconds += d.seconds
+			}
 		}
-		m, err := e.reward(b)
-		if err != nil {
-			return nil, err
+		if !slices.Contains(out.distinct, b) {
+			out.distinct = append(out.distinct, b)
 		}
-		for k, v := range m {
-			out.metrics[k] += v / float64(ga)
-		}
-		rs := make([]float64, len(b.rollouts))
-		for i, r := range b.rollouts {
-			rs[i] = r.reward
-		}
-		adv, frac, err := grpo.Advantages(rs, e.cfg.NumGenerations, e.cfg.ScaleRewards)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range b.rollouts {
-			r.adv = adv[i]
-		}
-		out.rewards = append(out.rewards, rs...)
-		out.zeroStd += frac / float64(ga)
-		out.tokens += b.tokens
 		out.batches = append(out.batches, b)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	}
+	n := float64(len(out.distinct))
+	for _, b := range out.distinct {
+		for k, v := range b.rewardMetrics {
+			out.metrics[k] += v / n
 		}
+		out.rewards = append(out.rewards, b.rewards...)
+		out.zeroStd += b.zeroStd / n
+		out.tokens += b.tokens
 	}
 	return out, nil
 }
 
 // lossAndBackward runs each micro-batch through the policy with its tape (adapters on), takes
-// the GRPO loss of its completions and propagates its gradient into the adapters.
+// the GRPO loss of its completions (importance weights against logp_old where the generation
+// batch kept it) and propagates its gradient into the adapters.
 func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) {
 	ga := len(batches)
 	e.adapters.ZeroGrad()
-	params := lossParams(e.cfg)
-	for _, b := range batches {
-		for _, r := range b.rollouts {
-			if !params.Masked(r.cut) {
-				params.Tokens += len(r.tokens)
-			}
-		}
-	}
 	var loss float64
 	var lossStats grpo.Stats
 	tape := e.tape()
 	for _, b := range batches {
+		params := lossParams(e.cfg)
+		params.Tokens = b.gen.tokens
 		seqs := make([][]int, len(b.rollouts))
 		first := make([]int, len(b.rollouts))
 		for i, r := range b.rollouts {
@@ -142,7 +136,7 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) 
 			for k := range r.tokens {
 				lp[k], ent[k] = float64(tape.LogProbs[i][p+k]), float64(tape.Entropy[i][p+k])
 			}
-			gs[i] = grpo.Sequence{LogP: lp, RefLogP: r.refLogP, Entropy: ent, Advantage: r.adv, Truncated: r.cut}
+			gs[i] = grpo.Sequence{LogP: lp, OldLogP: r.oldLogP, RefLogP: r.refLogP, Entropy: ent, Advantage: r.adv, Truncated: r.cut}
 		}
 		res, err := grpo.Loss(gs, params)
 		if err != nil {
@@ -150,7 +144,7 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) 
 		}
 		// Token-mean losses of each micro-batch average over the accumulation (as the
 		// Trainer divides by gradient_accumulation_steps); dapo is already normalised by
-		// the tokens of the whole accumulated batch.
+		// the tokens of the whole generation batch.
 		scale := 1.0
 		if !grpo.GlobalTokens(e.cfg.LossType) {
 			scale = 1 / float64(ga)
@@ -199,6 +193,9 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 		"loss": loss, "grad_norm": upd.gradNorm, "learning_rate": upd.lr,
 		"frac_reward_zero_std": roll.zeroStd,
 		"perf/step_seconds":    stepSec, "perf/rollout_seconds": roll.seconds,
+		// TRL's names: the step's wall time, and the prompt and completion tokens sampled
+		// since the run began.
+		"step_time": stepSec, "num_tokens": float64(e.tokensSeen),
 	}
 	for k, v := range lossStats.Metrics() {
 		metrics[k] = v
@@ -210,7 +207,7 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	}
 	var lengths, cut, all float64
 	n := 0
-	for _, b := range roll.batches {
+	for _, b := range roll.distinct {
 		for _, r := range b.rollouts {
 			lengths += float64(len(r.tokens))
 			if r.cut {
@@ -218,6 +215,8 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 			}
 			n++
 		}
+	}
+	for _, b := range roll.batches {
 		all += float64(b.all)
 	}
 	metrics["completions/mean_length"] = lengths / float64(n)

@@ -26,6 +26,10 @@ const (
 	AdapterWeightsFile = "adapter_model.safetensors"
 	OptimizerFile      = "optimizer.safetensors"
 	TrainerStateFile   = "trainer_state.json"
+	// GenerationFile holds a generation batch still being served when the checkpoint was
+	// taken (num_iterations > 1 or steps_per_generation > gradient_accumulation_steps), so
+	// that a resume trains on it as the uninterrupted run would. Its format is the engine's.
+	GenerationFile = "generation.json"
 )
 
 // AdapterConfig is PEFT's adapter_config.json for a LoRA adapter.
@@ -134,6 +138,8 @@ type Checkpoint struct {
 	Tensors   []Tensor // PEFT names: base_model.model.<module>.lora_A.weight …
 	Optimizer *Optimizer
 	State     *TrainerState
+	// Generation is GenerationFile's content, nil when there is none.
+	Generation []byte
 }
 
 // Name is the folder name of the checkpoint at step.
@@ -160,6 +166,11 @@ func Save(dir string, c Checkpoint) error {
 			return err
 		}
 		if err := atomicfile.WriteFile(filepath.Join(tmp, TrainerStateFile), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if c.Generation != nil {
+		if err := atomicfile.WriteFile(filepath.Join(tmp, GenerationFile), c.Generation, 0o644); err != nil {
 			return err
 		}
 	}
@@ -240,6 +251,11 @@ func Load(dir string) (Checkpoint, error) {
 	s, err := ReadTrainerState(filepath.Join(dir, TrainerStateFile))
 	if err == nil {
 		c.State = &s
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return c, err
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, GenerationFile)); err == nil {
+		c.Generation = b
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return c, err
 	}

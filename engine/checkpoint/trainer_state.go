@@ -30,6 +30,9 @@ type TrainerState struct {
 	ScheduleSteps int            `json:"schedule_steps,omitempty"`
 	WarmupSteps   int            `json:"warmup_steps,omitempty"`
 	Metrics       events.Metrics `json:"metrics,omitempty"`
+	// NumInputTokensSeen counts the prompt and completion tokens sampled so far (the
+	// Trainer's field of the same name; TRL logs it as num_tokens).
+	NumInputTokensSeen int64 `json:"num_input_tokens_seen,omitempty"`
 
 	// Source is "" for this tool's own files and SourceTransformers for Hugging Face's.
 	Source   string `json:"source,omitempty"`

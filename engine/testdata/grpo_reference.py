@@ -18,9 +18,12 @@ script adds what a GRPO step puts on top of it, written from DESIGN section 5:
     times the entropy filter (top_entropy_quantile rho: the token's entropy at least the
     (1 - rho) quantile of the micro-batch's), plus beta KL_t, KL_t = exp(ref - logp) - (ref - logp) - 1;
     completions marked truncated have no loss token with mask_truncated_completions;
-    aggregated by loss_type; with several micro-batches dapo, cispo and vespo divide by the
-    loss tokens of all of them and the other types average the micro-batches' losses
-    (gradient accumulation).
+    aggregated by loss_type. A case's micro-batches are one generation batch (TRL's): the
+    advantages are computed over all of them (scale_rewards "batch": the std of all their
+    rewards), dapo, cispo and vespo divide by the loss tokens of all of them, and the other
+    types average the losses of the micro-batches trained on (gradient accumulation). A
+    micro-batch marked "skip" is part of the generation batch but not trained on in this
+    step (steps_per_generation > gradient_accumulation_steps).
 
 Everything runs in float64, so the reference's own rounding is far below the test's tolerance.
 
@@ -34,7 +37,7 @@ Input (stdin, JSON):
               "sapo_temperature_pos"/"_neg", "vespo_k_pos"/"_lambda_pos"/"_k_neg"/"_lambda_neg",
               "old_lora": {MODULE: {...}} (optional),
               "micro_batches": [{"prompts": [[ids]], "completions": [[ids]], "rewards": [r],
-                                 "truncated": [bool]}]}]}
+                                 "truncated": [bool], "skip": bool}]}]}
 Output (stdout, JSON):
   {"results": [{"loss": L, "loss_scale": (the aggregation of |loss_t|), "advantages": [[a]], "grads": {MODULE: {"a": [...], "b": [...]}}}]}
 """
@@ -176,7 +179,8 @@ def run_case(case, model):
                       for m, s in case["old_lora"].items()}
         old_w = merged(cfg, base, case["old_lora"], old_params)
     mbs = case["micro_batches"]
-    ga = len(mbs)
+    ga = sum(1 for mb in mbs if not mb.get("skip"))
+    all_adv = advantages([r for mb in mbs for r in mb["rewards"]], case["num_generations"], case["scale_rewards"])
     masking = case.get("mask_truncated_completions")
     n_all = sum(len(c) for mb in mbs for c, tr in zip(mb["completions"], mb.get("truncated") or [False] * len(mb["completions"]))
                 if not (masking and tr))
@@ -185,9 +189,13 @@ def run_case(case, model):
     advs = []
     with torch.enable_grad():
         w = merged(cfg, base, lora, params)
+        start = 0
         for mb in mbs:
-            adv = advantages(mb["rewards"], case["num_generations"], case["scale_rewards"])
+            adv = all_adv[start:start + len(mb["rewards"])]
+            start += len(mb["rewards"])
             advs.append(adv.tolist())
+            if mb.get("skip"):
+                continue
             per_seq = []
             truncated = mb.get("truncated") or [False] * len(mb["completions"])
             for p, c, tr in zip(mb["prompts"], mb["completions"], truncated):

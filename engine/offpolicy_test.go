@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"rlhfstation/engine/checkpoint"
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/events"
+	"rlhfstation/engine/grpo"
+	"rlhfstation/engine/lora"
+	"rlhfstation/rewards"
+)
+
+// snapshotLoRA copies the adapters' weights.
+func snapshotLoRA(set *lora.Set) map[string]refLoRA {
+	out := map[string]refLoRA{}
+	for _, l := range set.Layers {
+		out[l.Module] = refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale,
+			A: append([]float32(nil), l.A...), B: append([]float32(nil), l.B...)}
+	}
+	return out
+}
+
+// offPolicyStep is one trainStep of an engine run with its reference case.
+type offPolicyStep struct {
+	name    string
+	got     stepResult
+	ref     refModel
+	sc      stepCase
+	metrics events.Metrics
+	drew    bool // the step drew a new generation batch
+}
+
+// runOffPolicySteps runs steps trainSteps of an engine made for c (rewards replaced by
+// nllReward) and returns each with the reference case of what it trained on: the generation
+// batch's micro-batches (those not served in the step marked skip), the adapters before the
+// step as the policy, and the adapters that sampled the batch as logp_old's when the engine
+// kept it. Every step must train on micro-batches of one generation batch, each once.
+func runOffPolicySteps(t *testing.T, name string, c *config.Config, steps int) []offPolicyStep {
+	t.Helper()
+	e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, "story")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	e.funcs = []rewards.Weighted{{Func: nllReward{}, Weight: 1}}
+	var out []offPolicyStep
+	var sampler map[string]refLoRA // the adapters that drew the generation batch in use
+	for s := 1; s <= steps; s++ {
+		before := snapshotLoRA(e.adapters)
+		prev, usedBefore := e.gen, 0
+		if prev != nil {
+			usedBefore = prev.used
+		}
+		if err := e.trainStep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		pendingEvents(e)
+		g := e.gen
+		drew := g != prev
+		if drew {
+			sampler, usedBefore = before, 0
+		}
+		spg := len(g.batches)
+		served := map[int]bool{}
+		for k := usedBefore; k < g.used; k++ {
+			if served[k%spg] {
+				t.Fatalf("%s step %d serves micro-batch %d twice: the reference cannot express it", name, s, k%spg)
+			}
+			served[k%spg] = true
+		}
+		sc := stepCase{Model: fmt.Sprintf("%s-step%d", name, s), Temperature: c.Temperature, LossType: c.LossType,
+			ScaleRewards: c.ScaleRewards, Beta: c.Beta, Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh,
+			MaxCompletionLength: c.MaxCompletionLength, NumGenerations: c.NumGenerations,
+			ImportanceSamplingLevel: c.ImportanceSamplingLevel, MaskTruncatedCompletions: c.MaskTruncatedCompletions,
+			TopEntropyQuantile: c.TopEntropyQuantile, SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
+			VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg}
+		if g.old {
+			sc.OldLoRA = sampler
+		}
+		for k, b := range g.batches {
+			var m microBatch
+			for _, r := range b.rollouts {
+				m.Prompts = append(m.Prompts, r.prompt)
+				m.Completions = append(m.Completions, r.tokens)
+				m.Rewards = append(m.Rewards, r.reward)
+				m.Truncated = append(m.Truncated, r.cut)
+			}
+			m.Skip = !served[k]
+			sc.MicroBatches = append(sc.MicroBatches, m)
+		}
+		out = append(out, offPolicyStep{name: sc.Model, got: stepResult{Loss: e.lastStep["loss"], Grads: layerGrads(e.adapters)},
+			ref: refModel{Dir: tinyModelDir(t), LoRA: before}, sc: sc, metrics: e.lastStep, drew: drew})
+	}
+	return out
+}
+
+// TestOffPolicyStepsMatchTorch runs the engine's trainStep with num_iterations > 1 and
+// steps_per_generation ≠ gradient_accumulation_steps and checks each step's loss and LoRA
+// gradients against PyTorch, logp_old being the log-probs under the adapters that sampled
+// the batch: GSPO and token level, dapo's normalisation over the generation batch, grpo's
+// average over the micro-batches trained on, a batch-wide reward std.
+func TestOffPolicyStepsMatchTorch(t *testing.T) {
+	type setup struct {
+		loss, level, scale  string
+		iters, spg, ga      int
+		beta, temp, epsilon float64
+	}
+	var all []offPolicyStep
+	for i, s := range []setup{
+		{grpo.LossDAPO, grpo.LevelToken, grpo.ScaleGroup, 2, 0, 1, 0.04, 0.9, 0.05},
+		{grpo.LossGRPO, grpo.LevelSequence, grpo.ScaleBatch, 2, 2, 2, 0, 1, 3e-4},
+		{grpo.LossDAPO, grpo.LevelSequence, grpo.ScaleGroup, 1, 2, 1, 0.04, 1, 0.05},
+		{grpo.LossBNPO, grpo.LevelToken, grpo.ScaleBatch, 2, 2, 1, 0, 1.2, 0.1},
+	} {
+		c := tinyConfig(t, "story", 10)
+		c.Quant.Type = "none"
+		c.LoRA.InitLoRAWeights = false // random B: dA ≠ 0 and policy ≠ reference
+		c.MaxGradNorm = 0              // the raw gradients stay in the adapters
+		c.LearningRate = 2e-2          // updates large enough that the ratios leave the clip range
+		c.LossType, c.ImportanceSamplingLevel, c.ScaleRewards = s.loss, s.level, s.scale
+		c.NumIterations, c.StepsPerGeneration, c.GradientAccumulationSteps = s.iters, s.spg, s.ga
+		c.Beta, c.Temperature, c.Epsilon, c.EpsilonHigh = s.beta, s.temp, s.epsilon, s.epsilon*4/3
+		c.RunName = fmt.Sprintf("run%d", i)
+		if err := c.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("%s-%s-%s-mu%d-spg%d-ga%d", s.loss, s.level, s.scale, s.iters, c.GenerationSteps(), s.ga)
+		steps := runOffPolicySteps(t, name, c, 3)
+		// Which steps draw and which reuse follows TRL: every steps_per_generation ×
+		// num_iterations micro-steps.
+		uses := c.GenerationSteps() * s.iters
+		for k, st := range steps {
+			if want := (k*s.ga)%uses == 0 || uses < s.ga; st.drew != want {
+				t.Errorf("%s: step %d drew a batch: %v, want %v", st.name, k+1, st.drew, want)
+			}
+		}
+		all = append(all, steps...)
+	}
+	models := map[string]refModel{}
+	var cases []stepCase
+	for _, st := range all {
+		models[st.sc.Model] = st.ref
+		cases = append(cases, st.sc)
+	}
+	want := runStepReference(t, models, cases)
+	offPolicy := 0
+	for i, st := range all {
+		if st.sc.OldLoRA != nil && !st.drew {
+			offPolicy++
+		}
+		if err, where := stepError(st.got, want[i]); !(err <= stepTol) {
+			t.Errorf("%s: trainStep's %s differs from PyTorch by %.3g relative (tolerance %g): loss %.9g, torch %.9g",
+				st.name, where, err, stepTol, st.got.Loss, want[i].Loss)
+		} else {
+			t.Logf("%s: worst relative error %.3g (%s); loss %.6g; clip region %.3g", st.name, err, where, st.got.Loss,
+				st.metrics["clip_ratio/region_mean"])
+		}
+	}
+	if offPolicy < 4 {
+		t.Errorf("only %d steps trained on a batch sampled before an update", offPolicy)
+	}
+}
+
+// With num_iterations = 2 each generation batch is trained on twice: the first pass is the
+// on-policy step (every weight 1, nothing clipped), the second sees the policy one update
+// later through logp_old, and clips. num_tokens counts the sampled tokens once per draw.
+func TestNumIterationsClipsAfterFirstPass(t *testing.T) {
+	c := tinyConfig(t, "story", 6)
+	c.NumIterations = 2
+	c.LearningRate = 2e-2
+	c.Epsilon, c.EpsilonHigh = 0.05, 0.05
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, err := run(t, c, "", "story")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := stepMetrics(evs)
+	if len(m) != 6 {
+		t.Fatalf("%d steps", len(m))
+	}
+	for s := 1; s <= 6; s++ {
+		region, low, high := m[s]["clip_ratio/region_mean"], m[s]["clip_ratio/low_mean"], m[s]["clip_ratio/high_mean"]
+		t.Logf("step %d: clip region %.4f low %.4f (min %.4f) high %.4f (max %.4f), reward %.4f, num_tokens %v",
+			s, region, low, m[s]["clip_ratio/low_min"], high, m[s]["clip_ratio/high_max"], m[s]["reward"], m[s]["num_tokens"])
+		if s%2 == 1 { // a fresh batch: on-policy
+			if region != 0 || low != 0 || high != 0 {
+				t.Errorf("step %d trains on a fresh batch but clips (region %v, low %v, high %v)", s, region, low, high)
+			}
+			continue
+		}
+		// The second pass over the batch of step s−1: the same completions and rewards.
+		if m[s]["reward"] != m[s-1]["reward"] || m[s]["completions/mean_length"] != m[s-1]["completions/mean_length"] {
+			t.Errorf("step %d reward %v, length %v: not the batch of step %d (%v, %v)", s, m[s]["reward"],
+				m[s]["completions/mean_length"], s-1, m[s-1]["reward"], m[s-1]["completions/mean_length"])
+		}
+		if !(region > 0) || region != low+high || !(m[s]["clip_ratio/high_max"] >= high) {
+			t.Errorf("step %d: clip region %v (low %v + high %v, high_max %v): want clipping after an update", s, region, low, high, m[s]["clip_ratio/high_max"])
+		}
+		if m[s]["num_tokens"] != m[s-1]["num_tokens"] {
+			t.Errorf("num_tokens %v at step %d, %v at step %d: a reused batch samples nothing", m[s]["num_tokens"], s, m[s-1]["num_tokens"], s-1)
+		}
+	}
+	if !(m[3]["num_tokens"] > m[1]["num_tokens"] && m[1]["num_tokens"] > 0) {
+		t.Errorf("num_tokens %v, %v at steps 1 and 3: want it growing", m[1]["num_tokens"], m[3]["num_tokens"])
+	}
+}
+
+// A run with num_iterations = 2 interrupted after step 3 (its checkpoint taken in the middle
+// of a generation batch, which it keeps) and resumed gives the metrics and weights of the
+// run that was never interrupted.
+func TestResumeMidGenerationIsExact(t *testing.T) {
+	cfg := func() *config.Config {
+		c := tinyConfig(t, "story", 6)
+		c.NumIterations, c.StepsPerGeneration, c.GradientAccumulationSteps = 2, 2, 1
+		c.SaveSteps = 0
+		if err := c.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	straight := cfg()
+	evsA, eA, err := run(t, straight, "", "story")
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := cfg()
+	eB, err := New(half, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, "story")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- eB.Run(ctx) }()
+	for ev := range eB.Events() {
+		if ev.Type == events.Step && ev.Step == 3 {
+			cancel()
+		}
+	}
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("interrupted run returned %v", err)
+	}
+	list, _ := checkpoint.List(filepath.Join(eB.RunDir(), "checkpoints"))
+	from := list[len(list)-1]
+	ck, err := checkpoint.Load(from.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Steps 1–4 serve one generation batch (2 micro-batches × 2 passes), 5–8 the next.
+	if from.Step%4 == 0 || ck.Generation == nil {
+		t.Fatalf("checkpoint of step %d (generation kept: %v): want one inside a generation batch that keeps it", from.Step, ck.Generation != nil)
+	}
+	more := cfg()
+	more.OutputDir = half.OutputDir
+	evsB, _, err := run(t, more, eB.RunDir(), "story")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := stepMetrics(evsA), stepMetrics(evsB)
+	if len(b) != 6-from.Step {
+		t.Fatalf("resumed from step %d but ran %d steps", from.Step, len(b))
+	}
+	for s := from.Step + 1; s <= 6; s++ {
+		if !reflect.DeepEqual(a[s], b[s]) {
+			t.Errorf("step %d differs after resume:\nstraight %v\nresumed  %v", s, a[s], b[s])
+		}
+	}
+	ca, err := checkpoint.Load(filepath.Join(eA.RunDir(), "checkpoints", "step-000006"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := checkpoint.Load(filepath.Join(eB.RunDir(), "checkpoints", "step-000006"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ca.Tensors, cb.Tensors) || !reflect.DeepEqual(ca.Optimizer.ExpAvgSq, cb.Optimizer.ExpAvgSq) {
+		t.Error("adapter or optimizer state differs after resume")
+	}
+}
