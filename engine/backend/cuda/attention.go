@@ -149,15 +149,6 @@ func (o *owner) attentionSpan(out, probs, q devptr[bf16], s span, a attnShape) e
 	return nil
 }
 
-// attentionRowsOf runs the row kernel over rows (decode steps and short spans): kv and pos
-// (device arrays, in row order) give each row's key and value base addresses and position.
-func (o *owner) attentionRowsOf(out, q devptr[bf16], kv devptr[uint64], pos devptr[int32], ldk int, rows int, a attnShape) error {
-	if rows == 0 {
-		return nil
-	}
-	return o.attentionRows(out, q, kv, pos, rows, a.heads, a.kvHeads, a.hd, ldk, a.scale, a.window)
-}
-
 // attentionBackward accumulates dq and each span's dk and dv from dout, given the forward's
 // probabilities (0: recomputed here).
 func (o *owner) attentionBackward(dq, dout, probs, q devptr[bf16], spans []span, a attnShape) error {

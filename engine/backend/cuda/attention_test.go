@@ -36,6 +36,7 @@ func TestKernelAttention(t *testing.T) {
 		var posArr []int32
 		// each run's keys and values in a buffer of its own (as a cache slot would hold them)
 		var kbufs, vbufs []devptr[bf16]
+		var kvLens []int
 		for _, r := range c.runs {
 			n, pos := r[0], r[1]
 			L := pos + n
@@ -43,7 +44,7 @@ func TestKernelAttention(t *testing.T) {
 			v, vr := putBF16(t, d, randn(rng, L*kw, 1))
 			dk, dkr := putBF16(t, d, randn(rng, L*kw, 0.1))
 			dv, dvr := putBF16(t, d, randn(rng, L*kw, 0.1))
-			kbufs, vbufs = append(kbufs, k), append(vbufs, v)
+			kbufs, vbufs, kvLens = append(kbufs, k), append(vbufs, v), append(kvLens, L*kw)
 			spans = append(spans, span{row: row, n: n, pos: pos, k: k, v: v, ldk: kw, dk: dk, dv: dv})
 			cspans = append(cspans, cpu.Span{Row: row, N: n, Pos: pos, K: kr, V: vr, DK: dkr, DV: dvr})
 			for i := 0; i < n; i++ {
@@ -63,14 +64,26 @@ func TestKernelAttention(t *testing.T) {
 
 		// the row kernel, each span's rows against its own key buffer
 		out2 := allocT[bf16](t, d, rows*qw)
-		var kvp []uint64
+		var sp32 []int32
 		for i, s := range spans {
 			for j := 0; j < s.n; j++ {
-				kvp = append(kvp, uint64(kbufs[i]), uint64(vbufs[i]))
+				sp32 = append(sp32, int32(i))
 			}
 		}
-		pp, kp := put(t, d, posArr), put(t, d, kvp)
-		run(t, d, func(o *owner) error { return o.attentionRowsOf(out2, q, kp, pp, kw, rows, a) })
+		// one buffer holding every span's keys a slot apart: row r reads slot seq[r]
+		stride := 0
+		for i := range spans {
+			stride = max(stride, kvLens[i])
+		}
+		kall, vall := allocT[bf16](t, d, len(spans)*stride), allocT[bf16](t, d, len(spans)*stride)
+		for i := range spans {
+			must(t, d.do(func(o *owner) error {
+				return firstErr(o.copyDtoD(uintptr(bf16At(kall, i*stride)), uintptr(kbufs[i]), 2*kvLens[i]),
+					o.copyDtoD(uintptr(bf16At(vall, i*stride)), uintptr(vbufs[i]), 2*kvLens[i]))
+			}))
+		}
+		pp, sq := put(t, d, posArr), put(t, d, sp32)
+		run(t, d, func(o *owner) error { return o.attentionRows(out2, q, kall, vall, sq, pp, int64(stride), rows, a, kw) })
 		closeTo(t, "attention (row kernel)", getBF16(t, d, out2, rows*qw), want, 2e-2, 1/32.)
 
 		// backward, with stored probabilities and recomputed ones

@@ -4,77 +4,57 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"rlhfstation/engine/backend"
 )
 
-// DType is the element type of a Buf.
-type DType uint8
+// The interface's types: this package's ops take and return them as they are.
+type (
+	Buf       = backend.Buf
+	DType     = backend.DType
+	Span      = backend.Span
+	Attention = backend.Attention
+	OptParam  = backend.OptParam
+	RoPETable = backend.RoPETable
+	Q4        = backend.Q4
+)
 
 const (
-	F32 DType = iota
-	BF16
-	U8
-	I32
-	I64
-	F64
+	F32  = backend.F32
+	BF16 = backend.BF16
+	F16  = backend.F16
+	U8   = backend.U8
+	I32  = backend.I32
+	I64  = backend.I64
+	F64  = backend.F64
 )
 
-// Size is the bytes of one element.
-func (t DType) Size() int {
-	switch t {
-	case BF16:
-		return 2
-	case U8:
-		return 1
-	case I64, F64:
-		return 8
-	}
-	return 4
-}
+// Typed device pointers of a Buf (0 for an absent one, which kernels take as "absent").
+func f32(b Buf) devptr[float32] { return devptr[float32](b.Addr()) }
+func bf(b Buf) devptr[bf16]     { return devptr[bf16](b.Addr()) }
+func u8(b Buf) devptr[uint8]    { return devptr[uint8](b.Addr()) }
+func i32(b Buf) devptr[int32]   { return devptr[int32](b.Addr()) }
+func i64(b Buf) devptr[int64]   { return devptr[int64](b.Addr()) }
+func f64(b Buf) devptr[float64] { return devptr[float64](b.Addr()) }
 
-func (t DType) String() string {
-	return [...]string{"f32", "bf16", "u8", "i32", "i64", "f64"}[t]
-}
-
-// Buf is a typed view of device memory: a base allocation, an element offset and a length.
-// Slicing makes a view without allocating.
-type Buf struct {
-	ptr uintptr // the element at offset 0 of the view
-	dt  DType
-	n   int
-}
-
-// Len is the number of elements.
-func (b Buf) Len() int { return b.n }
-
-// DType is the element type.
-func (b Buf) DType() DType { return b.dt }
-
-// Slice is elements [off, off+n) of b.
-func (b Buf) Slice(off, n int) Buf {
-	if off < 0 || n < 0 || off+n > b.n {
-		panic(fmt.Sprintf("cuda: slice [%d:+%d] of a buffer of %d", off, n, b.n))
-	}
-	return Buf{ptr: b.ptr + uintptr(off*b.dt.Size()), dt: b.dt, n: n}
-}
-
-func (b Buf) bytes() int { return b.n * b.dt.Size() }
-
-// Typed device pointers of a Buf (0 for an empty view, which kernels take as "absent").
-func (b Buf) f32() devptr[float32] { return devptr[float32](b.ptr) }
-func (b Buf) bf() devptr[bf16]     { return devptr[bf16](b.ptr) }
-func (b Buf) u8() devptr[uint8]    { return devptr[uint8](b.ptr) }
-func (b Buf) i32() devptr[int32]   { return devptr[int32](b.ptr) }
-func (b Buf) i64() devptr[int64]   { return devptr[int64](b.ptr) }
-func (b Buf) f64() devptr[float64] { return devptr[float64](b.ptr) }
-
-// Backend runs the model's ops on a CUDA device, with the CPU backend's op names and
-// argument order (outputs first; backward ops accumulate into their gradients). Activations
-// are bf16, statistics float32; LoRA masters, their gradients and AdamW state float32.
-// Every op is queued: it returns at once, and its failure (a launch refused, say) is
-// returned by the next Sync or Download.
+// Backend runs the model's ops on a CUDA device behind backend.Backend, with the CPU
+// backend's op names and argument order (outputs first; backward ops accumulate into their
+// gradients). Activations are bf16, statistics float32; LoRA masters, their gradients and
+// AdamW state float32 (see Precision); ops also take float32 where they take bf16. Every op
+// is queued: it returns at once, and its failure (a launch refused, say) is returned by the
+// next Sync or Download.
 type Backend struct {
 	d *Device
 }
+
+var _ backend.Backend = (*Backend)(nil)
+
+func init() {
+	backend.Register("cuda", func() (backend.Backend, error) { return NewBackend() })
+}
+
+// Name is the device name Select takes.
+func (b *Backend) Name() string { return "cuda" }
 
 // NewBackend opens the device (see Open).
 func NewBackend() (*Backend, error) {
@@ -93,29 +73,35 @@ func (b *Backend) Close() error { return b.d.Close() }
 
 // Alloc returns n elements of dt, uninitialised.
 func (b *Backend) Alloc(dt DType, n int) (Buf, error) {
+	if n < 0 {
+		return Buf{}, fmt.Errorf("cuda: allocation of %d elements", n)
+	}
 	p, err := b.d.mem.alloc(max(1, n) * dt.Size())
 	if err != nil {
 		return Buf{}, err
 	}
-	return Buf{ptr: p, dt: dt, n: n}, nil
+	return backend.Device(dt, p, n), nil
 }
 
 // Free returns a buffer from Alloc (the whole allocation, not a slice of it) once the work
 // queued so far is done with it.
 func (b *Backend) Free(x Buf) error {
-	if x.ptr == 0 {
+	if x.Addr() == 0 {
 		return nil
 	}
-	b.d.release(x.ptr)
+	b.d.release(x.Addr())
 	return nil
 }
 
-// Upload copies host values into x: []float32 into f32 or (rounded) bf16, []uint16 (bf16
-// bits) into bf16, []byte into u8, []int32 into i32, []int64 into i64, []float64 into f64.
+// Upload copies host values into x: []float32 into f32 or (rounded) bf16, []uint16 (bits)
+// into bf16 or f16, []byte into u8, []int32 into i32, []int64 into i64, []float64 into f64.
 func (b *Backend) Upload(x Buf, host any) error {
+	if err := onDevice("upload's destination", x, 0); err != nil {
+		return err
+	}
 	switch h := host.(type) {
 	case []float32:
-		if x.dt == BF16 {
+		if x.DType() == BF16 {
 			bits := make([]uint16, len(h))
 			for i, v := range h {
 				bits[i] = toBF16(v)
@@ -124,6 +110,9 @@ func (b *Backend) Upload(x Buf, host any) error {
 		}
 		return b.uploadAs(x, F32, bytesOf(h), len(h))
 	case []uint16:
+		if x.DType() == F16 {
+			return b.uploadAs(x, F16, bytesOf(h), len(h))
+		}
 		return b.uploadAs(x, BF16, bytesOf(h), len(h))
 	case []byte:
 		return b.uploadAs(x, U8, h, len(h))
@@ -138,30 +127,33 @@ func (b *Backend) Upload(x Buf, host any) error {
 }
 
 func (b *Backend) uploadAs(x Buf, want DType, raw []byte, n int) error {
-	if x.dt != want {
-		return fmt.Errorf("cuda: upload of %s values into a %s buffer", want, x.dt)
+	if x.DType() != want {
+		return fmt.Errorf("cuda: upload of %s values into a %s buffer", want, x.DType())
 	}
 	return b.upload(x, raw, n)
 }
 
 func (b *Backend) upload(x Buf, raw []byte, n int) error {
-	if n != x.n {
-		return fmt.Errorf("cuda: upload of %d values into a buffer of %d", n, x.n)
+	if n != x.Len() {
+		return fmt.Errorf("cuda: upload of %d values into a buffer of %d", n, x.Len())
 	}
-	return b.d.upload(x.ptr, raw)
+	return b.d.upload(x.Addr(), raw)
 }
 
 // Download copies x to the host (after the work queued), into []float32 from f32 or bf16,
-// []int32 from i32, []byte from u8, []float64 from f64.
+// []uint16 from bf16 or f16, []int32, []int64, []byte and []float64 from their types.
 func (b *Backend) Download(host any, x Buf) error {
+	if err := onDevice("download's source", x, 0); err != nil {
+		return err
+	}
 	switch h := host.(type) {
 	case []float32:
-		if len(h) != x.n {
-			return fmt.Errorf("cuda: download of %d values into %d", x.n, len(h))
+		if len(h) != x.Len() {
+			return fmt.Errorf("cuda: download of %d values into %d", x.Len(), len(h))
 		}
-		if x.dt == BF16 {
+		if x.DType() == BF16 {
 			bits := make([]uint16, len(h))
-			if err := b.d.download(bytesOf(bits), x.ptr); err != nil {
+			if err := b.d.download(bytesOf(bits), x.Addr()); err != nil {
 				return err
 			}
 			for i, v := range bits {
@@ -169,12 +161,16 @@ func (b *Backend) Download(host any, x Buf) error {
 			}
 			return nil
 		}
-		if x.dt != F32 {
-			return fmt.Errorf("cuda: download of a %s buffer into []float32", x.dt)
+		return b.downloadAs(x, F32, bytesOf(h), len(h))
+	case []uint16:
+		if x.DType() == F16 {
+			return b.downloadAs(x, F16, bytesOf(h), len(h))
 		}
-		return b.d.download(bytesOf(h), x.ptr)
+		return b.downloadAs(x, BF16, bytesOf(h), len(h))
 	case []int32:
 		return b.downloadAs(x, I32, bytesOf(h), len(h))
+	case []int64:
+		return b.downloadAs(x, I64, bytesOf(h), len(h))
 	case []byte:
 		return b.downloadAs(x, U8, h, len(h))
 	case []float64:
@@ -184,24 +180,33 @@ func (b *Backend) Download(host any, x Buf) error {
 }
 
 func (b *Backend) downloadAs(x Buf, want DType, raw []byte, n int) error {
-	if x.dt != want || n != x.n {
-		return fmt.Errorf("cuda: download of %d %s values into %d %s", x.n, x.dt, n, want)
+	if x.DType() != want || n != x.Len() {
+		return fmt.Errorf("cuda: download of %d %s values into %d %s", x.Len(), x.DType(), n, want)
 	}
-	return b.d.download(raw, x.ptr)
+	if n == 0 {
+		return b.Sync()
+	}
+	return b.d.download(raw, x.Addr())
 }
 
 // Copy copies src into dst (same type and length), on the device.
 func (b *Backend) Copy(dst, src Buf) error {
-	if dst.dt != src.dt || dst.n != src.n {
-		return fmt.Errorf("cuda: copy of %d %s into %d %s", src.n, src.dt, dst.n, dst.dt)
+	if err := firstErr(onDevice("dst", dst, 0), onDevice("src", src, 0)); err != nil {
+		return err
 	}
-	b.d.enqueue(func(o *owner) error { return o.copyDtoD(dst.ptr, src.ptr, src.bytes()) })
+	if dst.DType() != src.DType() || dst.Len() != src.Len() {
+		return fmt.Errorf("cuda: copy of %d %s into %d %s", src.Len(), src.DType(), dst.Len(), dst.DType())
+	}
+	b.d.enqueue(func(o *owner) error { return o.copyDtoD(dst.Addr(), src.Addr(), src.Bytes()) })
 	return nil
 }
 
-// Zero clears x.
+// Zero clears x (a host view is left alone: not this backend's memory).
 func (b *Backend) Zero(x Buf) {
-	b.d.enqueue(func(o *owner) error { return o.memset(x.ptr, 0, x.bytes()) })
+	if x.IsHost() || x.Nil() {
+		return
+	}
+	b.d.enqueue(func(o *owner) error { return o.memset(x.Addr(), 0, x.Bytes()) })
 }
 
 // Sync waits for the queued work and returns the first failure since the last Sync.
@@ -225,21 +230,62 @@ func bytesOf[T any](x []T) []byte {
 
 // need checks a buffer's type and that it holds at least n elements.
 func need(name string, x Buf, dt DType, n int) error {
-	if x.dt != dt {
-		return fmt.Errorf("cuda: %s is %s, want %s", name, x.dt, dt)
+	if err := onDevice(name, x, n); err != nil {
+		return err
 	}
-	if x.n < n {
-		return fmt.Errorf("cuda: %s holds %d elements, the op needs %d", name, x.n, n)
+	if x.DType() != dt {
+		return fmt.Errorf("cuda: %s is %s, want %s", name, x.DType(), dt)
+	}
+	return nil
+}
+
+// onDevice checks that x is device memory (or absent where no element is needed) of at
+// least n elements.
+func onDevice(name string, x Buf, n int) error {
+	if x.IsHost() {
+		return fmt.Errorf("cuda: %s is host memory (%v): the op takes buffers from this backend's Alloc", name, x)
+	}
+	if x.Len() < n {
+		return fmt.Errorf("cuda: %s holds %d elements, the op needs %d", name, x.Len(), n)
 	}
 	return nil
 }
 
 // opt is need for a buffer that may be absent (zero Buf).
 func opt(name string, x Buf, dt DType, n int) error {
-	if x.ptr == 0 {
+	if x.Nil() {
 		return nil
 	}
 	return need(name, x, dt, n)
+}
+
+// act checks an operand that may be bf16 or float32 (activations, their gradients).
+func act(name string, x Buf, n int) error {
+	if err := onDevice(name, x, n); err != nil {
+		return err
+	}
+	if x.DType() != F32 && x.DType() != BF16 {
+		return fmt.Errorf("cuda: %s is %s, want f32 or bf16", name, x.DType())
+	}
+	return nil
+}
+
+// optAct is act for an optional operand.
+func optAct(name string, x Buf, n int) error {
+	if x.Nil() {
+		return nil
+	}
+	return act(name, x, n)
+}
+
+// sameType checks that operands share their element type (the kernels templated over it).
+func sameType(op string, xs ...Buf) error {
+	for _, x := range xs[1:] {
+		if !x.Nil() && x.DType() != xs[0].DType() {
+			return fmt.Errorf("cuda: %s with operands of %s and %s", op, xs[0].DType(), x.DType())
+		}
+	}
+	return nil
 }
 
 // queue checks the arguments now (a mistake is reported where it is made) and queues f.

@@ -3,35 +3,12 @@ package cuda
 import (
 	"fmt"
 	"math"
+
+	"rlhfstation/engine/backend"
 )
 
-// Attention describes causal grouped-query attention (as the CPU backend's Attention).
-type Attention struct {
-	Heads, KVHeads, HeadDim int
-	Scale                   float32
-	Window                  int
-}
-
-func (a Attention) shape() attnShape {
+func shapeOf(a Attention) attnShape {
 	return attnShape{heads: a.Heads, kvHeads: a.KVHeads, hd: a.HeadDim, scale: a.Scale, window: a.Window}
-}
-
-// Span is a run of query rows of one sequence (as the CPU backend's Span): rows
-// [Row, Row+N) at positions Pos…, its keys and values from position 0 in K and V (rows of
-// KVHeads·HeadDim), their gradients in DK and DV for the backward.
-type Span struct {
-	Row, N, Pos int
-	K, V        Buf
-	DK, DV      Buf
-}
-
-// ProbSize is the number of bf16 values AttentionForward stores for the backward.
-func (a Attention) ProbSize(spans []Span) int {
-	n := 0
-	for _, s := range spans {
-		n += a.Heads * s.N * (s.Pos + s.N)
-	}
-	return n
 }
 
 func (b *Backend) spans(spans []Span, a Attention, grads bool) ([]span, error) {
@@ -50,74 +27,69 @@ func (b *Backend) spans(spans []Span, a Attention, grads bool) ([]span, error) {
 				return nil, fmt.Errorf("span %d: %w", i, err)
 			}
 		}
-		out[i] = span{row: s.Row, n: s.N, pos: s.Pos, k: s.K.bf(), v: s.V.bf(), ldk: kw, dk: s.DK.bf(), dv: s.DV.bf()}
+		out[i] = span{row: s.Row, n: s.N, pos: s.Pos, k: bf(s.K), v: bf(s.V), ldk: kw, dk: bf(s.DK), dv: bf(s.DV)}
 	}
 	return out, nil
 }
 
-// AttentionForward sets out [rows, Heads·HeadDim] for every span. probs (bf16, ProbSize
-// values), when given, keeps the probabilities for the backward; without it, spans of fewer
-// than 8 rows (decode steps) take the row kernel.
-func (b *Backend) AttentionForward(out, probs, q Buf, spans []Span, a Attention) error {
-	sp, err := b.spans(spans, a, false)
-	if err != nil {
-		return err
-	}
+// spanRows is the rows the spans reach in q and out.
+func spanRows(spans []Span) int {
 	rows := 0
 	for _, s := range spans {
 		rows = max(rows, s.Row+s.N)
 	}
-	qw := a.Heads * a.HeadDim
-	if err := firstErr(need("out", out, BF16, rows*qw), need("q", q, BF16, rows*qw), opt("probs", probs, BF16, a.ProbSize(spans))); err != nil {
+	return rows
+}
+
+// AttentionForward sets out [rows, Heads·HeadDim] for every span. probs (bf16, ProbSize
+// values), when given, keeps the probabilities for the backward; without it, spans of fewer
+// than 8 rows (decode steps) take the row kernel. float32 operands go through bf16 copies.
+func (b *Backend) AttentionForward(out, probs, q Buf, spans []Span, a Attention) error {
+	rows, qw := spanRows(spans), a.Heads*a.HeadDim
+	if err := firstErr(act("out", out, rows*qw), act("q", q, rows*qw), optAct("probs", probs, a.ProbSize(spans))); err != nil {
 		return err
 	}
-	// The row kernel's metadata: per row, its sequence's key and value addresses and its position.
-	var kv []uint64
+	if anyF32(out, probs, q) || spansF32(spans, false) {
+		return b.attentionForwardF32(out, probs, q, spans, a)
+	}
+	sp, err := b.spans(spans, a, false)
+	if err != nil {
+		return err
+	}
+	// The row kernel's positions: those of every row of the short spans, span after span.
 	var pos []int32
-	var first []int // the first row of each run of short spans, for the launches
-	if probs.ptr == 0 {
+	if probs.Nil() {
 		for _, s := range spans {
-			if s.N == 0 || s.N >= 8 {
-				continue
-			}
-			first = append(first, s.Row)
-			for i := 0; i < s.N; i++ {
-				kv = append(kv, uint64(s.K.ptr), uint64(s.V.ptr))
-				pos = append(pos, int32(s.Pos+i))
+			if s.N > 0 && s.N < 8 {
+				for i := 0; i < s.N; i++ {
+					pos = append(pos, int32(s.Pos+i))
+				}
 			}
 		}
 	}
-	var kvb, posb Buf
+	var posb Buf
 	if len(pos) > 0 {
-		if kvb, err = b.Alloc(F64, len(kv)); err != nil { // 8-byte slots
-			return err
-		}
 		if posb, err = b.Alloc(I32, len(pos)); err != nil {
-			return err
-		}
-		if err := b.d.upload(kvb.ptr, bytesOf(kv)); err != nil {
 			return err
 		}
 		if err := b.Upload(posb, pos); err != nil {
 			return err
 		}
 	}
-	as := a.shape()
+	as := shapeOf(a)
 	b.d.enqueue(func(o *owner) error {
-		defer o.done(kvb.ptr)
-		defer o.done(posb.ptr)
-		if err := o.attentionForward(out.bf(), probs.bf(), q.bf(), sp, as); err != nil {
+		defer o.done(posb.Addr())
+		if err := o.attentionForward(bf(out), bf(probs), bf(q), sp, as); err != nil {
 			return err
 		}
-		// short spans: the row kernel, one launch per contiguous block of rows
+		// short spans: the row kernel, one launch per span over its own keys
 		k := 0
 		for _, s := range spans {
-			if probs.ptr != 0 || s.N == 0 || s.N >= 8 {
+			if !probs.Nil() || s.N == 0 || s.N >= 8 {
 				continue
 			}
-			kvp := devptr[uint64](kvb.ptr + uintptr(16*k))
-			pp := devptr[int32](posb.ptr + uintptr(4*k))
-			if err := o.attentionRowsOf(bf16At(out.bf(), s.Row*qw), bf16At(q.bf(), s.Row*qw), kvp, pp, as.kw(), s.N, as); err != nil {
+			pp := devptr[int32](posb.Addr() + uintptr(4*k))
+			if err := o.attentionRows(bf16At(bf(out), s.Row*qw), bf16At(bf(q), s.Row*qw), bf(s.K), bf(s.V), 0, pp, 0, s.N, as, as.kw()); err != nil {
 				return err
 			}
 			k += s.N
@@ -127,56 +99,100 @@ func (b *Backend) AttentionForward(out, probs, q Buf, spans []Span, a Attention)
 	return nil
 }
 
-// AttentionRows computes attention for rows one at a time over keys already in memory (a
-// decode step over the KV cache): kv holds, per row, the device addresses of its sequence's
-// key 0 and value 0 (two 8-byte values a row, as written by KVTable), pos its position; keys
-// are rows of ldk values. Every input is on the device, so the step can be captured.
-func (b *Backend) AttentionRows(out, q, kv, pos Buf, rows int, a Attention, ldk int) error {
-	qw := a.Heads * a.HeadDim
-	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
-		return fmt.Errorf("cuda: attention of %d heads over %d key/value heads", a.Heads, a.KVHeads)
+// AttentionRows is the decode step's attention with every input on the device (so the step
+// can be captured): row r of q, at position pos[r] of sequence seq[r] (I32 both), attends to
+// that sequence's keys up to its position, key j of sequence s at element
+// s·seqStride + j·KVHeads·HeadDim of k (and of v).
+func (b *Backend) AttentionRows(out, q, k, v, seq, pos Buf, rows int, a Attention, seqStride int) error {
+	if rows == 0 {
+		return nil
 	}
-	return b.queue(firstErr(need("out", out, BF16, rows*qw), need("q", q, BF16, rows*qw), need("kv", kv, F64, 2*rows), need("pos", pos, I32, rows)),
-		func(o *owner) error {
-			return o.attentionRowsOf(out.bf(), q.bf(), devptr[uint64](kv.ptr), pos.i32(), ldk, rows, a.shape())
-		})
-}
-
-// KVTable is the host form of AttentionRows' kv: for each row, the addresses of its keys
-// and values (views into the cache). Upload it into an F64 buffer of 2·rows values.
-func KVTable(keys, values []Buf) []uint64 {
-	t := make([]uint64, 0, 2*len(keys))
-	for i := range keys {
-		t = append(t, uint64(keys[i].ptr), uint64(values[i].ptr))
+	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.HeadDim <= 0 {
+		return fmt.Errorf("cuda: attention of %d heads over %d key/value heads of %d", a.Heads, a.KVHeads, a.HeadDim)
 	}
-	return t
-}
-
-// UploadRaw copies host words into a buffer of the same byte size (KVTable into F64).
-func (b *Backend) UploadRaw(x Buf, words []uint64) error {
-	if len(words)*8 != x.bytes() {
-		return fmt.Errorf("cuda: %d words into a buffer of %d bytes", len(words), x.bytes())
+	qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	if err := firstErr(act("out", out, rows*qw), act("q", q, rows*qw), act("k", k, kw), act("v", v, kw),
+		need("seq", seq, I32, rows), need("pos", pos, I32, rows)); err != nil {
+		return err
 	}
-	return b.d.upload(x.ptr, bytesOf(words))
+	if anyF32(out, q, k, v) {
+		var t temps
+		defer t.free(b)
+		ob, qb, kb, vb := t.bf(b, out, false), t.bf(b, q, true), t.bf(b, k, true), t.bf(b, v, true)
+		if t.err != nil {
+			return t.err
+		}
+		if err := b.AttentionRows(ob, qb, kb, vb, seq, pos, rows, a, seqStride); err != nil {
+			return err
+		}
+		return t.back(b, out, ob)
+	}
+	return b.queue(nil, func(o *owner) error {
+		return o.attentionRows(bf(out), bf(q), bf(k), bf(v), i32(seq), i32(pos), int64(seqStride), rows, shapeOf(a), kw)
+	})
 }
 
 // AttentionBackward accumulates dq and every span's DK and DV, given the forward's stored
 // probabilities (or none: recomputed).
 func (b *Backend) AttentionBackward(dq, dout, probs, q Buf, spans []Span, a Attention) error {
+	rows, qw := spanRows(spans), a.Heads*a.HeadDim
+	if err := firstErr(act("dq", dq, rows*qw), act("dout", dout, rows*qw), act("q", q, rows*qw), optAct("probs", probs, a.ProbSize(spans))); err != nil {
+		return err
+	}
+	if anyF32(dq, dout, probs, q) || spansF32(spans, true) {
+		return b.attentionBackwardF32(dq, dout, probs, q, spans, a)
+	}
 	sp, err := b.spans(spans, a, true)
 	if err != nil {
 		return err
 	}
-	rows := 0
-	for _, s := range spans {
-		rows = max(rows, s.Row+s.N)
+	return b.queue(nil, func(o *owner) error {
+		return o.attentionBackward(bf(dq), bf(dout), bf(probs), bf(q), sp, shapeOf(a))
+	})
+}
+
+// attentionForwardF32 runs the forward on bf16 copies of float32 operands.
+func (b *Backend) attentionForwardF32(out, probs, q Buf, spans []Span, a Attention) error {
+	var t temps
+	defer t.free(b)
+	ob, pb, qb := t.bf(b, out, false), t.bf(b, probs, false), t.bf(b, q, true)
+	sp := make([]Span, len(spans))
+	for i, s := range spans {
+		sp[i] = s
+		sp[i].K, sp[i].V = t.bf(b, s.K, true), t.bf(b, s.V, true)
 	}
-	qw := a.Heads * a.HeadDim
-	return b.queue(firstErr(need("dq", dq, BF16, rows*qw), need("dout", dout, BF16, rows*qw), need("q", q, BF16, rows*qw),
-		opt("probs", probs, BF16, a.ProbSize(spans))),
-		func(o *owner) error {
-			return o.attentionBackward(dq.bf(), dout.bf(), probs.bf(), q.bf(), sp, a.shape())
-		})
+	if t.err != nil {
+		return t.err
+	}
+	if err := b.AttentionForward(ob, pb, qb, sp, a); err != nil {
+		return err
+	}
+	return firstErr(t.back(b, out, ob), t.back(b, probs, pb))
+}
+
+// attentionBackwardF32 runs the backward on bf16 copies, the gradients accumulated in
+// zeroed bf16 copies and then added to the float32 ones.
+func (b *Backend) attentionBackwardF32(dq, dout, probs, q Buf, spans []Span, a Attention) error {
+	var t temps
+	defer t.free(b)
+	dqb, db, pb, qb := t.grad(b, dq), t.bf(b, dout, true), t.bf(b, probs, true), t.bf(b, q, true)
+	sp := make([]Span, len(spans))
+	for i, s := range spans {
+		sp[i] = s
+		sp[i].K, sp[i].V = t.bf(b, s.K, true), t.bf(b, s.V, true)
+		sp[i].DK, sp[i].DV = t.grad(b, s.DK), t.grad(b, s.DV)
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if err := b.AttentionBackward(dqb, db, pb, qb, sp, a); err != nil {
+		return err
+	}
+	err := t.acc(b, dq, dqb)
+	for i, s := range spans {
+		err = firstErr(err, t.acc(b, s.DK, sp[i].DK), t.acc(b, s.DV, sp[i].DV))
+	}
+	return err
 }
 
 // headChunk is how many rows of float32 logits the head forms at a time (about 64 MiB).
@@ -189,28 +205,29 @@ func (b *Backend) LogProbForward(logp, entropy, logits, targets Buf, rows, vocab
 	return b.queue(firstErr(need("logp", logp, F32, rows), opt("entropy", entropy, F32, rows), need("logits", logits, F32, rows*vocab),
 		need("targets", targets, I32, rows)),
 		func(o *owner) error {
-			return o.logprobs(logp.f32(), entropy.f32(), logits.f32(), targets.i32(), rows, vocab, invTemp)
+			return o.logprobs(f32(logp), f32(entropy), f32(logits), i32(targets), rows, vocab, invTemp)
 		})
 }
 
-// LogProbBackward accumulates dlogits (bf16) += dlogp·invTemp·(onehot(target) − softmax).
+// LogProbBackward accumulates dlogits (bf16 or float32) += dlogp·invTemp·(onehot(target) −
+// softmax).
 func (b *Backend) LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error {
-	return b.queue(firstErr(need("dlogits", dlogits, BF16, rows*vocab), need("dlogp", dlogp, F32, rows), need("logits", logits, F32, rows*vocab),
+	return b.queue(firstErr(act("dlogits", dlogits, rows*vocab), need("dlogp", dlogp, F32, rows), need("logits", logits, F32, rows*vocab),
 		need("targets", targets, I32, rows)),
 		func(o *owner) error {
-			return o.logprobsBack(dlogits.bf(), logits.f32(), dlogp.f32(), targets.i32(), rows, vocab, invTemp)
+			return o.logprobsBack(dlogits, f32(logits), f32(dlogp), i32(targets), rows, vocab, invTemp)
 		})
 }
 
 // HeadLogProbs sets logp[r] = log softmax(hidden[r]·headᵀ·invT)[targets[r]] (0 where the
 // target is negative) and, when entropy is given, the distribution's entropy; the float32
-// logits exist a chunk of rows at a time only.
+// logits exist a chunk of rows at a time only. hidden and head are bf16 or float32.
 func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT float32) error {
 	if rows == 0 {
 		return nil
 	}
-	return b.queue(firstErr(need("logp", logp, F32, rows), opt("entropy", entropy, F32, rows), need("hidden", hidden, BF16, rows*dim),
-		need("head", head, BF16, vocab*dim), need("targets", targets, I32, rows)),
+	return b.queue(firstErr(need("logp", logp, F32, rows), opt("entropy", entropy, F32, rows), act("hidden", hidden, rows*dim),
+		act("head", head, vocab*dim), need("targets", targets, I32, rows)),
 		func(o *owner) error {
 			chunk := headChunk(rows, vocab)
 			lg, err := o.tmp(4 * chunk * vocab)
@@ -220,20 +237,25 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, d
 			defer o.done(lg)
 			for r0 := 0; r0 < rows; r0 += chunk {
 				n := min(chunk, rows-r0)
-				if err := o.gemm(&gemmArgs{transB: true, m: n, n: vocab, k: dim, alpha: 1, a: uintptr(bf16At(hidden.bf(), r0*dim)),
-					aType: dtBF16, lda: dim, b: head.ptr, bType: dtBF16, ldb: dim, c: lg, cType: dtF32, ldc: vocab}); err != nil {
+				if err := o.logitsOf(lg, hidden.Slice(r0*dim, n*dim), head, n, dim, vocab); err != nil {
 					return err
 				}
 				var ent devptr[float32]
-				if entropy.ptr != 0 {
-					ent = f32At(entropy.f32(), r0)
+				if !entropy.Nil() {
+					ent = f32At(f32(entropy), r0)
 				}
-				if err := o.logprobs(f32At(logp.f32(), r0), ent, devptr[float32](lg), devptr[int32](targets.ptr+uintptr(4*r0)), n, vocab, invT); err != nil {
+				if err := o.logprobs(f32At(f32(logp), r0), ent, devptr[float32](lg), devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
+}
+
+// logitsOf sets lg[rows, vocab] (float32 scratch) = hidden·headᵀ, the operands of either type.
+func (o *owner) logitsOf(lg uintptr, hidden, head Buf, rows, dim, vocab int) error {
+	return o.gemmMixed(&gemmArgs{transB: true, m: rows, n: vocab, k: dim, alpha: 1, a: hidden.Addr(), aType: blasType(hidden), lda: dim,
+		b: head.Addr(), bType: blasType(head), ldb: dim, c: lg, cType: dtF32, ldc: vocab, batch: 1}, rows*dim, vocab*dim)
 }
 
 // HeadLogProbsBackward accumulates dhidden (float32 or bf16) += dlogits·head for dlogits the
@@ -242,9 +264,8 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 	if rows == 0 {
 		return nil
 	}
-	ct, _ := cublasType(dhidden.dt)
-	return b.queue(firstErr(residual("dhidden", dhidden, rows*dim), need("hidden", hidden, BF16, rows*dim),
-		need("head", head, BF16, vocab*dim), need("dlogp", dlogp, F32, rows), need("targets", targets, I32, rows)),
+	return b.queue(firstErr(act("dhidden", dhidden, rows*dim), act("hidden", hidden, rows*dim),
+		act("head", head, vocab*dim), need("dlogp", dlogp, F32, rows), need("targets", targets, I32, rows)),
 		func(o *owner) error {
 			chunk := headChunk(rows, vocab)
 			lg, err := o.tmp(4 * chunk * vocab)
@@ -252,26 +273,27 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 				return err
 			}
 			defer o.done(lg)
-			dl, err := o.tmp(2 * chunk * vocab)
+			// the logits' gradient in the head's type: the product with the head runs in it
+			dt := head.DType()
+			dl, err := o.tmp(dt.Size() * chunk * vocab)
 			if err != nil {
 				return err
 			}
 			defer o.done(dl)
 			for r0 := 0; r0 < rows; r0 += chunk {
 				n := min(chunk, rows-r0)
-				h := uintptr(bf16At(hidden.bf(), r0*dim))
-				if err := o.gemm(&gemmArgs{transB: true, m: n, n: vocab, k: dim, alpha: 1, a: h, aType: dtBF16, lda: dim,
-					b: head.ptr, bType: dtBF16, ldb: dim, c: lg, cType: dtF32, ldc: vocab}); err != nil {
+				if err := o.logitsOf(lg, hidden.Slice(r0*dim, n*dim), head, n, dim, vocab); err != nil {
 					return err
 				}
-				if err := o.memset(dl, 0, 2*n*vocab); err != nil {
+				if err := o.memset(dl, 0, dt.Size()*n*vocab); err != nil {
 					return err
 				}
-				if err := o.logprobsBack(devptr[bf16](dl), devptr[float32](lg), f32At(dlogp.f32(), r0), devptr[int32](targets.ptr+uintptr(4*r0)), n, vocab, invT); err != nil {
+				dlb := backend.Device(dt, dl, n*vocab)
+				if err := o.logprobsBack(dlb, devptr[float32](lg), f32At(f32(dlogp), r0), devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
 					return err
 				}
-				if err := o.gemm(&gemmArgs{m: n, n: dim, k: vocab, alpha: 1, beta: 1, a: dl, aType: dtBF16, lda: vocab,
-					b: head.ptr, bType: dtBF16, ldb: dim, c: dhidden.Slice(r0*dim, n*dim).ptr, cType: ct, ldc: dim}); err != nil {
+				if err := o.gemm(&gemmArgs{m: n, n: dim, k: vocab, alpha: 1, beta: 1, a: dl, aType: blasType(dlb), lda: vocab,
+					b: head.Addr(), bType: blasType(head), ldb: dim, c: dhidden.Slice(r0*dim, n*dim).Addr(), cType: blasType(dhidden), ldc: dim}); err != nil {
 					return err
 				}
 			}
@@ -338,23 +360,20 @@ func (b *Backend) SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int
 	return b.queue(firstErr(need("tokens", tokens, I32, rows), need("logp", logp, F32, rows), need("logits", logits, F32, rows*vocab),
 		need("uniforms", uniforms, F64, rows)),
 		func(o *owner) error {
-			return o.sample(tokens.i32(), logp.f32(), logits.f32(), uniforms.f64(), rows, vocab, invT, greedy, topK, topP)
+			return o.sample(i32(tokens), f32(logp), f32(logits), f64(uniforms), rows, vocab, invT, greedy, topK, topP)
 		})
 }
 
 // DigitProbs sets out[r, d] (float32, rows×10) to the probability of digit d among the
 // digit tokens ids (values[i] their digits) under softmax over those tokens only.
 func (b *Backend) DigitProbs(out, logits, ids, values Buf, rows, vocab int) error {
-	n := ids.n
+	n := ids.Len()
 	return b.queue(firstErr(need("out", out, F32, rows*10), need("logits", logits, F32, rows*vocab), need("ids", ids, I32, n),
 		need("values", values, I32, n)),
 		func(o *owner) error {
-			return o.digits(out.f32(), logits.f32(), ids.i32(), values.i32(), n, rows, vocab)
+			return o.digits(f32(out), f32(logits), i32(ids), i32(values), n, rows, vocab)
 		})
 }
-
-// OptParam is one trainable float32 tensor with its gradient and AdamW moments.
-type OptParam struct{ Data, Grad, M, V Buf }
 
 // multiBlocks is the blocks per tensor of the many-tensor kernels: enough to fill the device
 // for one large tensor, few enough that small ones waste little.
@@ -369,7 +388,7 @@ func (b *Backend) table(words []uint64) (Buf, error) {
 	if err != nil {
 		return Buf{}, err
 	}
-	return t, b.UploadRaw(t, words)
+	return t, b.d.upload(t.Addr(), bytesOf(words))
 }
 
 // AdamW applies one update (step counts from 1) to every parameter, as optim.AdamW, in one
@@ -383,11 +402,11 @@ func (b *Backend) AdamW(params []OptParam, lr, beta1, beta2, eps, weightDecay fl
 	words := make([]uint64, 0, 5*len(params))
 	largest := 0
 	for i, p := range params {
-		n := p.Data.n
+		n := p.Data.Len()
 		if err := firstErr(need("data", p.Data, F32, n), need("grad", p.Grad, F32, n), need("m", p.M, F32, n), need("v", p.V, F32, n)); err != nil {
 			return fmt.Errorf("AdamW parameter %d: %w", i, err)
 		}
-		words = append(words, uint64(p.Data.ptr), uint64(p.Grad.ptr), uint64(p.M.ptr), uint64(p.V.ptr), uint64(n))
+		words = append(words, uint64(p.Data.Addr()), uint64(p.Grad.Addr()), uint64(p.M.Addr()), uint64(p.V.Addr()), uint64(n))
 		largest = max(largest, n)
 	}
 	if len(params) > maxGridY {
@@ -399,8 +418,8 @@ func (b *Backend) AdamW(params []OptParam, lr, beta1, beta2, eps, weightDecay fl
 	}
 	d := dims{grid: [3]uint32{uint32(b.multiBlocks(len(params), largest)), uint32(len(params)), 1}, block: [3]uint32{threads, 1, 1}}
 	b.d.enqueue(func(o *owner) error {
-		defer o.done(tab.ptr)
-		return o.adamwMulti(d, devptr[uint64](tab.ptr), float32(beta1), float32(beta2), float32(lr/bc1), float32(math.Sqrt(bc2)), float32(eps), float32(1-lr*weightDecay))
+		defer o.done(tab.Addr())
+		return o.adamwMulti(d, devptr[uint64](tab.Addr()), float32(beta1), float32(beta2), float32(lr/bc1), float32(math.Sqrt(bc2)), float32(eps), float32(1-lr*weightDecay))
 	})
 	return nil
 }
@@ -416,8 +435,8 @@ func (b *Backend) GradNorm(grads []Buf) (float64, error) {
 	}
 	words, largest := b.pairs(grads)
 	for i, g := range grads {
-		if g.dt != F32 {
-			return 0, fmt.Errorf("cuda: gradient %d is %s", i, g.dt)
+		if g.DType() != F32 {
+			return 0, fmt.Errorf("cuda: gradient %d is %s", i, g.DType())
 		}
 	}
 	tab, err := b.table(words)
@@ -435,12 +454,12 @@ func (b *Backend) GradNorm(grads []Buf) (float64, error) {
 	}
 	defer b.Free(part)
 	b.d.enqueue(func(o *owner) error {
-		defer o.done(tab.ptr)
+		defer o.done(tab.Addr())
 		d := dims{grid: [3]uint32{uint32(gx), uint32(len(grads)), 1}, block: [3]uint32{threads, 1, 1}}
-		if err := o.sumsqMulti(d, part.f32(), devptr[uint64](tab.ptr)); err != nil {
+		if err := o.sumsqMulti(d, f32(part), devptr[uint64](tab.Addr())); err != nil {
 			return err
 		}
-		return o.sum(f32At(part.f32(), np), part.f32(), np)
+		return o.sum(f32At(f32(part), np), f32(part), np)
 	})
 	s := make([]float32, 1)
 	if err := b.Download(s, part.Slice(np, 1)); err != nil {
@@ -455,8 +474,8 @@ func (b *Backend) ScaleAll(xs []Buf, s float32) error {
 		return nil
 	}
 	for i, x := range xs {
-		if x.dt != F32 {
-			return fmt.Errorf("cuda: scale of tensor %d (%s)", i, x.dt)
+		if x.DType() != F32 {
+			return fmt.Errorf("cuda: scale of tensor %d (%s)", i, x.DType())
 		}
 	}
 	if len(xs) > maxGridY {
@@ -469,8 +488,8 @@ func (b *Backend) ScaleAll(xs []Buf, s float32) error {
 	}
 	d := dims{grid: [3]uint32{uint32(b.multiBlocks(len(xs), largest)), uint32(len(xs)), 1}, block: [3]uint32{threads, 1, 1}}
 	b.d.enqueue(func(o *owner) error {
-		defer o.done(tab.ptr)
-		return o.scaleMulti(d, devptr[uint64](tab.ptr), s)
+		defer o.done(tab.Addr())
+		return o.scaleMulti(d, devptr[uint64](tab.Addr()), s)
 	})
 	return nil
 }
@@ -479,8 +498,8 @@ func (b *Backend) pairs(xs []Buf) ([]uint64, int) {
 	words := make([]uint64, 0, 2*len(xs))
 	largest := 0
 	for _, x := range xs {
-		words = append(words, uint64(x.ptr), uint64(x.n))
-		largest = max(largest, x.n)
+		words = append(words, uint64(x.Addr()), uint64(x.Len()))
+		largest = max(largest, x.Len())
 	}
 	return words, largest
 }

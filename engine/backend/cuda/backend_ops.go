@@ -15,141 +15,181 @@ import (
 // the float32 stream and write bf16 (or float32); residual adds take a bf16 projection into
 // the float32 stream; their backward ops run in float32. The bf16-only forms exist too.
 
-func residual(name string, x Buf, n int) error {
-	if x.dt != F32 && x.dt != BF16 {
-		return fmt.Errorf("cuda: %s is %s, want f32 or bf16", name, x.dt)
-	}
-	return need(name, x, x.dt, n)
-}
-
 // EmbeddingForward sets out[r] = wte[ids[r]] (+ wpe[pos[r]]) for rows = ids.Len().
 func (b *Backend) EmbeddingForward(out, ids, pos, wte, wpe Buf, dim int) error {
-	rows := ids.n
-	return b.queue(firstErr(residual("out", out, rows*dim), need("ids", ids, I32, rows), need("wte", wte, BF16, dim),
-		opt("pos", pos, I32, rows), opt("wpe", wpe, BF16, dim)),
-		func(o *owner) error { return o.embed(out, ids.i32(), pos.i32(), wte.bf(), wpe.bf(), rows, dim) })
+	rows := ids.Len()
+	return b.queue(firstErr(act("out", out, rows*dim), need("ids", ids, I32, rows), act("wte", wte, dim),
+		opt("pos", pos, I32, rows), optAct("wpe", wpe, dim), sameType("embedding tables", wte, wpe)),
+		func(o *owner) error { return o.embed(out, i32(ids), i32(pos), wte, wpe, rows, dim) })
 }
 
 // EmbeddingBackward accumulates dwte[ids[r]] += dout[r] and dwpe[pos[r]] += dout[r] (float32
-// tables, either absent).
+// tables, either absent; dout float32, or bf16 through a float32 copy).
 func (b *Backend) EmbeddingBackward(dwte, dwpe, dout, ids, pos Buf, dim int) error {
-	rows := ids.n
+	rows := ids.Len()
+	if err := act("dout", dout, rows*dim); err != nil {
+		return err
+	}
+	if dout.DType() == BF16 {
+		d32, err := b.Alloc(F32, rows*dim)
+		if err != nil {
+			return err
+		}
+		defer b.Free(d32)
+		if err := b.Cast(d32, dout.Slice(0, rows*dim)); err != nil {
+			return err
+		}
+		dout = d32
+	}
 	return b.queue(firstErr(need("dout", dout, F32, rows*dim), need("ids", ids, I32, rows), opt("dwte", dwte, F32, dim),
 		opt("dwpe", dwpe, F32, dim), opt("pos", pos, I32, rows)),
 		func(o *owner) error {
-			return o.embedBack(dwte.f32(), dwpe.f32(), dout.f32(), ids.i32(), pos.i32(), rows, dim)
+			return o.embedBack(f32(dwte), f32(dwpe), f32(dout), i32(ids), i32(pos), rows, dim)
 		})
 }
 
 // RMSNormForward sets out = x·rstd·weight per row, keeping rstd.
 func (b *Backend) RMSNormForward(out, rstd, inp, weight Buf, rows, dim int, eps float64) error {
-	return b.queue(firstErr(residual("out", out, rows*dim), need("rstd", rstd, F32, rows), residual("inp", inp, rows*dim),
+	return b.queue(firstErr(act("out", out, rows*dim), need("rstd", rstd, F32, rows), act("inp", inp, rows*dim),
 		need("weight", weight, F32, dim)),
-		func(o *owner) error { return o.rmsnorm(out, rstd.f32(), inp, weight.f32(), rows, dim, float32(eps)) })
+		func(o *owner) error { return o.rmsnorm(out, f32(rstd), inp, f32(weight), rows, dim, float32(eps)) })
 }
 
 // RMSNormBackward accumulates dinp and dweight (absent when frozen).
 func (b *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buf, rows, dim int) error {
-	return b.queue(firstErr(residual("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), residual("dout", dout, rows*dim),
-		residual("inp", inp, rows*dim), need("weight", weight, F32, dim), need("rstd", rstd, F32, rows)),
+	return b.queue(firstErr(act("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), act("dout", dout, rows*dim),
+		act("inp", inp, rows*dim), need("weight", weight, F32, dim), need("rstd", rstd, F32, rows)),
 		func(o *owner) error {
-			return o.rmsnormBack(dinp, dweight.f32(), dout, inp, weight.f32(), rstd.f32(), rows, dim)
+			return o.rmsnormBack(dinp, f32(dweight), dout, inp, f32(weight), f32(rstd), rows, dim)
 		})
 }
 
 // LayerNormForward sets out = (x−mean)·rstd·weight + bias per row, keeping mean and rstd.
 func (b *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias Buf, rows, dim int, eps float64) error {
-	return b.queue(firstErr(residual("out", out, rows*dim), need("mean", mean, F32, rows), need("rstd", rstd, F32, rows),
-		residual("inp", inp, rows*dim), need("weight", weight, F32, dim), need("bias", bias, F32, dim)),
+	return b.queue(firstErr(act("out", out, rows*dim), need("mean", mean, F32, rows), need("rstd", rstd, F32, rows),
+		act("inp", inp, rows*dim), need("weight", weight, F32, dim), need("bias", bias, F32, dim)),
 		func(o *owner) error {
-			return o.layernorm(out, mean.f32(), rstd.f32(), inp, weight.f32(), bias.f32(), rows, dim, float32(eps))
+			return o.layernorm(out, f32(mean), f32(rstd), inp, f32(weight), f32(bias), rows, dim, float32(eps))
 		})
 }
 
 // LayerNormBackward accumulates dinp, dweight and dbias (both absent when frozen).
 func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd Buf, rows, dim int) error {
-	if (dweight.ptr == 0) != (dbias.ptr == 0) {
-		return fmt.Errorf("cuda: LayerNormBackward wants both weight and bias gradients or neither")
+	if dweight.Nil() != dbias.Nil() { // the kernel sums both or neither: a scratch for the other
+		t, err := b.Alloc(F32, dim)
+		if err != nil {
+			return err
+		}
+		defer b.Free(t)
+		b.Zero(t)
+		if dweight.Nil() {
+			dweight = t
+		} else {
+			dbias = t
+		}
 	}
-	return b.queue(firstErr(residual("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), opt("dbias", dbias, F32, dim),
-		residual("dout", dout, rows*dim), residual("inp", inp, rows*dim), need("weight", weight, F32, dim),
+	return b.queue(firstErr(act("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), opt("dbias", dbias, F32, dim),
+		act("dout", dout, rows*dim), act("inp", inp, rows*dim), need("weight", weight, F32, dim),
 		need("mean", mean, F32, rows), need("rstd", rstd, F32, rows)),
 		func(o *owner) error {
-			return o.layernormBack(dinp, dweight.f32(), dbias.f32(), dout, inp, weight.f32(), mean.f32(), rstd.f32(), rows, dim)
+			return o.layernormBack(dinp, f32(dweight), f32(dbias), dout, inp, f32(weight), f32(mean), f32(rstd), rows, dim)
 		})
 }
 
 // ResidualForward sets out = a + b over n elements (out, a: the float32 stream, b: bf16;
 // or all bf16). out may alias a.
 func (b *Backend) ResidualForward(out, x, y Buf, n int) error {
-	return b.queue(firstErr(residual("out", out, n), residual("a", x, n), need("b", y, BF16, n)),
+	return b.queue(firstErr(act("out", out, n), act("a", x, n), need("b", y, BF16, n)),
 		func(o *owner) error { return o.residual(out, x, y, n) })
 }
 
 // ResidualBackward accumulates da += dout and db += dout (either absent; any of float32 and
 // bf16).
 func (b *Backend) ResidualBackward(da, db, dout Buf, n int) error {
-	return b.queue(firstErr(residual("dout", dout, n), optResidual("da", da, n), optResidual("db", db, n)),
+	return b.queue(firstErr(act("dout", dout, n), optAct("da", da, n), optAct("db", db, n)),
 		func(o *owner) error {
-			if da.ptr != 0 {
+			if da.Addr() != 0 {
 				if err := o.add(da, dout, 1, n); err != nil {
 					return err
 				}
 			}
-			if db.ptr != 0 {
+			if db.Addr() != 0 {
 				return o.add(db, dout, 1, n)
 			}
 			return nil
 		})
 }
 
-func optResidual(name string, x Buf, n int) error {
-	if x.ptr == 0 {
-		return nil
-	}
-	return residual(name, x, n)
-}
-
 // Add accumulates acc += alpha·x (float32 or bf16 each).
 func (b *Backend) Add(acc, x Buf, alpha float32, n int) error {
-	return b.queue(firstErr(residual("acc", acc, n), residual("x", x, n)), func(o *owner) error { return o.add(acc, x, alpha, n) })
+	return b.queue(firstErr(act("acc", acc, n), act("x", x, n)), func(o *owner) error { return o.add(acc, x, alpha, n) })
 }
+
+// The element-wise ops take bf16 or float32, all operands of one type.
 
 // GELUForward sets out = GELU(inp) (tanh approximation).
 func (b *Backend) GELUForward(out, inp Buf, n int) error {
-	return b.queue(firstErr(need("out", out, BF16, n), need("inp", inp, BF16, n)),
-		func(o *owner) error { return o.gelu(out.bf(), inp.bf(), n) })
+	return b.queue(firstErr(act("out", out, n), act("inp", inp, n), sameType("GELU", out, inp)), func(o *owner) error {
+		if out.DType() == F32 {
+			return o.geluForwardF32(o.flat(int64(n)), f32(out), f32(inp), int64(n))
+		}
+		return o.gelu(bf(out), bf(inp), n)
+	})
 }
 
 // GELUBackward accumulates dinp += dout·GELU'(inp).
 func (b *Backend) GELUBackward(dinp, dout, inp Buf, n int) error {
-	return b.queue(firstErr(need("dinp", dinp, BF16, n), need("dout", dout, BF16, n), need("inp", inp, BF16, n)),
-		func(o *owner) error { return o.geluBack(dinp.bf(), dout.bf(), inp.bf(), n) })
+	return b.queue(firstErr(act("dinp", dinp, n), act("dout", dout, n), act("inp", inp, n), sameType("GELU backward", dinp, dout, inp)),
+		func(o *owner) error {
+			if dinp.DType() == F32 {
+				return o.geluBackwardF32(o.flat(int64(n)), f32(dinp), f32(dout), f32(inp), int64(n))
+			}
+			return o.geluBack(bf(dinp), bf(dout), bf(inp), n)
+		})
 }
 
 // SwiGLUForward sets out = SiLU(gate)·up.
 func (b *Backend) SwiGLUForward(out, gate, up Buf, n int) error {
-	return b.queue(firstErr(need("out", out, BF16, n), need("gate", gate, BF16, n), need("up", up, BF16, n)),
-		func(o *owner) error { return o.swiglu(out.bf(), gate.bf(), up.bf(), n) })
+	return b.queue(firstErr(act("out", out, n), act("gate", gate, n), act("up", up, n), sameType("SwiGLU", out, gate, up)),
+		func(o *owner) error {
+			if out.DType() == F32 {
+				return o.swigluForwardF32(o.flat(int64(n)), f32(out), f32(gate), f32(up), int64(n))
+			}
+			return o.swiglu(bf(out), bf(gate), bf(up), n)
+		})
 }
 
 // SwiGLUBackward accumulates dgate and dup.
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up Buf, n int) error {
-	return b.queue(firstErr(need("dgate", dgate, BF16, n), need("dup", dup, BF16, n), need("dout", dout, BF16, n),
-		need("gate", gate, BF16, n), need("up", up, BF16, n)),
-		func(o *owner) error { return o.swigluBack(dgate.bf(), dup.bf(), dout.bf(), gate.bf(), up.bf(), n) })
+	return b.queue(firstErr(act("dgate", dgate, n), act("dup", dup, n), act("dout", dout, n), act("gate", gate, n), act("up", up, n),
+		sameType("SwiGLU backward", dgate, dup, dout, gate, up)),
+		func(o *owner) error {
+			if dgate.DType() == F32 {
+				return o.swigluBackwardF32(o.flat(int64(n)), f32(dgate), f32(dup), f32(dout), f32(gate), f32(up), int64(n))
+			}
+			return o.swigluBack(bf(dgate), bf(dup), bf(dout), bf(gate), bf(up), n)
+		})
 }
 
 // BiasForward adds bias[cols] (float32) to every row of out[rows,cols].
 func (b *Backend) BiasForward(out, bias Buf, rows, cols int) error {
-	return b.queue(firstErr(need("out", out, BF16, rows*cols), need("bias", bias, F32, cols)),
-		func(o *owner) error { return o.bias(out.bf(), bias.f32(), rows, cols) })
+	return b.queue(firstErr(act("out", out, rows*cols), need("bias", bias, F32, cols)), func(o *owner) error {
+		if out.DType() == F32 {
+			return o.biasForwardF32(cols2d(rows, cols), f32(out), f32(bias), int32(rows), int32(cols))
+		}
+		return o.bias(bf(out), f32(bias), rows, cols)
+	})
 }
 
 // BiasBackward accumulates dbias += Σ_rows dout.
 func (b *Backend) BiasBackward(dbias, dout Buf, rows, cols int) error {
-	return b.queue(firstErr(need("dbias", dbias, F32, cols), need("dout", dout, BF16, rows*cols)),
-		func(o *owner) error { return o.biasBack(dbias.f32(), dout.bf(), rows, cols) })
+	return b.queue(firstErr(need("dbias", dbias, F32, cols), act("dout", dout, rows*cols)), func(o *owner) error {
+		if dout.DType() == F32 {
+			d := dims{grid: [3]uint32{uint32(ceilDiv(cols, 32)), uint32(min(ceilDiv(rows, 8), 64)), 1}, block: [3]uint32{32, 8, 1}}
+			return o.biasBackwardF32(d, f32(dbias), f32(dout), int32(rows), int32(cols))
+		}
+		return o.biasBack(f32(dbias), bf(dout), rows, cols)
+	})
 }
 
 // cublasType maps a Buf type to cuBLAS's.
@@ -189,47 +229,56 @@ func (b *Backend) GEMMBatched(transA, transB bool, m, n, k int, alpha float32, a
 	if lda < ac || ldb < bc || ldc < n {
 		return fmt.Errorf("cuda: GEMM leading dimensions %d, %d, %d below the rows' %d, %d, %d", lda, ldb, ldc, ac, bc, n)
 	}
-	at, ok1 := cublasType(a.dt)
-	bt, ok2 := cublasType(bb.dt)
-	ct, ok3 := cublasType(c.dt)
+	at, ok1 := cublasType(a.DType())
+	bt, ok2 := cublasType(bb.DType())
+	ct, ok3 := cublasType(c.DType())
 	if !ok1 || !ok2 || !ok3 {
-		return fmt.Errorf("cuda: GEMM of %s × %s into %s", a.dt, bb.dt, c.dt)
+		return fmt.Errorf("cuda: GEMM of %s × %s into %s", a.DType(), bb.DType(), c.DType())
 	}
-	if a.n < span(ar, ac, lda, strideA) || bb.n < span(br, bc, ldb, strideB) || c.n < span(m, n, ldc, strideC) {
-		return fmt.Errorf("cuda: GEMM operands too short (%d, %d, %d elements)", a.n, bb.n, c.n)
+	if a.Len() < span(ar, ac, lda, strideA) || bb.Len() < span(br, bc, ldb, strideB) || c.Len() < span(m, n, ldc, strideC) {
+		return fmt.Errorf("cuda: GEMM operands too short (%d, %d, %d elements)", a.Len(), bb.Len(), c.Len())
 	}
-	b.d.enqueue(func(o *owner) error {
-		ap, bp := a.ptr, bb.ptr
-		if at != bt { // round the float32 operand to bf16 in scratch
-			conv := func(x Buf, n int) (uintptr, error) {
-				p, err := o.tmp(2 * n)
-				if err != nil {
-					return 0, err
-				}
-				return p, o.castF32ToBF16(devptr[bf16](p), x.f32(), n)
-			}
-			var err error
-			if at == dtF32 {
-				n := span(ar, ac, lda, strideA)
-				if ap, err = conv(a, n); err != nil {
-					return err
-				}
-				defer o.done(ap)
-				at = dtBF16
-			} else {
-				n := span(br, bc, ldb, strideB)
-				if bp, err = conv(bb, n); err != nil {
-					return err
-				}
-				defer o.done(bp)
-				bt = dtBF16
-			}
-		}
-		return o.gemm(&gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
-			a: ap, aType: at, lda: lda, strideA: int64(strideA), b: bp, bType: bt, ldb: ldb, strideB: int64(strideB),
-			c: c.ptr, cType: ct, ldc: ldc, strideC: int64(strideC), batch: batch})
-	})
+	g := &gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a.Addr(), aType: at, lda: lda, strideA: int64(strideA), b: bb.Addr(), bType: bt, ldb: ldb, strideB: int64(strideB),
+		c: c.Addr(), cType: ct, ldc: ldc, strideC: int64(strideC), batch: batch}
+	aN, bN := span(ar, ac, lda, strideA), span(br, bc, ldb, strideB)
+	b.d.enqueue(func(o *owner) error { return o.gemmMixed(g, aN, bN) })
 	return nil
+}
+
+// gemmMixed runs a product whose A and B may differ in type: the float32 one (aN or bN
+// values) is rounded to bf16 in scratch first, so that the product runs on tensor cores.
+func (o *owner) gemmMixed(g *gemmArgs, aN, bN int) error {
+	if g.aType == g.bType {
+		return o.gemm(g)
+	}
+	h := *g
+	conv := func(p uintptr, n int) (uintptr, error) {
+		t, err := o.tmp(2 * n)
+		if err != nil {
+			return 0, err
+		}
+		if err := o.castF32ToBF16(devptr[bf16](t), devptr[float32](p), n); err != nil {
+			o.done(t)
+			return 0, err
+		}
+		return t, nil
+	}
+	var err error
+	if h.aType == dtF32 {
+		if h.a, err = conv(g.a, aN); err != nil {
+			return err
+		}
+		defer o.done(h.a)
+		h.aType = dtBF16
+	} else {
+		if h.b, err = conv(g.b, bN); err != nil {
+			return err
+		}
+		defer o.done(h.b)
+		h.bType = dtBF16
+	}
+	return o.gemm(&h)
 }
 
 // MatmulForward sets out[rows,outDim] = inp·weightᵀ + bias (weight [outDim,in]).
@@ -240,7 +289,7 @@ func (b *Backend) MatmulForward(out, inp, weight, bias Buf, rows, in, outDim int
 	if err := b.GEMM(false, true, rows, outDim, in, 1, inp, in, weight, in, 0, out, outDim); err != nil {
 		return err
 	}
-	if bias.ptr != 0 {
+	if bias.Addr() != 0 {
 		return b.BiasForward(out, bias, rows, outDim)
 	}
 	return nil
@@ -252,30 +301,24 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buf, ro
 	if rows == 0 {
 		return nil
 	}
-	if dinp.ptr != 0 {
+	if dinp.Addr() != 0 {
 		if err := b.GEMM(false, false, rows, in, outDim, 1, dout, outDim, weight, in, 1, dinp, in); err != nil {
 			return err
 		}
 	}
-	if dweight.ptr != 0 {
+	if dweight.Addr() != 0 {
 		if err := b.GEMM(true, false, outDim, in, rows, 1, dout, outDim, inp, in, 1, dweight, in); err != nil {
 			return err
 		}
 	}
-	if dbias.ptr != 0 {
+	if dbias.Addr() != 0 {
 		return b.BiasBackward(dbias, dout, rows, outDim)
 	}
 	return nil
 }
 
-// RoPETable holds rotary embeddings' cos and sin tables on the device, tabulated on the
+// NewRoPETable uploads the cos and sin tables for positions [0, maxPos), tabulated on the
 // host in float64 as the CPU's.
-type RoPETable struct {
-	Half, MaxPos int
-	cos, sin     Buf
-}
-
-// NewRoPETable uploads the tables for positions [0, maxPos).
 func (b *Backend) NewRoPETable(invFreq []float64, maxPos int) (*RoPETable, error) {
 	half := len(invFreq)
 	cs, sn := make([]float32, maxPos*half), make([]float32, maxPos*half)
@@ -287,13 +330,13 @@ func (b *Backend) NewRoPETable(invFreq []float64, maxPos int) (*RoPETable, error
 	}
 	r := &RoPETable{Half: half, MaxPos: maxPos}
 	var err error
-	if r.cos, err = b.Alloc(F32, len(cs)); err != nil {
+	if r.Cos, err = b.Alloc(F32, len(cs)); err != nil {
 		return nil, err
 	}
-	if r.sin, err = b.Alloc(F32, len(sn)); err != nil {
+	if r.Sin, err = b.Alloc(F32, len(sn)); err != nil {
 		return nil, err
 	}
-	return r, firstErr(b.Upload(r.cos, cs), b.Upload(r.sin, sn))
+	return r, firstErr(b.Upload(r.Cos, cs), b.Upload(r.Sin, sn))
 }
 
 // RoPEForward rotates x [rows, heads·2·Half] in place, row r at position pos[r].
@@ -307,21 +350,37 @@ func (b *Backend) RoPEBackward(dx, pos Buf, heads int, r *RoPETable) error {
 }
 
 func (b *Backend) rope(x, pos Buf, heads int, r *RoPETable, sign float32) error {
-	rows := pos.n
-	return b.queue(firstErr(need("x", x, BF16, rows*heads*2*r.Half), need("pos", pos, I32, rows)),
+	rows := pos.Len()
+	if r == nil || r.Cos.IsHost() {
+		return fmt.Errorf("cuda: RoPE with a table not made by this backend")
+	}
+	return b.queue(firstErr(act("x", x, rows*heads*2*r.Half), need("pos", pos, I32, rows)),
 		func(o *owner) error {
-			return o.rope(x.bf(), pos.i32(), r.cos.f32(), r.sin.f32(), rows, heads, r.Half, sign)
+			if x.DType() == F32 {
+				d := dims{grid: [3]uint32{uint32(min(rows, 1<<30)), uint32(min(heads, maxGridY)), 1}, block: [3]uint32{uint32(ceilDiv(r.Half, 32) * 32), 1, 1}}
+				return o.ropeForwardF32(d, f32(x), i32(pos), f32(r.Cos), f32(r.Sin), int32(rows), int32(heads), int32(r.Half), sign)
+			}
+			return o.rope(bf(x), i32(pos), f32(r.Cos), f32(r.Sin), rows, heads, r.Half, sign)
 		})
 }
 
-// Q4 is a 4-bit weight on the device, uploaded once.
-type Q4 struct {
-	Rows, Cols int
-	q          q4
-	bufs       []Buf
+// q4State is a 4-bit weight on the device (a Q4's State), uploaded once.
+type q4State struct {
+	q    q4
+	bufs []Buf
 }
 
-// UploadQ4 copies a 4-bit weight (NF4/FP4, with or without double quantization) to the device.
+// state is w's device form.
+func state(w *Q4) (*q4State, error) {
+	st, ok := w.State.(*q4State)
+	if !ok || st.bufs == nil {
+		return nil, fmt.Errorf("cuda: a 4-bit weight not uploaded by this backend (or freed)")
+	}
+	return st, nil
+}
+
+// UploadQ4 copies a 4-bit weight (NF4/FP4, with or without double quantization) to the
+// device: it stays 4-bit there.
 func (b *Backend) UploadQ4(w *quant.Weight) (*Q4, error) {
 	shift, err := blockShift(w.BlockSize)
 	if err != nil {
@@ -330,180 +389,254 @@ func (b *Backend) UploadQ4(w *quant.Weight) (*Q4, error) {
 	if w.Nested() && w.NestedBlockSize != 256 {
 		return nil, fmt.Errorf("cuda: double quantization in blocks of %d (the kernels take 256)", w.NestedBlockSize)
 	}
-	q := &Q4{Rows: w.Rows, Cols: w.Cols, q: q4{rows: w.Rows, cols: w.Cols, blockShift: shift, offset: w.Offset}}
+	st := &q4State{q: q4{rows: w.Rows, cols: w.Cols, blockShift: shift, offset: w.Offset}}
+	fail := func(err error) (*Q4, error) {
+		for _, x := range st.bufs {
+			_ = b.Free(x)
+		}
+		return nil, err
+	}
 	up := func(dt DType, host any, n int) (Buf, error) {
 		x, err := b.Alloc(dt, n)
 		if err != nil {
 			return Buf{}, err
 		}
-		q.bufs = append(q.bufs, x)
+		st.bufs = append(st.bufs, x)
 		return x, b.Upload(x, host)
 	}
 	code := w.Type.Code()
 	var packed, cb Buf
 	if packed, err = up(U8, w.Packed, len(w.Packed)); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if cb, err = up(F32, code[:], 16); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	q.q.packed, q.q.code = packed.u8(), cb.f32()
+	st.q.packed, st.q.code = u8(packed), f32(cb)
 	if w.Nested() {
 		qa, err1 := up(U8, w.QAbsmax, len(w.QAbsmax))
 		na, err2 := up(F32, w.NestedAbsmax, len(w.NestedAbsmax))
 		nc, err3 := up(F32, w.NestedCode[:], 256)
 		if err := firstErr(err1, err2, err3); err != nil {
-			return nil, err
+			return fail(err)
 		}
-		q.q.qabsmax, q.q.nestedAbsmax, q.q.nestedCode = qa.u8(), na.f32(), nc.f32()
+		st.q.qabsmax, st.q.nestedAbsmax, st.q.nestedCode = u8(qa), f32(na), f32(nc)
 	} else {
 		am, err := up(F32, w.Absmax, len(w.Absmax))
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
-		q.q.absmax = am.f32()
+		st.q.absmax = f32(am)
 	}
-	return q, nil
+	return &Q4{Rows: w.Rows, Cols: w.Cols, W: w, State: st}, nil
 }
 
-// FreeQ4 releases a 4-bit weight.
-func (b *Backend) FreeQ4(q *Q4) {
-	for _, x := range q.bufs {
+// FreeQ4 releases a 4-bit weight's device memory.
+func (b *Backend) FreeQ4(w *Q4) {
+	st, err := state(w)
+	if err != nil {
+		return
+	}
+	for _, x := range st.bufs {
 		_ = b.Free(x)
 	}
-	q.bufs = nil
+	st.bufs = nil
 }
 
-// Bytes is the device memory the weight holds.
-func (q *Q4) Bytes() int64 {
+// Q4Bytes is the device memory a 4-bit weight holds.
+func Q4Bytes(w *Q4) int64 {
+	st, err := state(w)
+	if err != nil {
+		return 0
+	}
 	var n int64
-	for _, x := range q.bufs {
-		n += int64(x.bytes())
+	for _, x := range st.bufs {
+		n += int64(x.Bytes())
 	}
 	return n
 }
 
-// Q4Dequantize expands w into out [Rows, Cols] bf16 (16-byte aligned: the kernel stores 16
-// bytes at a time).
+// Q4Dequantize expands w into out [Rows, Cols]: bf16 (the products' form) or float32 (bit for
+// bit the CPU's expansion).
 func (b *Backend) Q4Dequantize(out Buf, w *Q4) error {
-	if out.ptr%16 != 0 {
-		return fmt.Errorf("cuda: 4-bit dequantization into a view not 16-byte aligned (offset %d)", out.ptr%16)
+	st, err := state(w)
+	if err != nil {
+		return err
 	}
-	return b.queue(need("out", out, BF16, w.Rows*w.Cols), func(o *owner) error { return o.dequant(out.bf(), &w.q) })
+	n := w.Rows * w.Cols
+	return b.queue(act("out", out, n), func(o *owner) error {
+		if out.DType() == F32 {
+			return o.dequantF32(f32(out), &st.q)
+		}
+		if out.Addr()%16 == 0 {
+			return o.dequant(bf(out), &st.q)
+		}
+		// the kernel stores 16 bytes at a time: expand aligned, then copy
+		p, err := o.tmp(2 * n)
+		if err != nil {
+			return err
+		}
+		defer o.done(p)
+		if err := o.dequant(devptr[bf16](p), &st.q); err != nil {
+			return err
+		}
+		return o.copyDtoD(out.Addr(), p, 2*n)
+	})
 }
 
-// Q4MulT sets y[rows, w.Rows] = x[rows, w.Cols]·Wᵀ: the fused 4-bit product for a few rows
-// (a decode step), else W expanded to bf16 in scratch and a cuBLAS product (QLoRA's way).
+// Q4MulT sets y[rows, w.Rows] = x[rows, w.Cols]·Wᵀ: the fused 4-bit product for a few bf16
+// rows (a decode step), else W expanded to bf16 in scratch and a cuBLAS product (QLoRA's
+// way). x and y are bf16 or float32.
 func (b *Backend) Q4MulT(y, x Buf, w *Q4, rows int) error {
-	if rows == 0 {
-		return nil
+	st, err := state(w)
+	if err != nil || rows == 0 {
+		return err
 	}
-	return b.queue(firstErr(need("y", y, BF16, rows*w.Rows), need("x", x, BF16, rows*w.Cols)), func(o *owner) error {
-		if rows <= 2*gemvMaxRows {
+	return b.queue(firstErr(act("y", y, rows*w.Rows), act("x", x, rows*w.Cols)), func(o *owner) error {
+		if rows <= 2*gemvMaxRows && x.DType() == BF16 && y.DType() == BF16 {
 			for r := 0; r < rows; r += gemvMaxRows {
 				m := min(gemvMaxRows, rows-r)
-				if err := o.gemv4(bf16At(y.bf(), r*w.Rows), w.Rows, bf16At(x.bf(), r*w.Cols), w.Cols, &w.q, m); err != nil {
+				if err := o.gemv4(bf16At(bf(y), r*w.Rows), w.Rows, bf16At(bf(x), r*w.Cols), w.Cols, &st.q, m); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
+		xb, release, err := o.bfIn(x, rows*w.Cols)
+		if err != nil {
+			return err
+		}
+		defer release()
 		p, err := o.tmp(2 * w.Rows * w.Cols)
 		if err != nil {
 			return err
 		}
 		defer o.done(p)
-		if err := o.dequant(devptr[bf16](p), &w.q); err != nil {
+		if err := o.dequant(devptr[bf16](p), &st.q); err != nil {
 			return err
 		}
-		return o.gemm(&gemmArgs{transB: true, m: rows, n: w.Rows, k: w.Cols, alpha: 1, a: x.ptr, aType: dtBF16, lda: w.Cols,
-			b: p, bType: dtBF16, ldb: w.Cols, c: y.ptr, cType: dtBF16, ldc: w.Rows})
+		return o.gemm(&gemmArgs{transB: true, m: rows, n: w.Rows, k: w.Cols, alpha: 1, a: uintptr(xb), aType: dtBF16, lda: w.Cols,
+			b: p, bType: dtBF16, ldb: w.Cols, c: y.Addr(), cType: blasType(y), ldc: w.Rows})
 	})
 }
 
-// Q4MulAcc adds dy[rows, w.Rows]·W to dx[rows, w.Cols] (the input gradient through W).
+// Q4MulAcc adds dy[rows, w.Rows]·W to dx[rows, w.Cols] (the input gradient through W); bf16
+// or float32 each.
 func (b *Backend) Q4MulAcc(dx, dy Buf, w *Q4, rows int) error {
-	if rows == 0 {
-		return nil
+	st, err := state(w)
+	if err != nil || rows == 0 {
+		return err
 	}
-	return b.queue(firstErr(need("dx", dx, BF16, rows*w.Cols), need("dy", dy, BF16, rows*w.Rows)), func(o *owner) error {
+	return b.queue(firstErr(act("dx", dx, rows*w.Cols), act("dy", dy, rows*w.Rows)), func(o *owner) error {
+		dyb, release, err := o.bfIn(dy, rows*w.Rows)
+		if err != nil {
+			return err
+		}
+		defer release()
 		p, err := o.tmp(2 * w.Rows * w.Cols)
 		if err != nil {
 			return err
 		}
 		defer o.done(p)
-		if err := o.dequant(devptr[bf16](p), &w.q); err != nil {
+		if err := o.dequant(devptr[bf16](p), &st.q); err != nil {
 			return err
 		}
-		return o.gemm(&gemmArgs{m: rows, n: w.Cols, k: w.Rows, alpha: 1, beta: 1, a: dy.ptr, aType: dtBF16, lda: w.Rows,
-			b: p, bType: dtBF16, ldb: w.Cols, c: dx.ptr, cType: dtBF16, ldc: w.Cols})
+		return o.gemm(&gemmArgs{m: rows, n: w.Cols, k: w.Rows, alpha: 1, beta: 1, a: uintptr(dyb), aType: dtBF16, lda: w.Rows,
+			b: p, bType: dtBF16, ldb: w.Cols, c: dx.Addr(), cType: blasType(dx), ldc: w.Cols})
 	})
 }
 
 // Cast converts between float32 and bf16 (same length).
 func (b *Backend) Cast(dst, src Buf) error {
-	if dst.n != src.n {
-		return fmt.Errorf("cuda: cast of %d values into %d", src.n, dst.n)
+	if err := firstErr(onDevice("dst", dst, 0), onDevice("src", src, 0)); err != nil {
+		return err
+	}
+	if dst.Len() != src.Len() {
+		return fmt.Errorf("cuda: cast of %d values into %d", src.Len(), dst.Len())
 	}
 	switch {
-	case dst.dt == BF16 && src.dt == F32:
-		return b.queue(nil, func(o *owner) error { return o.castF32ToBF16(dst.bf(), src.f32(), src.n) })
-	case dst.dt == F32 && src.dt == BF16:
-		return b.queue(nil, func(o *owner) error { return o.castBF16ToF32(dst.f32(), src.bf(), src.n) })
-	case dst.dt == src.dt:
+	case dst.DType() == BF16 && src.DType() == F32:
+		return b.queue(nil, func(o *owner) error { return o.castF32ToBF16(bf(dst), f32(src), src.Len()) })
+	case dst.DType() == F32 && src.DType() == BF16:
+		return b.queue(nil, func(o *owner) error { return o.castBF16ToF32(f32(dst), bf(src), src.Len()) })
+	case dst.DType() == src.DType():
 		return b.Copy(dst, src)
 	}
-	return fmt.Errorf("cuda: cast of %s to %s", src.dt, dst.dt)
+	return fmt.Errorf("cuda: cast of %s to %s", src.DType(), dst.DType())
 }
 
 // Copy2D copies rows×cols values between row-major views with leading dimensions (the
-// split and merge of a fused QKV projection).
+// split and merge of a fused QKV projection); bf16 or float32 both.
 func (b *Backend) Copy2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) error {
-	return b.queue(firstErr(need("dst", dst, BF16, (rows-1)*ldd+cols), need("src", src, BF16, (rows-1)*lds+cols)),
-		func(o *owner) error { return o.copy2d(dst.bf(), ldd, src.bf(), lds, rows, cols) })
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	return b.queue(firstErr(act("dst", dst, (rows-1)*ldd+cols), act("src", src, (rows-1)*lds+cols), sameType("Copy2D", dst, src)),
+		func(o *owner) error {
+			if dst.DType() == F32 {
+				return o.copy2dF32(cols2d(rows, cols), f32(dst), int32(ldd), f32(src), int32(lds), int32(rows), int32(cols))
+			}
+			return o.copy2d(bf(dst), ldd, bf(src), lds, rows, cols)
+		})
 }
 
 // Add2D adds src to dst between row-major views (the backward of Copy2D).
 func (b *Backend) Add2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) error {
-	return b.queue(firstErr(need("dst", dst, BF16, (rows-1)*ldd+cols), need("src", src, BF16, (rows-1)*lds+cols)),
-		func(o *owner) error { return o.add2d(dst.bf(), ldd, src.bf(), lds, rows, cols) })
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	return b.queue(firstErr(act("dst", dst, (rows-1)*ldd+cols), act("src", src, (rows-1)*lds+cols), sameType("Add2D", dst, src)),
+		func(o *owner) error {
+			if dst.DType() == F32 {
+				return o.add2dF32(cols2d(rows, cols), f32(dst), int32(ldd), f32(src), int32(lds), int32(rows), int32(cols))
+			}
+			return o.add2d(bf(dst), ldd, bf(src), lds, rows, cols)
+		})
 }
 
 // CopyRows copies row srcRows[i] of src to row dstRows[i] of dst for every i (nil index
 // slices mean the identity): KV-cache appends, selected rows, last rows.
 func (b *Backend) CopyRows(dst Buf, dstRows []int64, ldd int, src Buf, srcRows []int64, lds int, n, cols int) error {
-	if n == 0 {
+	if n == 0 || cols == 0 {
 		return nil
 	}
-	if dst.dt != BF16 || src.dt != BF16 {
-		return fmt.Errorf("cuda: CopyRows of %s into %s", src.dt, dst.dt)
+	if err := firstErr(act("dst", dst, cols), act("src", src, cols), sameType("CopyRows", dst, src)); err != nil {
+		return err
 	}
-	for _, r := range dstRows {
-		if int(r)*ldd+cols > dst.n || r < 0 {
-			return fmt.Errorf("cuda: CopyRows destination row %d outside %d values", r, dst.n)
-		}
+	if dstRows != nil && len(dstRows) < n || srcRows != nil && len(srcRows) < n {
+		return fmt.Errorf("cuda: CopyRows of %d rows with %d and %d indices", n, len(dstRows), len(srcRows))
 	}
-	for _, r := range srcRows {
-		if int(r)*lds+cols > src.n || r < 0 {
-			return fmt.Errorf("cuda: CopyRows source row %d outside %d values", r, src.n)
+	check := func(what string, rows []int64, ld int, x Buf) error {
+		for i := 0; i < n; i++ {
+			r := int64(i)
+			if rows != nil {
+				r = rows[i]
+			}
+			if r < 0 || int(r)*ld+cols > x.Len() {
+				return fmt.Errorf("cuda: CopyRows %s row %d outside %d values", what, r, x.Len())
+			}
 		}
+		return nil
+	}
+	if err := firstErr(check("destination", dstRows, ldd, dst), check("source", srcRows, lds, src)); err != nil {
+		return err
 	}
 	var di, si Buf
 	var err error
 	if dstRows != nil {
-		if di, err = b.uploadTemp(dstRows); err != nil {
+		if di, err = b.uploadTemp(dstRows[:n]); err != nil {
 			return err
 		}
 	}
 	if srcRows != nil {
-		if si, err = b.uploadTemp(srcRows); err != nil {
+		if si, err = b.uploadTemp(srcRows[:n]); err != nil {
 			return err
 		}
 	}
 	b.d.enqueue(func(o *owner) error {
-		defer o.done(di.ptr)
-		defer o.done(si.ptr)
-		return o.copyRows(dst.bf(), di.i64(), ldd, src.bf(), si.i64(), lds, n, cols)
+		defer o.done(di.Addr())
+		defer o.done(si.Addr())
+		return o.copyRowsOf(dst, i64(di), ldd, src, i64(si), lds, n, cols)
 	})
 	return nil
 }
@@ -515,10 +648,19 @@ func (b *Backend) CopyRowsIdx(dst, dstRows Buf, ldd int, src, srcRows Buf, lds i
 	if n == 0 {
 		return nil
 	}
-	return b.queue(firstErr(need("dst", dst, BF16, cols), need("src", src, BF16, cols), opt("dstRows", dstRows, I64, n), opt("srcRows", srcRows, I64, n)),
+	return b.queue(firstErr(act("dst", dst, cols), act("src", src, cols), sameType("CopyRows", dst, src), opt("dstRows", dstRows, I64, n), opt("srcRows", srcRows, I64, n)),
 		func(o *owner) error {
-			return o.copyRows(dst.bf(), dstRows.i64(), ldd, src.bf(), srcRows.i64(), lds, n, cols)
+			return o.copyRowsOf(dst, i64(dstRows), ldd, src, i64(srcRows), lds, n, cols)
 		})
+}
+
+// copyRowsOf dispatches on the rows' type.
+func (o *owner) copyRowsOf(dst Buf, dstRows devptr[int64], ldd int, src Buf, srcRows devptr[int64], lds int, n, cols int) error {
+	if dst.DType() == F32 {
+		d := dims{grid: [3]uint32{uint32(min(ceilDiv(cols, threads), 8)), uint32(min(n, maxGridY)), 1}, block: [3]uint32{threads, 1, 1}}
+		return o.copyRowsF32(d, f32(dst), dstRows, int32(ldd), f32(src), srcRows, int32(lds), int32(n), int32(cols))
+	}
+	return o.copyRows(bf(dst), dstRows, ldd, bf(src), srcRows, lds, n, cols)
 }
 
 // uploadTemp puts small host metadata on the device for one op; the op frees it on the
@@ -531,14 +673,22 @@ func (b *Backend) uploadTemp(x []int64) (Buf, error) {
 	return buf, b.Upload(buf, x)
 }
 
-// DropoutForward sets out = x·mask/(1−p) with the mask of seed; DropoutBackward adds the
-// gradient through the same mask.
+// DropoutForward sets out = x·mask/(1−p) with the mask of seed (backend.DropoutKeep's);
+// DropoutBackward accumulates the gradient through the same mask.
 func (b *Backend) DropoutForward(out, x Buf, n int, seed uint64, p float32) error {
-	return b.queue(firstErr(need("out", out, BF16, n), need("x", x, BF16, n)),
-		func(o *owner) error { return o.dropout(out.bf(), x.bf(), n, seed, p) })
+	return b.queue(firstErr(act("out", out, n), act("x", x, n), sameType("dropout", out, x)), func(o *owner) error {
+		if out.DType() == F32 {
+			return o.dropoutForwardF32(o.flat(int64(n)), f32(out), f32(x), int64(n), seed, dropoutThreshold(p), 1/(1-p))
+		}
+		return o.dropout(bf(out), bf(x), n, seed, p)
+	})
 }
 
 func (b *Backend) DropoutBackward(dx, dout Buf, n int, seed uint64, p float32) error {
-	return b.queue(firstErr(need("dx", dx, BF16, n), need("dout", dout, BF16, n)),
-		func(o *owner) error { return o.dropoutBack(dx.bf(), dout.bf(), n, seed, p) })
+	return b.queue(firstErr(act("dx", dx, n), act("dout", dout, n), sameType("dropout backward", dx, dout)), func(o *owner) error {
+		if dx.DType() == F32 {
+			return o.dropoutBackwardF32(o.flat(int64(n)), f32(dx), f32(dout), int64(n), seed, dropoutThreshold(p), 1/(1-p))
+		}
+		return o.dropoutBack(bf(dx), bf(dout), n, seed, p)
+	})
 }

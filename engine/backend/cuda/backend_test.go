@@ -42,7 +42,7 @@ func up[T any](t testing.TB, b *Backend, dt DType, x []T) Buf {
 
 func down(t testing.TB, b *Backend, x Buf) []float32 {
 	t.Helper()
-	h := make([]float32, x.n)
+	h := make([]float32, x.Len())
 	if err := b.Download(h, x); err != nil {
 		t.Fatal(err)
 	}

@@ -230,8 +230,8 @@ func BenchmarkGRPOStepQwen05(b *testing.B) {
 	var params []OptParam
 	var grads []Buf
 	for _, ad := range dm.adapters {
-		ma, va := up(b, be, F32, make([]float32, ad.a.n)), up(b, be, F32, make([]float32, ad.a.n))
-		mb, vb := up(b, be, F32, make([]float32, ad.b.n)), up(b, be, F32, make([]float32, ad.b.n))
+		ma, va := up(b, be, F32, make([]float32, ad.a.Len())), up(b, be, F32, make([]float32, ad.a.Len()))
+		mb, vb := up(b, be, F32, make([]float32, ad.b.Len())), up(b, be, F32, make([]float32, ad.b.Len()))
 		params = append(params, OptParam{Data: ad.a, Grad: ad.ga, M: ma, V: va}, OptParam{Data: ad.b, Grad: ad.gb, M: mb, V: vb})
 		grads = append(grads, ad.ga, ad.gb)
 	}

@@ -17,8 +17,8 @@ type decoder struct {
 	dm                                *devModel
 	b                                 *Backend
 	rows, capacity                    int
-	kc, vc, kvt                       []Buf
-	ids, pos, slot, lp, u             Buf
+	kc, vc                            []Buf
+	ids, pos, seq, slot, lp, u        Buf
 	x, tmp, n1, q, k, v, att          Buf
 	f1, f2, act, mean, rstd, h, logit Buf
 	lora                              map[*model.Linear][3]Buf // A, B in bf16; x·Aᵀ
@@ -51,18 +51,15 @@ func newDecoder(t testing.TB, dm *devModel, kc, vc []Buf, rows, capacity int, te
 	d.q, d.k, d.v, d.att = al(BF16, rows*qd), al(BF16, rows*kd), al(BF16, rows*kd), al(BF16, rows*qd)
 	d.f1, d.f2, d.act, d.mean, d.rstd = al(BF16, rows*F), al(BF16, rows*F), al(BF16, rows*F), al(F32, rows), al(F32, rows)
 	d.h, d.logit = al(BF16, rows*D), al(F32, rows*c.Vocab)
-	for li := range dm.m.Layers {
-		var ks, vs []Buf
-		for s := 0; s < rows; s++ {
-			ks, vs = append(ks, kc[li].Slice(s*capacity*kd, capacity*kd)), append(vs, vc[li].Slice(s*capacity*kd, capacity*kd))
-		}
-		tb := al(F64, 2*rows)
-		must(t, b.UploadRaw(tb, KVTable(ks, vs)))
-		d.kvt = append(d.kvt, tb)
+	d.seq = al(I32, rows) // row r decodes sequence r (cache slot r)
+	seq := make([]int32, rows)
+	for r := range seq {
+		seq[r] = int32(r)
 	}
+	must(t, b.Upload(d.seq, seq))
 	if dm.adaptersOn {
 		for l, ad := range dm.adapters {
-			a16, b16, xa := al(BF16, ad.a.n), al(BF16, ad.b.n), al(BF16, rows*ad.r)
+			a16, b16, xa := al(BF16, ad.a.Len()), al(BF16, ad.b.Len()), al(BF16, rows*ad.r)
 			must(t, b.Cast(a16, ad.a))
 			must(t, b.Cast(b16, ad.b))
 			d.lora[l] = [3]Buf{a16, b16, xa}
@@ -104,7 +101,7 @@ func (d *decoder) step(t testing.TB) {
 		must(t, b.RoPEForward(d.k, d.pos, c.KVHeads, dm.rope))
 		must(t, b.CopyRowsIdx(d.kc[li], d.slot, kd, d.k, Buf{}, kd, rows, kd))
 		must(t, b.CopyRowsIdx(d.vc[li], d.slot, kd, d.v, Buf{}, kd, rows, kd))
-		must(t, b.AttentionRows(d.att, d.q, d.kvt[li], d.pos, rows, a, kd))
+		must(t, b.AttentionRows(d.att, d.q, d.kc[li], d.vc[li], d.seq, d.pos, rows, a, d.capacity*kd))
 		d.linear(t, L.O, d.tmp, d.att)
 		must(t, b.ResidualForward(d.x, d.x, d.tmp, rows*D))
 		dm.norm(t, L.Norm2, d.n1, d.mean, d.rstd, d.x, rows)

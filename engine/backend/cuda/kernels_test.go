@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/quant"
 )
@@ -159,8 +160,8 @@ func upStream(t *testing.T, b *Backend, dt DType, x []float32) (Buf, []float32) 
 	return up(t, b, F32, x), append([]float32(nil), x...)
 }
 
-func bfBuf(p devptr[bf16], n int) Buf     { return Buf{ptr: uintptr(p), dt: BF16, n: n} }
-func f32Buf(p devptr[float32], n int) Buf { return Buf{ptr: uintptr(p), dt: F32, n: n} }
+func bfBuf(p devptr[bf16], n int) Buf     { return backend.Device(BF16, uintptr(p), n) }
+func f32Buf(p devptr[float32], n int) Buf { return backend.Device(F32, uintptr(p), n) }
 
 func TestKernelRoPEAndEmbedding(t *testing.T) {
 	d := device(t)
@@ -203,13 +204,13 @@ func TestKernelRoPEAndEmbedding(t *testing.T) {
 	ip := put(t, d, ids)
 	out := allocT[bf16](t, d, rows*dim)
 	want := make([]float32, rows*dim)
-	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, wte, wpe, rows, dim) })
+	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, bfBuf(wte, vocab*dim), bfBuf(wpe, maxPos*dim), rows, dim) })
 	cpu.EmbeddingForward(want, ids, pos, wter, wper, dim)
 	closeTo(t, "embedding", getBF16(t, d, out, rows*dim), want, 1e-6, 1/128.)
 	out32 := allocT[float32](t, d, rows*dim)
-	run(t, d, func(o *owner) error { return o.embed(f32Buf(out32, rows*dim), ip, pp, wte, wpe, rows, dim) })
+	run(t, d, func(o *owner) error { return o.embed(f32Buf(out32, rows*dim), ip, pp, bfBuf(wte, vocab*dim), bfBuf(wpe, maxPos*dim), rows, dim) })
 	closeTo(t, "embedding into f32", get(t, d, out32, rows*dim), want, 1e-6, 1e-6)
-	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, wte, 0, rows, dim) })
+	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, bfBuf(wte, vocab*dim), Buf{}, rows, dim) })
 	cpu.EmbeddingForward(want, ids, pos, wter, nil, dim)
 	closeTo(t, "embedding without positions", getBF16(t, d, out, rows*dim), want, 0, 0)
 

@@ -15,30 +15,45 @@ const (
 	kAttnExpandKvF32
 	kAttnReduceKv
 	kDropoutForward
+	kDropoutForwardF32
 	kDropoutBackward
+	kDropoutBackwardF32
 	kCastF32BF16
 	kCastBF16F32
 	kResidualForward
 	kResidualForwardBF16
+	kResidualForwardF32
 	kAddScaledF32
 	kAddScaledBF16
 	kAddScaledBF16F32
 	kAddScaledF32BF16
 	kGeluForward
+	kGeluForwardF32
 	kGeluBackward
+	kGeluBackwardF32
 	kSwigluForward
+	kSwigluForwardF32
 	kSwigluBackward
+	kSwigluBackwardF32
 	kBiasForward
+	kBiasForwardF32
 	kBiasBackward
+	kBiasBackwardF32
 	kCopy2dBF16
+	kCopy2dF32
 	kAdd2dBF16
+	kAdd2dF32
 	kCopyRowsBF16
+	kCopyRowsF32
 	kCast2dF32BF16
 	kEmbeddingForward
 	kEmbeddingForwardBF16
+	kEmbeddingForwardF32tab
+	kEmbeddingForwardBF16F32tab
 	kEmbeddingBackward
 	kLogprobForward
 	kLogprobBackward
+	kLogprobBackwardF32
 	kDigitProbs
 	kRmsnormForward
 	kRmsnormForwardF32
@@ -55,8 +70,10 @@ const (
 	kSumsqMulti
 	kScaleMulti
 	kDequant4BF16
+	kDequant4F32
 	kGemv4BF16
 	kRopeForward
+	kRopeForwardF32
 	kSampleRows
 	numKernels
 )
@@ -70,30 +87,45 @@ var kernelNames = [numKernels]string{
 	"attn_expand_kv_f32",
 	"attn_reduce_kv",
 	"dropout_forward",
+	"dropout_forward_f32",
 	"dropout_backward",
+	"dropout_backward_f32",
 	"cast_f32_bf16",
 	"cast_bf16_f32",
 	"residual_forward",
 	"residual_forward_bf16",
+	"residual_forward_f32",
 	"add_scaled_f32",
 	"add_scaled_bf16",
 	"add_scaled_bf16_f32",
 	"add_scaled_f32_bf16",
 	"gelu_forward",
+	"gelu_forward_f32",
 	"gelu_backward",
+	"gelu_backward_f32",
 	"swiglu_forward",
+	"swiglu_forward_f32",
 	"swiglu_backward",
+	"swiglu_backward_f32",
 	"bias_forward",
+	"bias_forward_f32",
 	"bias_backward",
+	"bias_backward_f32",
 	"copy2d_bf16",
+	"copy2d_f32",
 	"add2d_bf16",
+	"add2d_f32",
 	"copy_rows_bf16",
+	"copy_rows_f32",
 	"cast2d_f32_bf16",
 	"embedding_forward",
 	"embedding_forward_bf16",
+	"embedding_forward_f32tab",
+	"embedding_forward_bf16_f32tab",
 	"embedding_backward",
 	"logprob_forward",
 	"logprob_backward",
+	"logprob_backward_f32",
 	"digit_probs",
 	"rmsnorm_forward",
 	"rmsnorm_forward_f32",
@@ -110,8 +142,10 @@ var kernelNames = [numKernels]string{
 	"sumsq_multi",
 	"scale_multi",
 	"dequant4_bf16",
+	"dequant4_f32",
 	"gemv4_bf16",
 	"rope_forward",
+	"rope_forward_f32",
 	"sample_rows",
 }
 
@@ -119,10 +153,12 @@ var kernelNames = [numKernels]string{
 var kernelArgs = [numKernels]int{
 	7,
 	9,
-	10,
+	13,
 	7,
 	7,
 	7,
+	6,
+	6,
 	6,
 	6,
 	3,
@@ -133,16 +169,29 @@ var kernelArgs = [numKernels]int{
 	4,
 	4,
 	4,
+	4,
+	3,
 	3,
 	4,
 	4,
+	4,
+	4,
+	6,
 	6,
 	4,
 	4,
+	4,
+	4,
+	6,
+	6,
 	6,
 	6,
 	8,
+	8,
 	6,
+	7,
+	7,
+	7,
 	7,
 	7,
 	7,
@@ -163,8 +212,10 @@ var kernelArgs = [numKernels]int{
 	7,
 	2,
 	2,
+	10,
 	10,
 	16,
+	8,
 	8,
 	10,
 }
@@ -197,19 +248,22 @@ func (o *owner) attnSoftmaxBackwardScores(d dims, dscores devptr[bf16], probs de
 	return o.launch(kAttnSoftmaxBackwardScores, d)
 }
 
-// attnRows launches attn_rows(bf16* out, const bf16* q, const u64* kv, const int* pos, int heads, int kv_heads, int hd, int ldk, float scale, int window).
-func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], kv devptr[uint64], pos devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32) error {
+// attnRows launches attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window).
+func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(q)
-	s[2] = uint64(kv)
-	s[3] = uint64(pos)
-	s[4] = uint64(uint32(heads))
-	s[5] = uint64(uint32(kvHeads))
-	s[6] = uint64(uint32(hd))
-	s[7] = uint64(uint32(ldk))
-	s[8] = uint64(math.Float32bits(scale))
-	s[9] = uint64(uint32(window))
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(seq)
+	s[5] = uint64(pos)
+	s[6] = uint64(seqStride)
+	s[7] = uint64(uint32(heads))
+	s[8] = uint64(uint32(kvHeads))
+	s[9] = uint64(uint32(hd))
+	s[10] = uint64(uint32(ldk))
+	s[11] = uint64(math.Float32bits(scale))
+	s[12] = uint64(uint32(window))
 	return o.launch(kAttnRows, d)
 }
 
@@ -264,6 +318,18 @@ func (o *owner) dropoutForward(d dims, out devptr[bf16], x devptr[bf16], n int64
 	return o.launch(kDropoutForward, d)
 }
 
+// dropoutForwardF32 launches dropout_forward_f32(float* out, const float* x, i64 n, u64 seed, u32 threshold, float scale).
+func (o *owner) dropoutForwardF32(d dims, out devptr[float32], x devptr[float32], n int64, seed uint64, threshold uint32, scale float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(x)
+	s[2] = uint64(n)
+	s[3] = seed
+	s[4] = uint64(threshold)
+	s[5] = uint64(math.Float32bits(scale))
+	return o.launch(kDropoutForwardF32, d)
+}
+
 // dropoutBackward launches dropout_backward(bf16* dx, const bf16* dout, i64 n, u64 seed, u32 threshold, float scale).
 func (o *owner) dropoutBackward(d dims, dx devptr[bf16], dout devptr[bf16], n int64, seed uint64, threshold uint32, scale float32) error {
 	s := &o.args.slots
@@ -274,6 +340,18 @@ func (o *owner) dropoutBackward(d dims, dx devptr[bf16], dout devptr[bf16], n in
 	s[4] = uint64(threshold)
 	s[5] = uint64(math.Float32bits(scale))
 	return o.launch(kDropoutBackward, d)
+}
+
+// dropoutBackwardF32 launches dropout_backward_f32(float* dx, const float* dout, i64 n, u64 seed, u32 threshold, float scale).
+func (o *owner) dropoutBackwardF32(d dims, dx devptr[float32], dout devptr[float32], n int64, seed uint64, threshold uint32, scale float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dx)
+	s[1] = uint64(dout)
+	s[2] = uint64(n)
+	s[3] = seed
+	s[4] = uint64(threshold)
+	s[5] = uint64(math.Float32bits(scale))
+	return o.launch(kDropoutBackwardF32, d)
 }
 
 // castF32BF16 launches cast_f32_bf16(bf16* out, const float* in, i64 n).
@@ -312,6 +390,16 @@ func (o *owner) residualForwardBF16(d dims, out devptr[bf16], a devptr[bf16], b 
 	s[2] = uint64(b)
 	s[3] = uint64(n)
 	return o.launch(kResidualForwardBF16, d)
+}
+
+// residualForwardF32 launches residual_forward_f32(float* out, const float* a, const float* b, i64 n).
+func (o *owner) residualForwardF32(d dims, out devptr[float32], a devptr[float32], b devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(a)
+	s[2] = uint64(b)
+	s[3] = uint64(n)
+	return o.launch(kResidualForwardF32, d)
 }
 
 // addScaledF32 launches add_scaled_f32(float* acc, const float* x, float alpha, i64 n).
@@ -363,6 +451,15 @@ func (o *owner) geluForward(d dims, out devptr[bf16], inp devptr[bf16], n int64)
 	return o.launch(kGeluForward, d)
 }
 
+// geluForwardF32 launches gelu_forward_f32(float* out, const float* inp, i64 n).
+func (o *owner) geluForwardF32(d dims, out devptr[float32], inp devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(inp)
+	s[2] = uint64(n)
+	return o.launch(kGeluForwardF32, d)
+}
+
 // geluBackward launches gelu_backward(bf16* dinp, const bf16* dout, const bf16* inp, i64 n).
 func (o *owner) geluBackward(d dims, dinp devptr[bf16], dout devptr[bf16], inp devptr[bf16], n int64) error {
 	s := &o.args.slots
@@ -373,6 +470,16 @@ func (o *owner) geluBackward(d dims, dinp devptr[bf16], dout devptr[bf16], inp d
 	return o.launch(kGeluBackward, d)
 }
 
+// geluBackwardF32 launches gelu_backward_f32(float* dinp, const float* dout, const float* inp, i64 n).
+func (o *owner) geluBackwardF32(d dims, dinp devptr[float32], dout devptr[float32], inp devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(dinp)
+	s[1] = uint64(dout)
+	s[2] = uint64(inp)
+	s[3] = uint64(n)
+	return o.launch(kGeluBackwardF32, d)
+}
+
 // swigluForward launches swiglu_forward(bf16* out, const bf16* gate, const bf16* up, i64 n).
 func (o *owner) swigluForward(d dims, out devptr[bf16], gate devptr[bf16], up devptr[bf16], n int64) error {
 	s := &o.args.slots
@@ -381,6 +488,16 @@ func (o *owner) swigluForward(d dims, out devptr[bf16], gate devptr[bf16], up de
 	s[2] = uint64(up)
 	s[3] = uint64(n)
 	return o.launch(kSwigluForward, d)
+}
+
+// swigluForwardF32 launches swiglu_forward_f32(float* out, const float* gate, const float* up, i64 n).
+func (o *owner) swigluForwardF32(d dims, out devptr[float32], gate devptr[float32], up devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(gate)
+	s[2] = uint64(up)
+	s[3] = uint64(n)
+	return o.launch(kSwigluForwardF32, d)
 }
 
 // swigluBackward launches swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, i64 n).
@@ -395,6 +512,18 @@ func (o *owner) swigluBackward(d dims, dgate devptr[bf16], dup devptr[bf16], dou
 	return o.launch(kSwigluBackward, d)
 }
 
+// swigluBackwardF32 launches swiglu_backward_f32(float* dgate, float* dup, const float* dout, const float* gate, const float* up, i64 n).
+func (o *owner) swigluBackwardF32(d dims, dgate devptr[float32], dup devptr[float32], dout devptr[float32], gate devptr[float32], up devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(dgate)
+	s[1] = uint64(dup)
+	s[2] = uint64(dout)
+	s[3] = uint64(gate)
+	s[4] = uint64(up)
+	s[5] = uint64(n)
+	return o.launch(kSwigluBackwardF32, d)
+}
+
 // biasForward launches bias_forward(bf16* out, const float* bias, int rows, int cols).
 func (o *owner) biasForward(d dims, out devptr[bf16], bias devptr[float32], rows int32, cols int32) error {
 	s := &o.args.slots
@@ -405,6 +534,16 @@ func (o *owner) biasForward(d dims, out devptr[bf16], bias devptr[float32], rows
 	return o.launch(kBiasForward, d)
 }
 
+// biasForwardF32 launches bias_forward_f32(float* out, const float* bias, int rows, int cols).
+func (o *owner) biasForwardF32(d dims, out devptr[float32], bias devptr[float32], rows int32, cols int32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(bias)
+	s[2] = uint64(uint32(rows))
+	s[3] = uint64(uint32(cols))
+	return o.launch(kBiasForwardF32, d)
+}
+
 // biasBackward launches bias_backward(float* dbias, const bf16* dout, int rows, int cols).
 func (o *owner) biasBackward(d dims, dbias devptr[float32], dout devptr[bf16], rows int32, cols int32) error {
 	s := &o.args.slots
@@ -413,6 +552,16 @@ func (o *owner) biasBackward(d dims, dbias devptr[float32], dout devptr[bf16], r
 	s[2] = uint64(uint32(rows))
 	s[3] = uint64(uint32(cols))
 	return o.launch(kBiasBackward, d)
+}
+
+// biasBackwardF32 launches bias_backward_f32(float* dbias, const float* dout, int rows, int cols).
+func (o *owner) biasBackwardF32(d dims, dbias devptr[float32], dout devptr[float32], rows int32, cols int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dbias)
+	s[1] = uint64(dout)
+	s[2] = uint64(uint32(rows))
+	s[3] = uint64(uint32(cols))
+	return o.launch(kBiasBackwardF32, d)
 }
 
 // copy2dBF16 launches copy2d_bf16(bf16* dst, int ldd, const bf16* src, int lds, int rows, int cols).
@@ -427,6 +576,18 @@ func (o *owner) copy2dBF16(d dims, dst devptr[bf16], ldd int32, src devptr[bf16]
 	return o.launch(kCopy2dBF16, d)
 }
 
+// copy2dF32 launches copy2d_f32(float* dst, int ldd, const float* src, int lds, int rows, int cols).
+func (o *owner) copy2dF32(d dims, dst devptr[float32], ldd int32, src devptr[float32], lds int32, rows int32, cols int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(uint32(ldd))
+	s[2] = uint64(src)
+	s[3] = uint64(uint32(lds))
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(cols))
+	return o.launch(kCopy2dF32, d)
+}
+
 // add2dBF16 launches add2d_bf16(bf16* dst, int ldd, const bf16* src, int lds, int rows, int cols).
 func (o *owner) add2dBF16(d dims, dst devptr[bf16], ldd int32, src devptr[bf16], lds int32, rows int32, cols int32) error {
 	s := &o.args.slots
@@ -437,6 +598,18 @@ func (o *owner) add2dBF16(d dims, dst devptr[bf16], ldd int32, src devptr[bf16],
 	s[4] = uint64(uint32(rows))
 	s[5] = uint64(uint32(cols))
 	return o.launch(kAdd2dBF16, d)
+}
+
+// add2dF32 launches add2d_f32(float* dst, int ldd, const float* src, int lds, int rows, int cols).
+func (o *owner) add2dF32(d dims, dst devptr[float32], ldd int32, src devptr[float32], lds int32, rows int32, cols int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(uint32(ldd))
+	s[2] = uint64(src)
+	s[3] = uint64(uint32(lds))
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(cols))
+	return o.launch(kAdd2dF32, d)
 }
 
 // copyRowsBF16 launches copy_rows_bf16(bf16* dst, const i64* dst_rows, int ldd, const bf16* src, const i64* src_rows, int lds, int n, int cols).
@@ -451,6 +624,20 @@ func (o *owner) copyRowsBF16(d dims, dst devptr[bf16], dstRows devptr[int64], ld
 	s[6] = uint64(uint32(n))
 	s[7] = uint64(uint32(cols))
 	return o.launch(kCopyRowsBF16, d)
+}
+
+// copyRowsF32 launches copy_rows_f32(float* dst, const i64* dst_rows, int ldd, const float* src, const i64* src_rows, int lds, int n, int cols).
+func (o *owner) copyRowsF32(d dims, dst devptr[float32], dstRows devptr[int64], ldd int32, src devptr[float32], srcRows devptr[int64], lds int32, n int32, cols int32) error {
+	s := &o.args.slots
+	s[0] = uint64(dst)
+	s[1] = uint64(dstRows)
+	s[2] = uint64(uint32(ldd))
+	s[3] = uint64(src)
+	s[4] = uint64(srcRows)
+	s[5] = uint64(uint32(lds))
+	s[6] = uint64(uint32(n))
+	s[7] = uint64(uint32(cols))
+	return o.launch(kCopyRowsF32, d)
 }
 
 // cast2dF32BF16 launches cast2d_f32_bf16(bf16* dst, int ldd, const float* src, int lds, int rows, int cols).
@@ -491,6 +678,32 @@ func (o *owner) embeddingForwardBF16(d dims, out devptr[bf16], ids devptr[int32]
 	return o.launch(kEmbeddingForwardBF16, d)
 }
 
+// embeddingForwardF32tab launches embedding_forward_f32tab(float* out, const int* ids, const int* pos, const float* wte, const float* wpe, int rows, int dim).
+func (o *owner) embeddingForwardF32tab(d dims, out devptr[float32], ids devptr[int32], pos devptr[int32], wte devptr[float32], wpe devptr[float32], rows int32, dim int32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(ids)
+	s[2] = uint64(pos)
+	s[3] = uint64(wte)
+	s[4] = uint64(wpe)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(dim))
+	return o.launch(kEmbeddingForwardF32tab, d)
+}
+
+// embeddingForwardBF16F32tab launches embedding_forward_bf16_f32tab(bf16* out, const int* ids, const int* pos, const float* wte, const float* wpe, int rows, int dim).
+func (o *owner) embeddingForwardBF16F32tab(d dims, out devptr[bf16], ids devptr[int32], pos devptr[int32], wte devptr[float32], wpe devptr[float32], rows int32, dim int32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(ids)
+	s[2] = uint64(pos)
+	s[3] = uint64(wte)
+	s[4] = uint64(wpe)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(dim))
+	return o.launch(kEmbeddingForwardBF16F32tab, d)
+}
+
 // embeddingBackward launches embedding_backward(float* dwte, float* dwpe, const float* dout, const int* ids, const int* pos, int rows, int dim).
 func (o *owner) embeddingBackward(d dims, dwte devptr[float32], dwpe devptr[float32], dout devptr[float32], ids devptr[int32], pos devptr[int32], rows int32, dim int32) error {
 	s := &o.args.slots
@@ -528,6 +741,19 @@ func (o *owner) logprobBackward(d dims, dlogits devptr[bf16], logits devptr[floa
 	s[5] = uint64(uint32(vocab))
 	s[6] = uint64(math.Float32bits(invTemp))
 	return o.launch(kLogprobBackward, d)
+}
+
+// logprobBackwardF32 launches logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp).
+func (o *owner) logprobBackwardF32(d dims, dlogits devptr[float32], logits devptr[float32], dlogp devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dlogits)
+	s[1] = uint64(logits)
+	s[2] = uint64(dlogp)
+	s[3] = uint64(targets)
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(vocab))
+	s[6] = uint64(math.Float32bits(invTemp))
+	return o.launch(kLogprobBackwardF32, d)
 }
 
 // digitProbs launches digit_probs(float* out, const float* logits, const int* ids, const int* values, int n, int rows, int vocab).
@@ -741,6 +967,22 @@ func (o *owner) dequant4BF16(d dims, out devptr[bf16], packed devptr[uint8], abs
 	return o.launch(kDequant4BF16, d)
 }
 
+// dequant4F32 launches dequant4_f32(float* out, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, i64 n, int block_shift).
+func (o *owner) dequant4F32(d dims, out devptr[float32], packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, n int64, blockShift int32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(packed)
+	s[2] = uint64(absmax)
+	s[3] = uint64(qabsmax)
+	s[4] = uint64(nestedAbsmax)
+	s[5] = uint64(nestedCode)
+	s[6] = uint64(code16)
+	s[7] = uint64(math.Float32bits(offset))
+	s[8] = uint64(n)
+	s[9] = uint64(uint32(blockShift))
+	return o.launch(kDequant4F32, d)
+}
+
 // gemv4BF16 launches gemv4_bf16(bf16* y, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, int rows, int cols, int m, int block_shift, int vec).
 func (o *owner) gemv4BF16(d dims, y devptr[bf16], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, rows int32, cols int32, m int32, blockShift int32, vec int32) error {
 	s := &o.args.slots
@@ -775,6 +1017,20 @@ func (o *owner) ropeForward(d dims, x devptr[bf16], pos devptr[int32], cosT devp
 	s[6] = uint64(uint32(half))
 	s[7] = uint64(math.Float32bits(sign))
 	return o.launch(kRopeForward, d)
+}
+
+// ropeForwardF32 launches rope_forward_f32(float* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, float sign).
+func (o *owner) ropeForwardF32(d dims, x devptr[float32], pos devptr[int32], cosT devptr[float32], sinT devptr[float32], rows int32, heads int32, half int32, sign float32) error {
+	s := &o.args.slots
+	s[0] = uint64(x)
+	s[1] = uint64(pos)
+	s[2] = uint64(cosT)
+	s[3] = uint64(sinT)
+	s[4] = uint64(uint32(rows))
+	s[5] = uint64(uint32(heads))
+	s[6] = uint64(uint32(half))
+	s[7] = uint64(math.Float32bits(sign))
+	return o.launch(kRopeForwardF32, d)
 }
 
 // sampleRows launches sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab, float inv_temp, int greedy, int top_k, float top_p).

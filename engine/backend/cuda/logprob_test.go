@@ -29,7 +29,7 @@ func TestKernelLogProb(t *testing.T) {
 		want := randn(rng, rows*vocab, 1e-3)
 		dl, want := putBF16(t, d, want)
 		dp := put(t, d, dlogp)
-		run(t, d, func(o *owner) error { return o.logprobsBack(dl, lp, dp, tp, rows, vocab, invT) })
+		run(t, d, func(o *owner) error { return o.logprobsBack(bfBuf(dl, rows*vocab), lp, dp, tp, rows, vocab, invT) })
 		cpu.LogProbBackward(want, dlogp, logits, targets, rows, vocab, invT)
 		closeTo(t, "log-prob backward", getBF16(t, d, dl, rows*vocab), want, 1e-5, 1/128.)
 	}

@@ -188,7 +188,7 @@ func (dm *devModel) logProbs(t testing.TB, seqs [][]int) [][]float32 {
 		hd := up(t, b, F32, dm.m.Head.Data)
 		lg := alloc(F32, rows*c.Vocab)
 		must(t, b.GEMM(false, true, rows, c.Vocab, D, 1, h32, D, hd, D, 0, lg, c.Vocab))
-		must(t, b.queue(nil, func(o *owner) error { return o.logprobs(lp.f32(), 0, lg.f32(), tb.i32(), rows, c.Vocab, 1) }))
+		must(t, b.queue(nil, func(o *owner) error { return o.logprobs(f32(lp), 0, f32(lg), i32(tb), rows, c.Vocab, 1) }))
 	} else {
 		dm.norm(t, dm.m.Final, n1, mean, rstd, x, rows)
 		must(t, b.HeadLogProbs(lp, Buf{}, n1, dm.head, tb, rows, D, c.Vocab, 1))

@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"math/bits"
+
+	"rlhfstation/engine/backend"
 )
 
 // The ops as the owning thread issues them: launch shapes for each kernel, and the cuBLAS
@@ -39,32 +41,47 @@ func (o *owner) castBF16ToF32(out devptr[float32], in devptr[bf16], n int) error
 	return o.castBF16F32(o.flat(int64(n)), out, in, int64(n))
 }
 
-// residual sets out = a + b: out and a float32 (the residual stream) with b bf16, or all bf16.
+// residual sets out = a + b: out and a float32 (the residual stream) with b bf16, or all of
+// one type; other mixtures through a float32 copy of b.
 func (o *owner) residual(out, a, b Buf, n int) error {
 	d := o.flat(int64(n))
 	switch {
-	case out.dt == F32 && a.dt == F32 && b.dt == BF16:
-		return o.residualForward(d, out.f32(), a.f32(), b.bf(), int64(n))
-	case out.dt == BF16 && a.dt == BF16 && b.dt == BF16:
-		return o.residualForwardBF16(d, out.bf(), a.bf(), b.bf(), int64(n))
+	case out.DType() == F32 && a.DType() == F32 && b.DType() == BF16:
+		return o.residualForward(d, f32(out), f32(a), bf(b), int64(n))
+	case out.DType() == BF16 && a.DType() == BF16 && b.DType() == BF16:
+		return o.residualForwardBF16(d, bf(out), bf(a), bf(b), int64(n))
+	case out.DType() == F32 && a.DType() == F32 && b.DType() == F32:
+		return o.residualForwardF32(d, f32(out), f32(a), f32(b), int64(n))
 	}
-	return fmt.Errorf("cuda: residual of %s + %s into %s", a.dt, b.dt, out.dt)
+	// out = a, then out += b: the add kernels take every mixture
+	if out != a {
+		if out.DType() == a.DType() {
+			if err := o.copyDtoD(out.Addr(), a.Addr(), n*a.DType().Size()); err != nil {
+				return err
+			}
+		} else if err := o.memset(out.Addr(), 0, n*out.DType().Size()); err != nil {
+			return err
+		} else if err := o.add(out, a, 1, n); err != nil {
+			return err
+		}
+	}
+	return o.add(out, b, 1, n)
 }
 
 // add sets acc += alpha·x between float32 and bf16 buffers.
 func (o *owner) add(acc, x Buf, alpha float32, n int) error {
 	d := o.flat(int64(n))
 	switch {
-	case acc.dt == F32 && x.dt == F32:
-		return o.addScaledF32(d, acc.f32(), x.f32(), alpha, int64(n))
-	case acc.dt == BF16 && x.dt == BF16:
-		return o.addScaledBF16(d, acc.bf(), x.bf(), alpha, int64(n))
-	case acc.dt == BF16 && x.dt == F32:
-		return o.addScaledBF16F32(d, acc.bf(), x.f32(), alpha, int64(n))
-	case acc.dt == F32 && x.dt == BF16:
-		return o.addScaledF32BF16(d, acc.f32(), x.bf(), alpha, int64(n))
+	case acc.DType() == F32 && x.DType() == F32:
+		return o.addScaledF32(d, f32(acc), f32(x), alpha, int64(n))
+	case acc.DType() == BF16 && x.DType() == BF16:
+		return o.addScaledBF16(d, bf(acc), bf(x), alpha, int64(n))
+	case acc.DType() == BF16 && x.DType() == F32:
+		return o.addScaledBF16F32(d, bf(acc), f32(x), alpha, int64(n))
+	case acc.DType() == F32 && x.DType() == BF16:
+		return o.addScaledF32BF16(d, f32(acc), bf(x), alpha, int64(n))
 	}
-	return fmt.Errorf("cuda: add of %s into %s", x.dt, acc.dt)
+	return fmt.Errorf("cuda: add of %s into %s", x.DType(), acc.DType())
 }
 
 func (o *owner) gelu(out, in devptr[bf16], n int) error {
@@ -112,29 +129,41 @@ func (o *owner) copyRows(dst devptr[bf16], dstRows devptr[int64], ldd int, src d
 	return o.copyRowsBF16(d, dst, dstRows, int32(ldd), src, srcRows, int32(lds), int32(n), int32(cols))
 }
 
-func (o *owner) embed(out Buf, ids, pos devptr[int32], wte, wpe devptr[bf16], rows, dim int) error {
-	if out.dt == BF16 {
-		return o.embeddingForwardBF16(cols2d(rows, dim), out.bf(), ids, pos, wte, wpe, int32(rows), int32(dim))
+func (o *owner) embed(out Buf, ids, pos devptr[int32], wte, wpe Buf, rows, dim int) error {
+	d := cols2d(rows, dim)
+	switch {
+	case out.DType() == F32 && wte.DType() == BF16:
+		return o.embeddingForward(d, f32(out), ids, pos, bf(wte), bf(wpe), int32(rows), int32(dim))
+	case out.DType() == BF16 && wte.DType() == BF16:
+		return o.embeddingForwardBF16(d, bf(out), ids, pos, bf(wte), bf(wpe), int32(rows), int32(dim))
+	case out.DType() == F32:
+		return o.embeddingForwardF32tab(d, f32(out), ids, pos, f32(wte), f32(wpe), int32(rows), int32(dim))
 	}
-	return o.embeddingForward(cols2d(rows, dim), out.f32(), ids, pos, wte, wpe, int32(rows), int32(dim))
+	return o.embeddingForwardBF16F32tab(d, bf(out), ids, pos, f32(wte), f32(wpe), int32(rows), int32(dim))
 }
 
 func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[float32], ids, pos devptr[int32], rows, dim int) error {
 	return o.embeddingBackward(cols2d(rows, dim), dwte, dwpe, dout, ids, pos, int32(rows), int32(dim))
 }
 
-// rmsnorm: the input float32 (the residual stream) with a bf16 or float32 output, or bf16 both.
+// rmsnorm: the input float32 (the residual stream) with a bf16 or float32 output, or bf16
+// both; a bf16 input into float32 through a float32 copy.
 func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32], rows, dim int, eps float32) error {
 	d := warpRows(rows)
 	switch {
-	case in.dt == F32 && out.dt == BF16:
-		return o.rmsnormForward(d, out.bf(), rstd, in.f32(), w, int32(rows), int32(dim), eps)
-	case in.dt == F32 && out.dt == F32:
-		return o.rmsnormForwardF32(d, out.f32(), rstd, in.f32(), w, int32(rows), int32(dim), eps)
-	case in.dt == BF16 && out.dt == BF16:
-		return o.rmsnormForwardBF16(d, out.bf(), rstd, in.bf(), w, int32(rows), int32(dim), eps)
+	case in.DType() == F32 && out.DType() == BF16:
+		return o.rmsnormForward(d, bf(out), rstd, f32(in), w, int32(rows), int32(dim), eps)
+	case in.DType() == F32 && out.DType() == F32:
+		return o.rmsnormForwardF32(d, f32(out), rstd, f32(in), w, int32(rows), int32(dim), eps)
+	case in.DType() == BF16 && out.DType() == BF16:
+		return o.rmsnormForwardBF16(d, bf(out), rstd, bf(in), w, int32(rows), int32(dim), eps)
 	}
-	return fmt.Errorf("cuda: RMSNorm of %s into %s", in.dt, out.dt)
+	in32, release, err := o.f32In(in, rows*dim)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return o.rmsnormForwardF32(d, f32(out), rstd, in32, w, int32(rows), int32(dim), eps)
 }
 
 // normBackDims spreads rows over a few blocks per multiprocessor when weight gradients are
@@ -151,32 +180,88 @@ func (o *owner) normBackDims(rows, dim, sharedPerDim int, weights bool) (dims, e
 	return d, nil
 }
 
-// rmsnormBack: dinp, dout and inp all float32 or all bf16.
+// rmsnormBack: dinp, dout and inp all float32 or all bf16; other mixtures through float32
+// copies (see mixedBack).
 func (o *owner) rmsnormBack(din Buf, dw devptr[float32], dout, in Buf, w, rstd devptr[float32], rows, dim int) error {
 	d, err := o.normBackDims(rows, dim, 1, dw != 0)
 	if err != nil {
 		return err
 	}
 	switch {
-	case din.dt == F32 && dout.dt == F32 && in.dt == F32:
-		return o.rmsnormBackward(d, din.f32(), dw, dout.f32(), in.f32(), w, rstd, int32(rows), int32(dim))
-	case din.dt == BF16 && dout.dt == BF16 && in.dt == BF16:
-		return o.rmsnormBackwardBF16(d, din.bf(), dw, dout.bf(), in.bf(), w, rstd, int32(rows), int32(dim))
+	case din.DType() == F32 && dout.DType() == F32 && in.DType() == F32:
+		return o.rmsnormBackward(d, f32(din), dw, f32(dout), f32(in), w, rstd, int32(rows), int32(dim))
+	case din.DType() == BF16 && dout.DType() == BF16 && in.DType() == BF16:
+		return o.rmsnormBackwardBF16(d, bf(din), dw, bf(dout), bf(in), w, rstd, int32(rows), int32(dim))
 	}
-	return fmt.Errorf("cuda: RMSNorm backward with dinp %s, dout %s, inp %s", din.dt, dout.dt, in.dt)
+	return o.mixedBack(din, dout, in, rows*dim, func(din, dout, in devptr[float32]) error {
+		return o.rmsnormBackward(d, din, dw, dout, in, w, rstd, int32(rows), int32(dim))
+	})
+}
+
+// mixedBack runs a norm's float32 backward for operands of mixed types (the float32 stream's
+// gradient from a bf16 output's, say): bf16 inputs widened into scratch, a bf16 dinp
+// accumulated in a zeroed float32 scratch and added to it afterwards.
+func (o *owner) mixedBack(din, dout, in Buf, n int, run func(din, dout, in devptr[float32]) error) error {
+	dout32, rel1, err := o.f32In(dout, n)
+	if err != nil {
+		return err
+	}
+	defer rel1()
+	in32, rel2, err := o.f32In(in, n)
+	if err != nil {
+		return err
+	}
+	defer rel2()
+	if din.DType() == F32 {
+		return run(f32(din), dout32, in32)
+	}
+	p, err := o.tmp(4 * n)
+	if err != nil {
+		return err
+	}
+	defer o.done(p)
+	if err := o.memset(p, 0, 4*n); err != nil {
+		return err
+	}
+	if err := run(devptr[float32](p), dout32, in32); err != nil {
+		return err
+	}
+	return o.add(din, backend.Device(F32, p, n), 1, n)
+}
+
+// f32In gives x's first n values as float32 on the owning thread: x itself, or a widened
+// copy in scratch; release returns the scratch.
+func (o *owner) f32In(x Buf, n int) (devptr[float32], func(), error) {
+	if x.DType() == F32 {
+		return f32(x), func() {}, nil
+	}
+	p, err := o.tmp(4 * n)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := o.castBF16ToF32(devptr[float32](p), bf(x), n); err != nil {
+		o.done(p)
+		return 0, nil, err
+	}
+	return devptr[float32](p), func() { o.done(p) }, nil
 }
 
 func (o *owner) layernorm(out Buf, mean, rstd devptr[float32], in Buf, w, b devptr[float32], rows, dim int, eps float32) error {
 	d := warpRows(rows)
 	switch {
-	case in.dt == F32 && out.dt == BF16:
-		return o.layernormForward(d, out.bf(), mean, rstd, in.f32(), w, b, int32(rows), int32(dim), eps)
-	case in.dt == F32 && out.dt == F32:
-		return o.layernormForwardF32(d, out.f32(), mean, rstd, in.f32(), w, b, int32(rows), int32(dim), eps)
-	case in.dt == BF16 && out.dt == BF16:
-		return o.layernormForwardBF16(d, out.bf(), mean, rstd, in.bf(), w, b, int32(rows), int32(dim), eps)
+	case in.DType() == F32 && out.DType() == BF16:
+		return o.layernormForward(d, bf(out), mean, rstd, f32(in), w, b, int32(rows), int32(dim), eps)
+	case in.DType() == F32 && out.DType() == F32:
+		return o.layernormForwardF32(d, f32(out), mean, rstd, f32(in), w, b, int32(rows), int32(dim), eps)
+	case in.DType() == BF16 && out.DType() == BF16:
+		return o.layernormForwardBF16(d, bf(out), mean, rstd, bf(in), w, b, int32(rows), int32(dim), eps)
 	}
-	return fmt.Errorf("cuda: LayerNorm of %s into %s", in.dt, out.dt)
+	in32, release, err := o.f32In(in, rows*dim)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return o.layernormForwardF32(d, f32(out), mean, rstd, in32, w, b, int32(rows), int32(dim), eps)
 }
 
 func (o *owner) layernormBack(din Buf, dw, db devptr[float32], dout, in Buf, w, mean, rstd devptr[float32], rows, dim int) error {
@@ -185,12 +270,14 @@ func (o *owner) layernormBack(din Buf, dw, db devptr[float32], dout, in Buf, w, 
 		return err
 	}
 	switch {
-	case din.dt == F32 && dout.dt == F32 && in.dt == F32:
-		return o.layernormBackward(d, din.f32(), dw, db, dout.f32(), in.f32(), w, mean, rstd, int32(rows), int32(dim))
-	case din.dt == BF16 && dout.dt == BF16 && in.dt == BF16:
-		return o.layernormBackwardBF16(d, din.bf(), dw, db, dout.bf(), in.bf(), w, mean, rstd, int32(rows), int32(dim))
+	case din.DType() == F32 && dout.DType() == F32 && in.DType() == F32:
+		return o.layernormBackward(d, f32(din), dw, db, f32(dout), f32(in), w, mean, rstd, int32(rows), int32(dim))
+	case din.DType() == BF16 && dout.DType() == BF16 && in.DType() == BF16:
+		return o.layernormBackwardBF16(d, bf(din), dw, db, bf(dout), bf(in), w, mean, rstd, int32(rows), int32(dim))
 	}
-	return fmt.Errorf("cuda: LayerNorm backward with dinp %s, dout %s, inp %s", din.dt, dout.dt, in.dt)
+	return o.mixedBack(din, dout, in, rows*dim, func(din, dout, in devptr[float32]) error {
+		return o.layernormBackward(d, din, dw, db, dout, in, w, mean, rstd, int32(rows), int32(dim))
+	})
 }
 
 // rope rotates x [rows, heads·2·half] in place by the tabulated angles of pos (sign −1: back).
@@ -204,22 +291,30 @@ func (o *owner) softmaxCausal(scores devptr[float32], heads, n, L, pos0, window 
 	return o.attnSoftmaxForward(warpRows(heads*n), scores, scores, int32(heads), int32(n), int32(L), int32(pos0), int32(window))
 }
 
-// attentionRows computes attention for rows one at a time (decode steps, short spans): kv
-// holds each row's key and value base addresses, pos its position.
-func (o *owner) attentionRows(out, q devptr[bf16], kv devptr[uint64], pos devptr[int32], rows, heads, kvHeads, hd, ldk int, scale float32, window int) error {
-	if hd > 256 {
-		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", hd)
+// attentionRows computes attention for rows one at a time (decode steps, short spans): row
+// r's keys and values start at k and v plus seq[r]·seqStride (seq 0: all at k and v), pos
+// its position.
+func (o *owner) attentionRows(out, q, k, v devptr[bf16], seq, pos devptr[int32], seqStride int64, rows int, a attnShape, ldk int) error {
+	if rows == 0 {
+		return nil
 	}
-	d := dims{grid: [3]uint32{uint32(rows), uint32(heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
-	return o.attnRows(d, out, q, kv, pos, int32(heads), int32(kvHeads), int32(hd), int32(ldk), scale, int32(window))
+	if a.hd > 256 {
+		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", a.hd)
+	}
+	d := dims{grid: [3]uint32{uint32(rows), uint32(a.heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
+	return o.attnRows(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window))
 }
 
 func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
 	return o.logprobForward(grid1(min(rows, 1<<20), 512), logp, ent, logits, targets, int32(rows), int32(vocab), invT)
 }
 
-func (o *owner) logprobsBack(dlogits devptr[bf16], logits, dlogp devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
-	return o.logprobBackward(grid1(min(rows, 1<<20), 512), dlogits, logits, dlogp, targets, int32(rows), int32(vocab), invT)
+func (o *owner) logprobsBack(dlogits Buf, logits, dlogp devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
+	g := grid1(min(rows, 1<<20), 512)
+	if dlogits.DType() == F32 {
+		return o.logprobBackwardF32(g, f32(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
+	}
+	return o.logprobBackward(g, bf(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
 }
 
 func (o *owner) digits(out, logits devptr[float32], ids, values devptr[int32], n, rows, vocab int) error {
@@ -263,6 +358,12 @@ func (o *owner) dequant(out devptr[bf16], w *q4) error {
 	n := int64(w.rows) * int64(w.cols)
 	g := grid1(int(min(ceilDiv64(ceilDiv64(n, 16), threads), int64(32*max(1, o.d.Info.SMs)))), threads)
 	return o.dequant4BF16(g, out, w.packed, w.absmax, w.qabsmax, w.nestedAbsmax, w.nestedCode, w.code, w.offset, n, int32(w.blockShift))
+}
+
+// dequantF32 expands w into out [rows, cols] float32, as the CPU does.
+func (o *owner) dequantF32(out devptr[float32], w *q4) error {
+	n := int64(w.rows) * int64(w.cols)
+	return o.dequant4F32(o.flat(n), out, w.packed, w.absmax, w.qabsmax, w.nestedAbsmax, w.nestedCode, w.code, w.offset, n, int32(w.blockShift))
 }
 
 // gemvMaxRows is the most rows of x the fused 4-bit product takes at once.

@@ -63,7 +63,7 @@ func (tr *trainer) linearT(l *model.Linear, y, x Buf, rows int) {
 func (tr *trainer) linearBack(l *model.Linear, dx, dy, x Buf, rows int) {
 	b := tr.b
 	if q := tr.q4[l]; q != nil {
-		if dx.dt != BF16 { // the 4-bit op accumulates into bf16: through a scratch
+		if dx.DType() != BF16 { // the 4-bit op accumulates into bf16: through a scratch
 			tmp := tr.alloc(BF16, rows*l.In)
 			b.Zero(tmp)
 			must(tr.t, b.Q4MulAcc(tmp, dy, q, rows))
@@ -122,7 +122,7 @@ func (tr *trainer) step(seqs [][]int, dlogp [][]float32) {
 		var sp []Span
 		for _, r := range runs {
 			s := Span{Row: r[0], N: r[1], K: k.Slice(r[0]*kd, r[1]*kd), V: v.Slice(r[0]*kd, r[1]*kd)}
-			if dk.ptr != 0 {
+			if !dk.Nil() {
 				s.DK, s.DV = dk.Slice(r[0]*kd, r[1]*kd), dv.Slice(r[0]*kd, r[1]*kd)
 			}
 			sp = append(sp, s)

@@ -70,12 +70,13 @@ extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* pro
 #define ROWS_WARPS 4
 
 // out[r, h·hd:(h+1)·hd] = softmax(scale·q·Kᵀ)·V for row r over keys k0..pos[r] of its
-// sequence, whose keys and values start at the addresses kv[2r] and kv[2r+1] (a KV-cache
-// slot or the pass's own rows), key j at + j·ldk + kvh·hd. Grid (rows, heads), ROWS_WARPS
+// sequence seq[r] (0 when seq is null), whose keys and values start at k and v plus
+// seq[r]·seq_stride (a KV-cache slot, or a span's own rows), key j at + j·ldk + kvh·hd. Grid (rows, heads), ROWS_WARPS
 // warps a block: warps take keys in turn with an online softmax each, then merge. Lanes
 // split the head dimension.
-extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf16* q, const u64* kv, const int* pos,
-                                     int heads, int kv_heads, int hd, int ldk, float scale, int window) {
+extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
+                                                            const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk,
+                                                            float scale, int window) {
     __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
     __shared__ float sacc[ROWS_WARPS][ROWS_MAX_DIMS * 32];
     int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -83,8 +84,9 @@ extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf1
     int p = pos[r];
     int k0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
     const bf16* qr = q + ((i64)r * heads + h) * hd;
-    const bf16* kb = (const bf16*)kv[2 * r] + (i64)kvh * hd;
-    const bf16* vb = (const bf16*)kv[2 * r + 1] + (i64)kvh * hd;
+    i64 base = (seq ? (i64)seq[r] * seq_stride : 0) + (i64)kvh * hd;
+    const bf16* kb = k + base;
+    const bf16* vb = v + base;
     float qv[ROWS_MAX_DIMS], acc[ROWS_MAX_DIMS];
 #pragma unroll
     for (int t = 0; t < ROWS_MAX_DIMS; t++) {

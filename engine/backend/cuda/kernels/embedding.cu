@@ -1,12 +1,12 @@
-// out[r] = wte[ids[r]] (+ wpe[pos[r]]) into the residual stream (float32, or bf16);
-// grid (⌈dim/blockDim⌉, row groups).
-template <typename T>
-__device__ void embedding_fwd(T* out, const int* ids, const int* pos, const bf16* wte, const bf16* wpe, int rows, int dim) {
+// out[r] = wte[ids[r]] (+ wpe[pos[r]]) into the residual stream (float32, or bf16), from
+// bf16 tables or float32 ones (_f32tab); grid (⌈dim/blockDim⌉, row groups).
+template <typename T, typename W>
+__device__ void embedding_fwd(T* out, const int* ids, const int* pos, const W* wte, const W* wpe, int rows, int dim) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= dim) return;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        float v = bf16_to_f32(wte[(i64)ids[r] * dim + c]);
-        if (wpe) v += bf16_to_f32(wpe[(i64)pos[r] * dim + c]);
+        float v = ldf(wte + (i64)ids[r] * dim + c);
+        if (wpe) v += ldf(wpe + (i64)pos[r] * dim + c);
         stf(out + (i64)r * dim + c, v);
     }
 }
@@ -14,6 +14,12 @@ extern "C" __global__ void embedding_forward(float* out, const int* ids, const i
     embedding_fwd(out, ids, pos, wte, wpe, rows, dim);
 }
 extern "C" __global__ void embedding_forward_bf16(bf16* out, const int* ids, const int* pos, const bf16* wte, const bf16* wpe, int rows, int dim) {
+    embedding_fwd(out, ids, pos, wte, wpe, rows, dim);
+}
+extern "C" __global__ void embedding_forward_f32tab(float* out, const int* ids, const int* pos, const float* wte, const float* wpe, int rows, int dim) {
+    embedding_fwd(out, ids, pos, wte, wpe, rows, dim);
+}
+extern "C" __global__ void embedding_forward_bf16_f32tab(bf16* out, const int* ids, const int* pos, const float* wte, const float* wpe, int rows, int dim) {
     embedding_fwd(out, ids, pos, wte, wpe, rows, dim);
 }
 

@@ -73,12 +73,13 @@ extern "C" __global__ void __launch_bounds__(512) logprob_forward(float* logp, f
     }
 }
 
-// dlogits[r] += dlogp[r]·inv_temp·(onehot(t) − softmax(z)) (bf16); rows without a target
-// or with dlogp 0 are left alone.
-extern "C" __global__ void __launch_bounds__(512) logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
+// dlogits[r] += dlogp[r]·inv_temp·(onehot(t) − softmax(z)) (bf16, or float32: _f32); rows
+// without a target or with dlogp 0 are left alone.
+template <typename T>
+__device__ void logprob_bwd(T* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + (i64)r * vocab;
-        bf16* d = dlogits + (i64)r * vocab;
+        T* d = dlogits + (i64)r * vocab;
         int t = targets[r];
         float g = t >= 0 ? dlogp[r] * inv_temp : 0.f;
         // every block reaches the same barriers whatever its rows (a simulator that runs
@@ -88,9 +89,15 @@ extern "C" __global__ void __launch_bounds__(512) logprob_backward(bf16* dlogits
         float inv_s = 1.f / a.s;
         for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
             float p = __expf(row[j] * inv_temp - a.m) * inv_s;
-            d[j] = f32_to_bf16(bf16_to_f32(d[j]) + g * ((j == t ? 1.f : 0.f) - p));
+            stf(d + j, ldf(d + j) + g * ((j == t ? 1.f : 0.f) - p));
         }
     }
+}
+extern "C" __global__ void __launch_bounds__(512) logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
+    logprob_bwd(dlogits, logits, dlogp, targets, rows, vocab, inv_temp);
+}
+extern "C" __global__ void __launch_bounds__(512) logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
+    logprob_bwd(dlogits, logits, dlogp, targets, rows, vocab, inv_temp);
 }
 
 // NTL's digit distribution: out[r, d] = Σ over digit tokens i of value d of

@@ -46,6 +46,17 @@ extern "C" __global__ void dequant4_bf16(bf16* out, const u8* packed, const floa
     }
 }
 
+// out[0:n] = code16[q]·scale in float32: the CPU's expansion bit for bit (a check, and
+// float32 callers). One value a thread, grid-stride.
+extern "C" __global__ void dequant4_f32(float* out, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax,
+                                        const float* nested_code, const float* code16, float offset, i64 n, int block_shift) {
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x) {
+        float s = block_scale(k >> block_shift, absmax, qabsmax, nested_absmax, nested_code, offset);
+        u8 b = packed[k >> 1];
+        out[k] = mul_rn(code16[(k & 1) ? (b & 15) : (b >> 4)], s);
+    }
+}
+
 #define GEMV_MAX_M 8
 #define GEMV_ROWS 2
 
