@@ -75,18 +75,8 @@ func (b *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias Buf, rows,
 
 // LayerNormBackward accumulates dinp, dweight and dbias (both absent when frozen).
 func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd Buf, rows, dim int) error {
-	if dweight.Nil() != dbias.Nil() { // the kernel sums both or neither: a scratch for the other
-		t, err := b.Alloc(F32, dim)
-		if err != nil {
-			return err
-		}
-		defer b.Free(t)
-		b.Zero(t)
-		if dweight.Nil() {
-			dweight = t
-		} else {
-			dbias = t
-		}
+	if dweight.Nil() != dbias.Nil() { // as the CPU: the weight and bias train together
+		return fmt.Errorf("cuda: LayerNormBackward wants both weight and bias gradients or neither")
 	}
 	return b.queue(firstErr(act("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), opt("dbias", dbias, F32, dim),
 		act("dout", dout, rows*dim), act("inp", inp, rows*dim), need("weight", weight, F32, dim),
@@ -99,7 +89,7 @@ func (b *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mea
 // ResidualForward sets out = a + b over n elements (out, a: the float32 stream, b: bf16;
 // or all bf16). out may alias a.
 func (b *Backend) ResidualForward(out, x, y Buf, n int) error {
-	return b.queue(firstErr(act("out", out, n), act("a", x, n), need("b", y, BF16, n)),
+	return b.queue(firstErr(act("out", out, n), act("a", x, n), act("b", y, n)),
 		func(o *owner) error { return o.residual(out, x, y, n) })
 }
 

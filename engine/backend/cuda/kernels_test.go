@@ -204,13 +204,19 @@ func TestKernelRoPEAndEmbedding(t *testing.T) {
 	ip := put(t, d, ids)
 	out := allocT[bf16](t, d, rows*dim)
 	want := make([]float32, rows*dim)
-	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, bfBuf(wte, vocab*dim), bfBuf(wpe, maxPos*dim), rows, dim) })
+	run(t, d, func(o *owner) error {
+		return o.embed(bfBuf(out, rows*dim), ip, pp, bfBuf(wte, vocab*dim), bfBuf(wpe, maxPos*dim), rows, dim)
+	})
 	cpu.EmbeddingForward(want, ids, pos, wter, wper, dim)
 	closeTo(t, "embedding", getBF16(t, d, out, rows*dim), want, 1e-6, 1/128.)
 	out32 := allocT[float32](t, d, rows*dim)
-	run(t, d, func(o *owner) error { return o.embed(f32Buf(out32, rows*dim), ip, pp, bfBuf(wte, vocab*dim), bfBuf(wpe, maxPos*dim), rows, dim) })
+	run(t, d, func(o *owner) error {
+		return o.embed(f32Buf(out32, rows*dim), ip, pp, bfBuf(wte, vocab*dim), bfBuf(wpe, maxPos*dim), rows, dim)
+	})
 	closeTo(t, "embedding into f32", get(t, d, out32, rows*dim), want, 1e-6, 1e-6)
-	run(t, d, func(o *owner) error { return o.embed(bfBuf(out, rows*dim), ip, pp, bfBuf(wte, vocab*dim), Buf{}, rows, dim) })
+	run(t, d, func(o *owner) error {
+		return o.embed(bfBuf(out, rows*dim), ip, pp, bfBuf(wte, vocab*dim), Buf{}, rows, dim)
+	})
 	cpu.EmbeddingForward(want, ids, pos, wter, nil, dim)
 	closeTo(t, "embedding without positions", getBF16(t, d, out, rows*dim), want, 0, 0)
 
