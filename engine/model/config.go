@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Family is the architecture a model_type belongs to.
@@ -16,12 +17,23 @@ type Family string
 
 const (
 	GPT2  Family = "gpt2"  // learned positions, LayerNorm, GELU (tanh), fused c_attn
-	Llama Family = "llama" // RoPE, RMSNorm, SwiGLU, grouped-query attention (llama, mistral, qwen2)
+	Llama Family = "llama" // RoPE, RMSNorm, gated MLP, grouped-query attention: every other model type
 )
 
-// Config is the part of a Hugging Face config.json that the forward pass depends on.
+// Activation is the MLP's nonlinearity.
+type Activation string
+
+const (
+	GELU   Activation = "gelu"   // gpt2: down(GELU(fc(x))), GELU's tanh approximation
+	SwiGLU Activation = "swiglu" // down(SiLU(gate(x))·up(x)): llama, mistral, qwen2, qwen3, phi3
+	GeGLU  Activation = "geglu"  // down(GELU(gate(x))·up(x)), GELU's tanh approximation: gemma
+)
+
+// Config is the part of a Hugging Face config.json that the forward pass depends on. The
+// differences between families are data here, read by the one layer loop: which norms a
+// block has, how attention is scaled, masked and capped, how RoPE is built.
 type Config struct {
-	ModelType string // gpt2, llama, mistral or qwen2
+	ModelType string // gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text or phi3
 	Vocab     int    // vocab_size
 	Dim       int    // hidden_size (n_embd)
 	Layers    int    // num_hidden_layers (n_layer)
@@ -38,18 +50,45 @@ type Config struct {
 	OBias       bool // bias on the attention output projection
 	MLPBias     bool
 	TieEmbed    bool // the LM head shares the token embedding
-	Window      int  // sliding-window attention (mistral), 0 for none
+	Window      int  // sliding-window attention (mistral, phi3, gemma2/3's local layers), 0 for none
 	BOS         int  // beginning-of-sequence id, -1 when none
 	EOS         []int
+
+	// Set by the model type (Validate fills them in):
+	MLP        Activation
+	QKNorm     bool    // RMSNorm over each head of q and k before RoPE: q_norm, k_norm (qwen3, gemma3)
+	NormOffset float32 // every RMSNorm scales by (NormOffset + w): 1 for gemma's (1 + w), else 0
+	EmbedScale float64 // token embeddings are multiplied by it (gemma: √hidden); 0 for none
+	Sandwich   bool    // gemma2/3: a norm after attention and one around the MLP too
+	Fused      bool    // phi3: q, k, v in one qkv_proj, gate and up in one gate_up_proj
+
+	// Read from config.json where the family has them:
+	QueryScale   float64 // query_pre_attn_scalar: attention scores scaled by its 1/√ (0: by 1/√HeadDim)
+	AttnSoftcap  float64 // attn_logit_softcapping: scores s → c·tanh(s/c) before the softmax; 0 none
+	FinalSoftcap float64 // final_logit_softcapping: logits z → c·tanh(z/c); 0 none
+	// Sliding marks the layers that attend within Window (gemma2/3's local layers); nil
+	// means every layer does when Window > 0.
+	Sliding []bool
+	// LocalRopeTheta is the RoPE base of the sliding layers (gemma3's rope_local_base_freq),
+	// without rope scaling; 0: they use RopeTheta and RopeScaling like the others.
+	LocalRopeTheta float64
+	RotaryDim      int // leading dimensions of each head that RoPE rotates (phi3's partial_rotary_factor); 0: HeadDim
 }
 
-// RopeScaling is a rope_scaling entry; the types implemented are "linear" and "llama3".
+// RopeScaling is a rope_scaling entry; the types implemented are "linear", "llama3" and
+// "longrope" (Phi-3's "su" included).
 type RopeScaling struct {
 	Type           string  `json:"rope_type"`
 	Factor         float64 `json:"factor"`
 	LowFreqFactor  float64 `json:"low_freq_factor,omitempty"`
 	HighFreqFactor float64 `json:"high_freq_factor,omitempty"`
 	OriginalMaxPos int     `json:"original_max_position_embeddings,omitempty"`
+	// longrope: per-frequency divisors of the inverse frequencies (short_factor within
+	// OriginalMaxPos; long_factor beyond, which this package does not run), and the factor
+	// that multiplies cos and sin (attention_factor).
+	ShortFactor     []float64 `json:"short_factor,omitempty"`
+	LongFactor      []float64 `json:"long_factor,omitempty"`
+	AttentionFactor float64   `json:"attention_factor,omitempty"`
 }
 
 // Family returns the architecture of c.ModelType.
@@ -65,6 +104,55 @@ func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
 
 // QDim is the width of a query row: Heads·HeadDim.
 func (c *Config) QDim() int { return c.Heads * c.HeadDim }
+
+// Rotary is the number of leading dimensions of each head that RoPE rotates.
+func (c *Config) Rotary() int {
+	if c.RotaryDim > 0 {
+		return c.RotaryDim
+	}
+	return c.HeadDim
+}
+
+// AttnScale multiplies q·k before the softmax: 1/√query_pre_attn_scalar, else 1/√HeadDim.
+func (c *Config) AttnScale() float32 {
+	s := c.QueryScale
+	if s == 0 {
+		s = float64(c.HeadDim)
+	}
+	return float32(1 / math.Sqrt(s))
+}
+
+// local reports whether layer l is a sliding-window one (all are when Sliding is nil).
+func (c *Config) local(l int) bool { return c.Sliding == nil || c.Sliding[l] }
+
+// LayerWindow is the sliding window of layer l, 0 when it attends to every earlier position.
+func (c *Config) LayerWindow(l int) int {
+	if !c.local(l) {
+		return 0
+	}
+	return c.Window
+}
+
+// LocalRoPE reports whether layer l uses the local RoPE (LocalInvFreq) rather than InvFreq.
+func (c *Config) LocalRoPE(l int) bool { return c.LocalRopeTheta > 0 && c.local(l) }
+
+// Context is the longest sequence the model runs: MaxPos, or for longrope the original
+// context, as only the short factors are implemented.
+func (c *Config) Context() int {
+	if rs := c.RopeScaling; rs != nil && rs.Type == "longrope" && rs.OriginalMaxPos > 0 {
+		return min(c.MaxPos, rs.OriginalMaxPos)
+	}
+	return c.MaxPos
+}
+
+// RopeAttentionFactor multiplies RoPE's cos and sin tables (longrope's attention factor), 1
+// otherwise.
+func (c *Config) RopeAttentionFactor() float64 {
+	if rs := c.RopeScaling; rs != nil && rs.Type == "longrope" {
+		return rs.AttentionFactor
+	}
+	return 1
+}
 
 // LoadConfig reads dir/config.json and, when present, dir/generation_config.json (for its
 // bos and eos ids).
@@ -106,9 +194,35 @@ func LoadConfig(dir string) (*Config, error) {
 }
 
 // ParseConfig reads the fields of a config.json and checks that this package implements
-// everything they ask for: unknown model types, activations and rope scalings are errors
-// rather than silently different results.
+// everything they ask for: unknown model types, activations, rope scalings and keys that
+// change the maths of a family that has none of them are errors rather than silently
+// different results.
 func ParseConfig(data []byte) (*Config, error) {
+	c, err := parseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.runnable()
+}
+
+// wired lists the model types the model's layer loop runs; the others parse (so their
+// config reading is tested) but do not load yet.
+var wired = map[string]bool{"gpt2": true, "llama": true, "mistral": true, "qwen2": true}
+
+func (c *Config) runnable() error {
+	if !wired[c.ModelType] {
+		return fmt.Errorf("model_type %q is not supported yet (gpt2, llama, mistral, qwen2)", c.ModelType)
+	}
+	return nil
+}
+
+// decoderTypes are the model types of the Llama family this package reads.
+var decoderTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"}
+
+// isGemma reports whether a model type is one of the gemma generations.
+func isGemma(mt string) bool { return mt == "gemma" || mt == "gemma2" || mt == "gemma3_text" }
+
+func parseConfig(data []byte) (*Config, error) {
 	var raw map[string]any
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
@@ -120,70 +234,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	mt, _ := raw["model_type"].(string)
 	c := &Config{ModelType: mt}
 	var err error
-	req := func(dst *int, keys ...string) {
-		if err == nil {
-			*dst, err = f.requiredInt(keys...)
-		}
-	}
-	opt := func(dst *int, def int, keys ...string) {
-		if err == nil {
-			*dst, err = f.optionalInt(def, keys...)
-		}
-	}
-	switch mt {
-	case "gpt2":
-		req(&c.Vocab, "vocab_size")
-		req(&c.Dim, "n_embd", "hidden_size")
-		req(&c.Layers, "n_layer", "num_hidden_layers")
-		req(&c.Heads, "n_head", "num_attention_heads")
-		opt(&c.MaxPos, 1024, "n_positions", "n_ctx", "max_position_embeddings")
-		opt(&c.Hidden, 4*c.Dim, "n_inner")
-		c.KVHeads, c.HeadDim = c.Heads, 0
-		c.NormEps = f.float("layer_norm_epsilon", 1e-5)
-		c.QKVBias, c.OBias, c.MLPBias = true, true, true
-		c.TieEmbed = f.bool("tie_word_embeddings", true)
-		if act := f.string("activation_function", "gelu_new"); act != "gelu_new" && act != "gelu_pytorch_tanh" {
-			return nil, fmt.Errorf("activation_function %q is not supported (gelu_new, gelu_pytorch_tanh)", act)
-		}
-		if f.bool("scale_attn_by_inverse_layer_idx", false) {
-			return nil, errors.New("scale_attn_by_inverse_layer_idx is not supported")
-		}
-		if !f.bool("scale_attn_weights", true) {
-			return nil, errors.New("scale_attn_weights=false is not supported")
-		}
-	case "llama", "mistral", "qwen2":
-		req(&c.Vocab, "vocab_size")
-		req(&c.Dim, "hidden_size")
-		req(&c.Layers, "num_hidden_layers")
-		req(&c.Heads, "num_attention_heads")
-		req(&c.Hidden, "intermediate_size")
-		opt(&c.KVHeads, c.Heads, "num_key_value_heads")
-		opt(&c.HeadDim, 0, "head_dim")
-		opt(&c.MaxPos, 2048, "max_position_embeddings")
-		c.NormEps = f.float("rms_norm_eps", 1e-6)
-		c.TieEmbed = f.bool("tie_word_embeddings", false)
-		if act := f.string("hidden_act", "silu"); act != "silu" && act != "swish" {
-			return nil, fmt.Errorf("hidden_act %q is not supported (silu)", act)
-		}
-		switch mt {
-		case "llama": // attention_bias covers q, k, v and o; mlp_bias the three MLP linears
-			c.QKVBias = f.bool("attention_bias", false)
-			c.OBias, c.MLPBias = c.QKVBias, f.bool("mlp_bias", false)
-		case "qwen2": // q, k, v always have a bias, o_proj and the MLP never
-			c.QKVBias = true
-			if f.bool("use_sliding_window", false) {
-				return nil, errors.New("use_sliding_window=true is not supported")
-			}
-		case "mistral":
-			opt(&c.Window, 0, "sliding_window")
-		}
-		if err == nil {
-			err = c.parseRope(f)
-		}
-	case "":
+	switch {
+	case mt == "gpt2":
+		err = c.parseGPT2(f)
+	case slices.Contains(decoderTypes, mt):
+		err = c.parseDecoder(f)
+	case mt == "":
 		return nil, errors.New("no model_type")
+	case mt == "gemma3":
+		return nil, errors.New(`model_type "gemma3" (the image-text model) is not supported; its text-only form gemma3_text is (Gemma-3-1B)`)
 	default:
-		return nil, fmt.Errorf("model_type %q is not supported (gpt2, llama, mistral, qwen2)", mt)
+		return nil, fmt.Errorf("model_type %q is not supported (gpt2, %s)", mt, strings.Join(decoderTypes, ", "))
 	}
 	if err != nil {
 		return nil, err
@@ -200,16 +261,269 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 		c.HeadDim = c.Dim / c.Heads
 	}
-	return c, c.Validate()
+	if (mt == "gemma2" || mt == "gemma3_text") && c.QueryScale == 0 { // null: the head size
+		c.QueryScale = float64(c.HeadDim)
+	}
+	if p, set := f.rotaryFactor(); set && c.HeadDim > 0 {
+		// int(head_dim·factor), as transformers sizes the rotated part
+		if c.RotaryDim = int(float64(c.HeadDim) * p); c.RotaryDim == c.HeadDim {
+			c.RotaryDim = 0
+		} else if c.RotaryDim <= 0 || c.RotaryDim%2 != 0 {
+			return nil, fmt.Errorf("partial_rotary_factor %g gives %d rotated dimensions of the %d of a head: want a positive even number", p, c.RotaryDim, c.HeadDim)
+		}
+	}
+	c.implied()
+	return c, c.check()
 }
 
-// parseRope reads rope_theta and rope_scaling, at the top level or inside rope_parameters.
+// rotaryFactor reads partial_rotary_factor, at the top level or inside rope_parameters.
+func (f fields) rotaryFactor() (float64, bool) {
+	params, _ := f["rope_parameters"].(map[string]any)
+	p := f.float("partial_rotary_factor", fields(params).float("partial_rotary_factor", 1))
+	return p, p != 1
+}
+
+func (c *Config) parseGPT2(f fields) error {
+	var err error
+	req := func(dst *int, keys ...string) {
+		if err == nil {
+			*dst, err = f.requiredInt(keys...)
+		}
+	}
+	opt := func(dst *int, def int, keys ...string) {
+		if err == nil {
+			*dst, err = f.optionalInt(def, keys...)
+		}
+	}
+	req(&c.Vocab, "vocab_size")
+	req(&c.Dim, "n_embd", "hidden_size")
+	req(&c.Layers, "n_layer", "num_hidden_layers")
+	req(&c.Heads, "n_head", "num_attention_heads")
+	opt(&c.MaxPos, 1024, "n_positions", "n_ctx", "max_position_embeddings")
+	opt(&c.Hidden, 4*c.Dim, "n_inner")
+	if err != nil {
+		return err
+	}
+	c.KVHeads, c.HeadDim = c.Heads, 0
+	c.NormEps = f.float("layer_norm_epsilon", 1e-5)
+	c.TieEmbed = f.bool("tie_word_embeddings", true)
+	if act := f.string("activation_function", "gelu_new"); act != "gelu_new" && act != "gelu_pytorch_tanh" {
+		return fmt.Errorf("activation_function %q is not supported (gelu_new, gelu_pytorch_tanh)", act)
+	}
+	if f.bool("scale_attn_by_inverse_layer_idx", false) {
+		return errors.New("scale_attn_by_inverse_layer_idx is not supported")
+	}
+	if !f.bool("scale_attn_weights", true) {
+		return errors.New("scale_attn_weights=false is not supported")
+	}
+	if _, set := f.rotaryFactor(); set {
+		return errors.New("partial_rotary_factor is not supported for gpt2")
+	}
+	return nil
+}
+
+// parseDecoder reads the model types of the Llama family. Defaults are those of each
+// type's transformers configuration class, as a config.json without the key means them.
+func (c *Config) parseDecoder(f fields) error {
+	mt := c.ModelType
+	gemma := isGemma(mt)
+	var err error
+	req := func(dst *int, keys ...string) {
+		if err == nil {
+			*dst, err = f.requiredInt(keys...)
+		}
+	}
+	opt := func(dst *int, def int, keys ...string) {
+		if err == nil {
+			*dst, err = f.optionalInt(def, keys...)
+		}
+	}
+	req(&c.Vocab, "vocab_size")
+	req(&c.Dim, "hidden_size")
+	req(&c.Layers, "num_hidden_layers")
+	req(&c.Heads, "num_attention_heads")
+	req(&c.Hidden, "intermediate_size")
+	opt(&c.KVHeads, c.Heads, "num_key_value_heads")
+	opt(&c.HeadDim, map[string]int{"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128}[mt], "head_dim")
+	opt(&c.MaxPos, map[string]int{"gemma": 8192, "gemma2": 8192, "gemma3_text": 131072, "qwen3": 32768,
+		"phi3": 4096}[mt], "max_position_embeddings")
+	if c.MaxPos == 0 {
+		c.MaxPos = 2048
+	}
+	if err != nil {
+		return err
+	}
+	eps := 1e-6
+	if mt == "phi3" {
+		eps = 1e-5
+	}
+	c.NormEps = f.float("rms_norm_eps", eps)
+	c.TieEmbed = f.bool("tie_word_embeddings", gemma)
+
+	if gemma {
+		// gemma's own configs name the activation hidden_activation (gemma 1's first ones
+		// said "gelu" in hidden_act and meant the tanh approximation it was trained with)
+		act := f.string("hidden_activation", f.string("hidden_act", "gelu_pytorch_tanh"))
+		if act == "gelu" && mt == "gemma" && f["hidden_activation"] == nil {
+			act = "gelu_pytorch_tanh"
+		}
+		if act != "gelu_pytorch_tanh" && act != "gelu_new" {
+			return fmt.Errorf("hidden_activation %q is not supported (gelu_pytorch_tanh)", act)
+		}
+	} else {
+		if act := f.string("hidden_act", "silu"); act != "silu" && act != "swish" {
+			return fmt.Errorf("hidden_act %q is not supported (silu)", act)
+		}
+		if act := f.string("hidden_activation", "silu"); act != "silu" && act != "swish" {
+			return fmt.Errorf("hidden_activation %q is not supported for %s (silu)", act, mt)
+		}
+	}
+	if f.bool("use_bidirectional_attention", false) {
+		return errors.New("use_bidirectional_attention=true is not supported: this package runs causal language models")
+	}
+
+	switch mt {
+	case "llama": // attention_bias covers q, k, v and o; mlp_bias the three MLP linears
+		c.QKVBias = f.bool("attention_bias", false)
+		c.OBias, c.MLPBias = c.QKVBias, f.bool("mlp_bias", false)
+	case "qwen2": // q, k, v always have a bias, o_proj and the MLP never
+		c.QKVBias = true
+	case "qwen3", "gemma", "gemma2", "gemma3_text": // attention_bias covers q, k, v and o
+		c.QKVBias = f.bool("attention_bias", false)
+		c.OBias = c.QKVBias
+	}
+	switch mt {
+	case "qwen2", "qwen3":
+		if f.bool("use_sliding_window", false) {
+			return errors.New("use_sliding_window=true is not supported")
+		}
+	case "mistral", "phi3":
+		opt(&c.Window, 0, "sliding_window")
+	case "gemma2", "gemma3_text":
+		opt(&c.Window, 4096, "sliding_window")
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.parseLayerTypes(f); err != nil {
+		return err
+	}
+
+	// Keys that change the maths, read where the family has them and refused elsewhere.
+	nullable := func(key string, def float64, has bool) (float64, error) {
+		v, present := f[key]
+		switch {
+		case !present:
+			if has {
+				return def, nil
+			}
+			return 0, nil
+		case v == nil:
+			return 0, nil
+		case !has:
+			return 0, fmt.Errorf("%s is not part of %s (gemma2 and gemma3_text have it)", key, mt)
+		}
+		x := v.(float64)
+		if x <= 0 || math.IsInf(x, 0) {
+			return 0, fmt.Errorf("%s %g must be positive", key, x)
+		}
+		return x, nil
+	}
+	sandwich := mt == "gemma2" || mt == "gemma3_text"
+	if c.QueryScale, err = nullable("query_pre_attn_scalar", 256, sandwich); err != nil {
+		return err
+	}
+	// gemma2 caps by default; gemma3 honours the keys but has no default
+	attnCap, finalCap := 0.0, 0.0
+	if mt == "gemma2" {
+		attnCap, finalCap = 50, 30
+	}
+	if c.AttnSoftcap, err = nullable("attn_logit_softcapping", attnCap, sandwich); err != nil {
+		return err
+	}
+	if c.FinalSoftcap, err = nullable("final_logit_softcapping", finalCap, sandwich); err != nil {
+		return err
+	}
+	if mt != "gemma3_text" && f["rope_local_base_freq"] != nil {
+		return fmt.Errorf("rope_local_base_freq is not part of %s (only gemma3_text has it)", mt)
+	}
+	if _, set := f.rotaryFactor(); set && mt != "phi3" {
+		return fmt.Errorf("partial_rotary_factor is not supported for %s (only phi3)", mt)
+	}
+	return c.parseRope(f)
+}
+
+// parseLayerTypes reads which layers are sliding-window ones: layer_types, else gemma2's
+// alternation (even layers local) or gemma3's sliding_window_pattern (every sixth layer
+// global). Families without local layers may list only full_attention.
+func (c *Config) parseLayerTypes(f fields) error {
+	mt := c.ModelType
+	local := mt == "gemma2" || mt == "gemma3_text"
+	if p := f["sliding_window_pattern"]; p != nil && mt != "gemma3_text" {
+		return fmt.Errorf("sliding_window_pattern is not part of %s (only gemma3_text has it)", mt)
+	}
+	if lt, ok := f["layer_types"].([]any); ok {
+		if len(lt) != c.Layers {
+			return fmt.Errorf("layer_types has %d entries for %d layers", len(lt), c.Layers)
+		}
+		sliding := make([]bool, len(lt))
+		for i, v := range lt {
+			switch s, _ := v.(string); {
+			case s == "full_attention":
+			case s == "sliding_attention" && local:
+				sliding[i] = true
+			default:
+				return fmt.Errorf("layer_types[%d] %q is not supported for %s", i, s, mt)
+			}
+		}
+		if local {
+			c.Sliding = sliding
+		}
+		return nil
+	}
+	if !local || c.Layers <= 0 || c.Layers > maxLayers { // check refuses the sizes
+		return nil
+	}
+	pattern := 2
+	if mt == "gemma3_text" {
+		var err error
+		if pattern, err = f.optionalInt(6, "sliding_window_pattern"); err != nil {
+			return err
+		}
+		if pattern <= 0 {
+			return fmt.Errorf("sliding_window_pattern %d must be positive", pattern)
+		}
+	}
+	c.Sliding = make([]bool, c.Layers)
+	for i := range c.Sliding {
+		c.Sliding[i] = (i+1)%pattern != 0
+	}
+	return nil
+}
+
+// parseRope reads rope_theta and rope_scaling, at the top level or inside rope_parameters
+// (which gemma3_text may key by layer type: full_attention, sliding_attention).
 func (c *Config) parseRope(f fields) error {
 	params, _ := f["rope_parameters"].(map[string]any)
+	var local map[string]any
+	if c.ModelType == "gemma3_text" {
+		if full, ok := params["full_attention"].(map[string]any); ok {
+			local, _ = params["sliding_attention"].(map[string]any)
+			params = full
+		}
+	}
 	pf := fields(params)
-	c.RopeTheta = f.float("rope_theta", pf.float("rope_theta", 10000))
-	if p := f.float("partial_rotary_factor", pf.float("partial_rotary_factor", 1)); p != 1 {
-		return fmt.Errorf("partial_rotary_factor %g is not supported", p)
+	defTheta := 10000.0
+	if c.ModelType == "gemma3_text" {
+		defTheta = 1e6
+	}
+	c.RopeTheta = f.float("rope_theta", pf.float("rope_theta", defTheta))
+	if c.ModelType == "gemma3_text" {
+		lf := fields(local)
+		c.LocalRopeTheta = lf.float("rope_theta", f.float("rope_local_base_freq", 10000))
+		if typ := lf.string("rope_type", lf.string("type", "default")); typ != "default" {
+			return fmt.Errorf("rope_parameters.sliding_attention: rope type %q is not supported on the sliding layers (default)", typ)
+		}
 	}
 	scaling, _ := f["rope_scaling"].(map[string]any)
 	if scaling == nil {
@@ -235,66 +549,170 @@ func (c *Config) parseRope(f fields) error {
 		}
 		c.RopeScaling = rs
 		return nil
+	case "longrope", "su":
+		rs := &RopeScaling{Type: "longrope"}
+		var err error
+		if rs.ShortFactor, err = sf.numbers("short_factor"); err != nil {
+			return err
+		}
+		if rs.LongFactor, err = sf.numbers("long_factor"); err != nil {
+			return err
+		}
+		// Phi-3 keeps original_max_position_embeddings at the top level
+		rs.OriginalMaxPos = int(sf.float("original_max_position_embeddings", f.float("original_max_position_embeddings", 0)))
+		if rs.OriginalMaxPos <= 0 {
+			return errors.New("rope_scaling longrope needs original_max_position_embeddings")
+		}
+		rs.Factor = sf.float("factor", float64(c.MaxPos)/float64(rs.OriginalMaxPos))
+		rs.AttentionFactor = sf.float("attention_factor", 0)
+		if rs.AttentionFactor == 0 { // LongRoPE's choice: √(1 + ln factor / ln original context)
+			rs.AttentionFactor = 1
+			if rs.Factor > 1 {
+				rs.AttentionFactor = math.Sqrt(1 + math.Log(rs.Factor)/math.Log(float64(rs.OriginalMaxPos)))
+			}
+		}
+		c.RopeScaling = rs
+		return nil
 	default:
-		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3)", typ)
+		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3, longrope)", typ)
 	}
 }
 
-// Validate sets what the model type implies (which linears have a bias, GPT-2's head
-// count) and the defaults of zero fields (HeadDim = Dim/Heads, KVHeads = Heads), and
-// checks the sizes against each other.
-func (c *Config) Validate() error {
-	switch c.ModelType {
+// implied sets what the model type implies: which linears have a bias and GPT-2's head
+// count, and the family's maths flags.
+func (c *Config) implied() {
+	mt := c.ModelType
+	switch mt {
 	case "gpt2":
 		c.QKVBias, c.OBias, c.MLPBias, c.KVHeads = true, true, true, c.Heads
+		c.Window = 0
 	case "llama":
 		c.OBias = c.QKVBias
 	case "qwen2":
 		c.QKVBias, c.OBias, c.MLPBias = true, false, false
-	case "mistral":
+	case "mistral", "phi3":
 		c.QKVBias, c.OBias, c.MLPBias = false, false, false
-	default:
-		return fmt.Errorf("model_type %q is not supported (gpt2, llama, mistral, qwen2)", c.ModelType)
+	case "qwen3", "gemma", "gemma2", "gemma3_text":
+		c.OBias, c.MLPBias = c.QKVBias, false
 	}
-	if c.Family() == GPT2 {
-		c.Window = 0
+	c.MLP = SwiGLU
+	if mt == "gpt2" {
+		c.MLP = GELU
 	}
+	c.QKNorm = mt == "qwen3" || mt == "gemma3_text"
+	c.Sandwich = mt == "gemma2" || mt == "gemma3_text"
+	c.Fused = mt == "phi3"
+	c.NormOffset, c.EmbedScale = 0, 0
+	if isGemma(mt) {
+		c.MLP, c.NormOffset, c.EmbedScale = GeGLU, 1, math.Sqrt(float64(c.Dim))
+	}
+}
+
+// Validate sets what the model type implies (which linears have a bias, GPT-2's head
+// count, the family's flags) and the defaults of zero fields (HeadDim = Dim/Heads, KVHeads
+// = Heads), and checks the sizes against each other.
+func (c *Config) Validate() error {
+	if c.ModelType != "gpt2" && !slices.Contains(decoderTypes, c.ModelType) {
+		return fmt.Errorf("model_type %q is not supported (gpt2, %s)", c.ModelType, strings.Join(decoderTypes, ", "))
+	}
+	c.implied()
+	if err := c.check(); err != nil {
+		return err
+	}
+	return c.runnable()
+}
+
+// maxLayers bounds num_hidden_layers before anything is allocated per layer.
+const maxLayers = 1 << 16
+
+// check checks the sizes and the family's values against each other.
+func (c *Config) check() error {
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Dim / c.Heads
 	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
+	llama := c.Family() == Llama
 	switch {
 	case c.Vocab <= 0 || c.Dim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.Hidden <= 0 || c.MaxPos <= 0:
 		return fmt.Errorf("sizes must be positive (vocab %d, hidden %d, layers %d, heads %d, intermediate %d, context %d)",
 			c.Vocab, c.Dim, c.Layers, c.Heads, c.Hidden, c.MaxPos)
+	case c.Layers > maxLayers:
+		return fmt.Errorf("%d layers: more than the %d this package runs", c.Layers, maxLayers)
 	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("num_key_value_heads %d does not divide num_attention_heads %d", c.KVHeads, c.Heads)
 	case c.HeadDim <= 0:
 		return fmt.Errorf("head_dim %d must be positive", c.HeadDim)
-	case c.Family() == Llama && c.HeadDim%2 != 0:
+	case llama && c.HeadDim%2 != 0:
 		return fmt.Errorf("head_dim %d must be even for RoPE", c.HeadDim)
+	case c.RotaryDim != 0 && (!llama || c.RotaryDim < 0 || c.RotaryDim%2 != 0 || c.RotaryDim > c.HeadDim):
+		return fmt.Errorf("%d rotated dimensions per head: want an even number up to head_dim %d", c.RotaryDim, c.HeadDim)
 	case c.Family() == GPT2 && c.HeadDim*c.Heads != c.Dim:
 		return fmt.Errorf("n_embd %d is not n_head %d × head size %d", c.Dim, c.Heads, c.HeadDim)
-	case c.Family() == Llama && c.RopeTheta <= 0:
+	case llama && c.RopeTheta <= 0:
 		return fmt.Errorf("rope_theta %g must be positive", c.RopeTheta)
+	case c.LocalRopeTheta < 0 || c.LocalRopeTheta > 0 && c.ModelType != "gemma3_text":
+		return fmt.Errorf("a local rope base (%g) is part of gemma3_text only", c.LocalRopeTheta)
 	case c.NormEps <= 0:
 		return fmt.Errorf("norm epsilon %g must be positive", c.NormEps)
 	case c.Window < 0:
 		return fmt.Errorf("sliding_window %d must not be negative", c.Window)
+	case c.Sliding != nil && len(c.Sliding) != c.Layers:
+		return fmt.Errorf("%d layer types for %d layers", len(c.Sliding), c.Layers)
+	case c.Sliding != nil && !c.Sandwich:
+		return fmt.Errorf("per-layer sliding windows are part of gemma2 and gemma3_text only, not %s", c.ModelType)
+	case !(c.QueryScale >= 0 && c.AttnSoftcap >= 0 && c.FinalSoftcap >= 0) ||
+		math.IsInf(c.QueryScale+c.AttnSoftcap+c.FinalSoftcap, 0):
+		return fmt.Errorf("query_pre_attn_scalar %g and the soft-capping values %g, %g must be finite and not negative",
+			c.QueryScale, c.AttnSoftcap, c.FinalSoftcap)
+	case !c.Sandwich && c.QueryScale != 0:
+		return fmt.Errorf("query_pre_attn_scalar is part of gemma2 and gemma3_text only, not %s", c.ModelType)
+	case !c.Sandwich && (c.AttnSoftcap != 0 || c.FinalSoftcap != 0):
+		return fmt.Errorf("logit soft-capping is part of gemma2 and gemma3_text only, not %s", c.ModelType)
+	}
+	return c.checkRope()
+}
+
+// checkRope checks a rope scaling against the head size.
+func (c *Config) checkRope() error {
+	rs := c.RopeScaling
+	if rs == nil {
+		return nil
+	}
+	if c.Family() == GPT2 {
+		return errors.New("gpt2 has no rotary embeddings to scale")
+	}
+	switch rs.Type {
+	case "linear", "llama3":
+		if !(rs.Factor > 0) || math.IsInf(rs.Factor, 0) {
+			return fmt.Errorf("rope_scaling %s needs a positive factor", rs.Type)
+		}
+	case "longrope":
+		half := c.Rotary() / 2
+		if len(rs.ShortFactor) != half || len(rs.LongFactor) != half {
+			return fmt.Errorf("rope_scaling longrope: short_factor and long_factor need %d values each (half the %d rotated dimensions), have %d and %d",
+				half, c.Rotary(), len(rs.ShortFactor), len(rs.LongFactor))
+		}
+		for _, x := range slices.Concat(rs.ShortFactor, rs.LongFactor) {
+			if !(x > 0) || math.IsInf(x, 0) {
+				return fmt.Errorf("rope_scaling longrope: factor %g must be positive", x)
+			}
+		}
+		if !(rs.AttentionFactor > 0) || math.IsInf(rs.AttentionFactor, 0) || rs.OriginalMaxPos <= 0 {
+			return fmt.Errorf("rope_scaling longrope: attention_factor %g and original_max_position_embeddings %d must be positive",
+				rs.AttentionFactor, rs.OriginalMaxPos)
+		}
+	default:
+		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3, longrope)", rs.Type)
 	}
 	return nil
 }
 
-// InvFreq returns RoPE's inverse frequencies theta^(−2i/HeadDim), i < HeadDim/2, after
-// the configured rope scaling.
+// InvFreq returns RoPE's inverse frequencies theta^(−2i/R), i < R/2 for the R = Rotary()
+// rotated dimensions, after the configured rope scaling.
 func (c *Config) InvFreq() []float64 {
-	half := c.HeadDim / 2
-	inv := make([]float64, half)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(c.HeadDim))
-	}
+	inv := baseInvFreq(c.RopeTheta, c.Rotary())
 	rs := c.RopeScaling
 	if rs == nil {
 		return inv
@@ -320,6 +738,29 @@ func (c *Config) InvFreq() []float64 {
 				inv[i] = (1-s)*f/rs.Factor + s*f
 			}
 		}
+	case "longrope":
+		// Each frequency slowed by its own factor; within the original context (the only
+		// one run here: Context) the short factors.
+		for i := range inv {
+			inv[i] /= rs.ShortFactor[i]
+		}
+	}
+	return inv
+}
+
+// LocalInvFreq returns the inverse frequencies of the sliding layers' RoPE (gemma3's local
+// base, unscaled), nil when they use InvFreq.
+func (c *Config) LocalInvFreq() []float64 {
+	if c.LocalRopeTheta == 0 {
+		return nil
+	}
+	return baseInvFreq(c.LocalRopeTheta, c.Rotary())
+}
+
+func baseInvFreq(theta float64, rot int) []float64 {
+	inv := make([]float64, rot/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(theta, float64(2*i)/float64(rot))
 	}
 	return inv
 }
@@ -360,18 +801,21 @@ func (f fields) optionalInt(def int, keys ...string) (int, error) {
 // silent fall back to the default: "rope_theta": "500000" would otherwise run with 10000.
 var keyKinds = map[string]string{
 	"model_type": "string", "activation_function": "string", "hidden_act": "string",
-	"rope_type": "string", "type": "string",
+	"hidden_activation": "string", "rope_type": "string", "type": "string",
 	"vocab_size": "integer", "n_embd": "integer", "hidden_size": "integer", "n_layer": "integer",
 	"num_hidden_layers": "integer", "n_head": "integer", "num_attention_heads": "integer",
 	"n_positions": "integer", "n_ctx": "integer", "max_position_embeddings": "integer",
 	"n_inner": "integer", "intermediate_size": "integer", "num_key_value_heads": "integer",
 	"head_dim": "integer", "sliding_window": "integer", "original_max_position_embeddings": "integer",
-	"layer_norm_epsilon": "number", "rms_norm_eps": "number", "rope_theta": "number",
+	"sliding_window_pattern": "integer",
+	"layer_norm_epsilon":     "number", "rms_norm_eps": "number", "rope_theta": "number",
 	"partial_rotary_factor": "number", "factor": "number", "low_freq_factor": "number",
-	"high_freq_factor":    "number",
+	"high_freq_factor": "number", "attention_factor": "number", "rope_local_base_freq": "number",
+	"query_pre_attn_scalar": "number", "attn_logit_softcapping": "number", "final_logit_softcapping": "number",
 	"tie_word_embeddings": "bool", "scale_attn_by_inverse_layer_idx": "bool", "scale_attn_weights": "bool",
-	"attention_bias": "bool", "mlp_bias": "bool", "use_sliding_window": "bool",
-	"rope_scaling": "object", "rope_parameters": "object",
+	"attention_bias": "bool", "mlp_bias": "bool", "use_sliding_window": "bool", "use_bidirectional_attention": "bool",
+	"rope_scaling": "object", "rope_parameters": "object", "full_attention": "object", "sliding_attention": "object",
+	"short_factor": "numbers", "long_factor": "numbers", "layer_types": "strings",
 }
 
 // checkTypes checks the keys of raw (and of its rope tables) against keyKinds.
@@ -391,6 +835,20 @@ func checkTypes(raw map[string]any, prefix string) error {
 			ok = isNum && n == math.Trunc(n)
 		case "bool":
 			_, ok = v.(bool)
+		case "numbers", "strings":
+			var list []any
+			if list, ok = v.([]any); ok {
+				for _, x := range list {
+					if kind == "numbers" {
+						_, ok = x.(float64)
+					} else {
+						_, ok = x.(string)
+					}
+					if !ok {
+						return fmt.Errorf("%s%s: want a list of %s, got %s in it", prefix, k, strings.TrimSuffix(kind, "s")+"s", describeJSON(x))
+					}
+				}
+			}
 		case "object":
 			var sub map[string]any
 			if sub, ok = v.(map[string]any); ok {
@@ -400,11 +858,12 @@ func checkTypes(raw map[string]any, prefix string) error {
 			}
 		}
 		if !ok {
-			article := "a"
-			if kind == "integer" || kind == "object" {
-				article = "an"
+			want := map[string]string{"integer": "an integer", "object": "an object", "numbers": "a list of numbers",
+				"strings": "a list of strings"}[kind]
+			if want == "" {
+				want = "a " + kind
 			}
-			return fmt.Errorf("%s%s: want %s %s, got %s", prefix, k, article, kind, describeJSON(v))
+			return fmt.Errorf("%s%s: want %s, got %s", prefix, k, want, describeJSON(v))
 		}
 	}
 	return nil
@@ -446,6 +905,19 @@ func (f fields) string(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// numbers reads a list of numbers (its type already checked); absent or null is an error.
+func (f fields) numbers(key string) ([]float64, error) {
+	list, ok := f[key].([]any)
+	if !ok {
+		return nil, fmt.Errorf("missing %s", key)
+	}
+	out := make([]float64, len(list))
+	for i, x := range list {
+		out[i], _ = x.(float64)
+	}
+	return out, nil
 }
 
 // tokenID reads an optional id (null or absent: -1).
@@ -507,26 +979,84 @@ func (c *Config) hfJSON() map[string]any {
 		m["layer_norm_epsilon"], m["activation_function"] = c.NormEps, "gelu_new"
 		return m
 	}
-	m["architectures"] = []string{map[string]string{"llama": "LlamaForCausalLM",
-		"mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[c.ModelType]}
+	m["architectures"] = []string{map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+		"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM",
+		"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}[c.ModelType]}
 	m["hidden_size"], m["intermediate_size"] = c.Dim, c.Hidden
 	m["num_hidden_layers"], m["num_attention_heads"], m["num_key_value_heads"] = c.Layers, c.Heads, c.KVHeads
 	m["head_dim"], m["max_position_embeddings"] = c.HeadDim, c.MaxPos
 	m["rms_norm_eps"], m["rope_theta"], m["hidden_act"] = c.NormEps, c.RopeTheta, "silu"
-	if c.RopeScaling != nil {
-		m["rope_scaling"] = c.RopeScaling
+	if c.MLP == GeGLU {
+		m["hidden_act"], m["hidden_activation"] = "gelu_pytorch_tanh", "gelu_pytorch_tanh"
+	}
+	if rs := c.RopeScaling; rs != nil && rs.Type == "longrope" {
+		// Phi-3's own layout: the three keys older transformers insist on, the original
+		// context at the top level, and factor and attention_factor only where they are
+		// not what the sizes imply.
+		sc := map[string]any{"type": "longrope", "rope_type": "longrope", "short_factor": rs.ShortFactor, "long_factor": rs.LongFactor}
+		if factor := float64(c.MaxPos) / float64(rs.OriginalMaxPos); rs.Factor != factor {
+			sc["factor"] = rs.Factor
+		}
+		def := 1.0
+		if rs.Factor > 1 {
+			def = math.Sqrt(1 + math.Log(rs.Factor)/math.Log(float64(rs.OriginalMaxPos)))
+		}
+		if rs.AttentionFactor != def {
+			sc["attention_factor"] = rs.AttentionFactor
+		}
+		m["rope_scaling"], m["original_max_position_embeddings"] = sc, rs.OriginalMaxPos
+	} else if rs != nil {
+		m["rope_scaling"] = rs
+	}
+	if c.RotaryDim > 0 {
+		m["partial_rotary_factor"] = float64(c.RotaryDim) / float64(c.HeadDim)
+	}
+	window := func() any {
+		if c.Window > 0 {
+			return c.Window
+		}
+		return nil
+	}
+	capped := func(v float64) any {
+		if v > 0 {
+			return v
+		}
+		return nil
 	}
 	switch c.ModelType {
 	case "llama":
 		m["attention_bias"], m["mlp_bias"] = c.QKVBias, c.MLPBias
-	case "mistral":
-		if c.Window > 0 {
-			m["sliding_window"] = c.Window
-		} else {
-			m["sliding_window"] = nil
-		}
+	case "mistral", "phi3":
+		m["sliding_window"] = window()
 	case "qwen2":
 		m["use_sliding_window"] = false
+	case "qwen3", "gemma":
+		m["attention_bias"] = c.QKVBias
+		if c.ModelType == "qwen3" {
+			m["use_sliding_window"] = false
+		}
+	case "gemma2", "gemma3_text":
+		m["attention_bias"] = c.QKVBias
+		m["query_pre_attn_scalar"] = c.QueryScale
+		if c.QueryScale == 0 {
+			m["query_pre_attn_scalar"] = float64(c.HeadDim)
+		}
+		m["attn_logit_softcapping"], m["final_logit_softcapping"] = capped(c.AttnSoftcap), capped(c.FinalSoftcap)
+		m["sliding_window"] = window()
+		types := make([]string, c.Layers)
+		for l := range types {
+			types[l] = "full_attention"
+			if c.local(l) {
+				types[l] = "sliding_attention"
+			}
+		}
+		m["layer_types"] = types
+		if c.ModelType == "gemma3_text" {
+			m["rope_local_base_freq"] = c.LocalRopeTheta
+			if c.LocalRopeTheta == 0 {
+				m["rope_local_base_freq"] = c.RopeTheta
+			}
+		}
 	}
 	return m
 }
