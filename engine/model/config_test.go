@@ -64,7 +64,7 @@ func familyConfigs() map[string]map[string]any {
 			"num_key_value_heads": 8, "original_max_position_embeddings": 4096, "pad_token_id": 199999,
 			"partial_rotary_factor": 0.75, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
 			"rope_scaling": map[string]any{"long_factor": factors(48, 1, 50), "short_factor": factors(48, 1, 3), "type": "longrope"},
-			"rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+			"rope_theta":   10000.0, "sliding_window": 262144, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
 			"vocab_size": 200064},
 	}
 }
