@@ -25,16 +25,24 @@ func randomAdapter(t *testing.T, m *model.Model, r int, alpha float64, rslora bo
 	cfg := lora.Config{R: r, Alpha: alpha, TargetModules: []string{"all-linear"}, RSLoRA: rslora}
 	var layers []*lora.Layer
 	for _, l := range m.Linears() {
-		ll := lora.NewLayer(l.Name, l.In, l.Out, cfg, rng)
-		for i := range ll.B {
-			ll.B[i] = float32(0.05 * rng.NormFloat64())
+		ll, err := lora.NewLayer(m.Backend(), l.Name, l.In, l.Out, cfg, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := ll.B.F32() // the CPU's memory
+		for i := range b {
+			b[i] = float32(0.05 * rng.NormFloat64())
 		}
 		layers = append(layers, ll)
 	}
 	set := lora.NewSet(cfg, layers)
 	dir := filepath.Join(t.TempDir(), "adapter")
 	os.MkdirAll(dir, 0o755)
-	if err := checkpoint.SaveAdapter(dir, set.AdapterConfig("test", m.Config.Family() == model.GPT2), set.Tensors()); err != nil {
+	tensors, err := set.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.SaveAdapter(dir, set.AdapterConfig("test", m.Config.Family() == model.GPT2), tensors); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -9,6 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/monitor"
 )
@@ -22,16 +23,27 @@ type adapter struct {
 	rng   *rand.Rand // dropout masks; reseeded each step
 }
 
+// Forward draws the dropout seed of a training forward from the step's generator.
 func (a *adapter) Forward(y, x []float32, rows int, train bool) {
+	var err error
 	if train {
-		a.layer.Forward(y, x, rows, true, a.rng, &a.act)
-		return
+		var seed uint64
+		if a.layer.Dropout > 0 {
+			seed = a.rng.Uint64()
+		}
+		err = a.layer.Forward(backend.HostF32(y), backend.HostF32(x), rows, true, seed, &a.act)
+	} else {
+		err = a.layer.Forward(backend.HostF32(y), backend.HostF32(x), rows, false, 0, nil)
 	}
-	a.layer.Forward(y, x, rows, false, nil, nil)
+	if err != nil {
+		panic(err)
+	}
 }
 
 func (a *adapter) Backward(dx, dy, x []float32, rows int) {
-	a.layer.Backward(dx, dy, x, &a.act)
+	if err := a.layer.Backward(backend.HostF32(dx), backend.HostF32(dy), backend.HostF32(x), &a.act); err != nil {
+		panic(err)
+	}
 }
 
 // decodeMonitor sets the [monitor] table's keys onto th one at a time, refusing unknown keys

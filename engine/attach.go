@@ -37,7 +37,10 @@ func AttachAdapter(m *model.Model, dir string) (*lora.Set, error) {
 		if !names[an] {
 			continue
 		}
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
+		ll, err := lora.NewLayer(m.Backend(), l.Name, l.In, l.Out, lc, rng)
+		if err != nil {
+			return nil, err
+		}
 		l.Adapter = &adapter{layer: ll}
 		layers = append(layers, ll)
 	}

@@ -51,13 +51,19 @@ func newGRPOBench(m *model.Model) *grpoBench {
 	rng := rand.New(rand.NewPCG(1, 2))
 	s := &grpoBench{m: m, tape: m.NewTape()}
 	for _, l := range m.Linears() {
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
+		ll, err := lora.NewLayer(m.Backend(), l.Name, l.In, l.Out, lc, rng)
+		if err != nil {
+			panic(err)
+		}
 		l.Adapter = &adapter{layer: ll}
 		an, bn := lora.TensorNames(l.Name)
 		s.params = append(s.params, &optim.Param{Name: an, Data: ll.A, Grad: ll.GradA},
 			&optim.Param{Name: bn, Data: ll.B, Grad: ll.GradB})
 	}
-	s.opt = optim.NewAdamW(s.params, 0.9, 0.999, 1e-8, 0)
+	var err error
+	if s.opt, err = optim.NewAdamW(m.Backend(), s.params, 0.9, 0.999, 1e-8, 0); err != nil {
+		panic(err)
+	}
 	for p := 0; p < benchPrompts; p++ {
 		ids := make([]int, benchPromptN)
 		for i := range ids {
@@ -113,7 +119,7 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 	if err != nil {
 		return ph, err
 	}
-	optim.ZeroGrad(s.params)
+	optim.ZeroGrad(s.m.Backend(), s.params)
 	if err := m.ForwardTrain(s.tape, seqs, model.TrainOptions{Temperature: 1, Entropy: true}); err != nil {
 		return ph, err
 	}
@@ -142,8 +148,12 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 		return ph, err
 	}
 	t3 := time.Now()
-	optim.ClipGradNorm(s.params, 1)
-	s.opt.Update(1e-5)
+	if _, err := optim.ClipGradNorm(s.m.Backend(), s.params, 1); err != nil {
+		return ph, err
+	}
+	if err := s.opt.Update(1e-5); err != nil {
+		return ph, err
+	}
 	t4 := time.Now()
 	return phases{t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), t3.Sub(t2).Seconds(), t4.Sub(t3).Seconds()}, nil
 }

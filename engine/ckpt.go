@@ -73,8 +73,20 @@ func (e *Engine) save() error {
 	opt := &checkpoint.Optimizer{Step: e.opt.Step, LearningRate: e.cfg.LearningRate * e.sched.Factor(max(e.step-1, 0)),
 		Beta1: e.opt.Beta1, Beta2: e.opt.Beta2, Eps: e.opt.Eps, WeightDecay: e.opt.WeightDecay,
 		ExpAvg: map[string][]float32{}, ExpAvgSq: map[string][]float32{}}
+	b := e.model.Backend()
 	for _, p := range e.params {
-		opt.ExpAvg[p.Name], opt.ExpAvgSq[p.Name] = p.M, p.V
+		m, v := make([]float32, p.M.Len()), make([]float32, p.V.Len())
+		if err := b.Download(m, p.M); err != nil {
+			return fmt.Errorf("saving checkpoint: optimizer state of %s: %w", p.Name, err)
+		}
+		if err := b.Download(v, p.V); err != nil {
+			return fmt.Errorf("saving checkpoint: optimizer state of %s: %w", p.Name, err)
+		}
+		opt.ExpAvg[p.Name], opt.ExpAvgSq[p.Name] = m, v
+	}
+	tensors, err := e.adapters.Tensors()
+	if err != nil {
+		return fmt.Errorf("saving checkpoint: %w", err)
 	}
 	state := &checkpoint.TrainerState{GlobalStep: e.step, LearningRate: opt.LearningRate, DataCursor: e.cursor,
 		Epoch: float64(e.cursor / max(len(e.prompts), 1)), RNGState: fmt.Sprintf("pcg seed=%d stream=step<<16|k", e.cfg.Seed),
@@ -82,7 +94,7 @@ func (e *Engine) save() error {
 		NumInputTokensSeen: e.tokensSeen}
 	base := e.opts.ModelName
 	c := checkpoint.Checkpoint{Config: e.adapters.AdapterConfig(base, e.model.Config.Family() == model.GPT2),
-		Tensors: e.adapters.Tensors(), Optimizer: opt, State: state, Generation: gen}
+		Tensors: tensors, Optimizer: opt, State: state, Generation: gen}
 	if err := checkpoint.Save(dir, c); err != nil {
 		return fmt.Errorf("saving checkpoint: %w", err)
 	}
@@ -191,11 +203,15 @@ func (e *Engine) resume(runDir string) error {
 	}
 	for _, p := range e.params {
 		m, v := c.Optimizer.ExpAvg[p.Name], c.Optimizer.ExpAvgSq[p.Name]
-		if len(m) != len(p.M) || len(v) != len(p.V) {
+		if len(m) != p.M.Len() || len(v) != p.V.Len() {
 			return fmt.Errorf("%s: optimizer state of %s missing or of another size", path, p.Name)
 		}
-		copy(p.M, m)
-		copy(p.V, v)
+		if err := e.model.Backend().Upload(p.M, m); err != nil {
+			return fmt.Errorf("%s: optimizer state of %s: %w", path, p.Name, err)
+		}
+		if err := e.model.Backend().Upload(p.V, v); err != nil {
+			return fmt.Errorf("%s: optimizer state of %s: %w", path, p.Name, err)
+		}
 	}
 	e.opt.Step = c.Optimizer.Step
 	e.step, e.cursor, e.tokensSeen = c.State.GlobalStep, c.State.DataCursor, c.State.NumInputTokensSeen

@@ -140,8 +140,13 @@ func newStepPolicy(t *testing.T, name string, c model.Config, seed uint64) *step
 	rng := rand.New(rand.NewPCG(seed, 11))
 	var layers []*lora.Layer
 	for _, l := range m.Linears() {
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
-		ll.RandomizeB(rng) // B ≠ 0: the adapted policy differs from the reference, dA ≠ 0
+		ll, err := lora.NewLayer(m.Backend(), l.Name, l.In, l.Out, lc, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ll.RandomizeB(rng); err != nil { // B ≠ 0: the adapted policy differs from the reference, dA ≠ 0
+			t.Fatal(err)
+		}
 		l.Adapter = &adapter{layer: ll}
 		layers = append(layers, ll)
 	}
@@ -151,7 +156,7 @@ func newStepPolicy(t *testing.T, name string, c model.Config, seed uint64) *step
 func (p *stepPolicy) ref() refModel {
 	r := refModel{Dir: p.dir, LoRA: map[string]refLoRA{}}
 	for _, l := range p.set.Layers {
-		r.LoRA[l.Module] = refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale, A: l.A, B: l.B}
+		r.LoRA[l.Module] = refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale, A: l.A.F32(), B: l.B.F32()}
 	}
 	return r
 }
@@ -258,14 +263,14 @@ func (mb microBatch) truncated(i int) bool { return mb.Truncated != nil && mb.Tr
 func (p *stepPolicy) logProbsWith(w map[string]refLoRA, seqs [][]int, T float32) ([][]float32, error) {
 	saved := map[string][2][]float32{}
 	for _, l := range p.set.Layers {
-		saved[l.Module] = [2][]float32{append([]float32(nil), l.A...), append([]float32(nil), l.B...)}
-		copy(l.A, w[l.Module].A)
-		copy(l.B, w[l.Module].B)
+		saved[l.Module] = [2][]float32{append([]float32(nil), l.A.F32()...), append([]float32(nil), l.B.F32()...)}
+		copy(l.A.F32(), w[l.Module].A)
+		copy(l.B.F32(), w[l.Module].B)
 	}
 	defer func() {
 		for _, l := range p.set.Layers {
-			copy(l.A, saved[l.Module][0])
-			copy(l.B, saved[l.Module][1])
+			copy(l.A.F32(), saved[l.Module][0])
+			copy(l.B.F32(), saved[l.Module][1])
 		}
 	}()
 	return p.model.LogProbs(seqs, T)
@@ -276,7 +281,7 @@ func (p *stepPolicy) logProbsWith(w map[string]refLoRA, seqs [][]int, T float32)
 func (p *stepPolicy) perturbed(rng *rand.Rand, size float32) map[string]refLoRA {
 	out := map[string]refLoRA{}
 	for _, l := range p.set.Layers {
-		r := refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale, A: append([]float32(nil), l.A...), B: append([]float32(nil), l.B...)}
+		r := refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale, A: append([]float32(nil), l.A.F32()...), B: append([]float32(nil), l.B.F32()...)}
 		for i := range r.A {
 			r.A[i] += size * float32(rng.NormFloat64())
 		}
@@ -300,7 +305,7 @@ func layerGrads(set *lora.Set) map[string]struct {
 		out[l.Module] = struct {
 			A []float64 `json:"a"`
 			B []float64 `json:"b"`
-		}{f64(l.GradA), f64(l.GradB)}
+		}{f64(l.GradA.F32()), f64(l.GradB.F32())}
 	}
 	return out
 }

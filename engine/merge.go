@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/lora"
 	"rlhfstation/quant"
@@ -125,6 +126,10 @@ func Merge(modelDir, adapterDir, out string, o MergeOptions) (MergeSummary, erro
 	}
 	set.Close()
 
+	bk, err := backend.Reference() // host tensors: the CPU's GEMM
+	if err != nil {
+		return sum, err
+	}
 	res, err := quant.ExportFolder(modelDir, out, quant.ExportOptions{
 		DType: o.DType, ShardBytes: o.ShardBytes, Progress: o.Progress, Label: "merge",
 		Wants: func(name string) bool { return byWeight[name] != nil },
@@ -133,8 +138,7 @@ func Merge(modelDir, adapterDir, out string, o MergeOptions) (MergeSummary, erro
 			if err := d.checkShape(shape); err != nil {
 				return fmt.Errorf("%s: %w", weightsPath, err)
 			}
-			lora.AddDelta(w, d.out, d.in, d.r, float32(scale), d.a, d.b, d.transpos)
-			return nil
+			return lora.AddDelta(bk, w, d.out, d.in, d.r, float32(scale), d.a, d.b, d.transpos)
 		},
 	})
 	sum.ExportSummary = res

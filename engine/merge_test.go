@@ -50,13 +50,22 @@ func mergeAdapter(t *testing.T, dir string, seed uint64, rslora bool) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var layers []*lora.Layer
 	for _, l := range m.Linears() {
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
-		ll.RandomizeB(rng)
+		ll, err := lora.NewLayer(m.Backend(), l.Name, l.In, l.Out, lc, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ll.RandomizeB(rng); err != nil {
+			t.Fatal(err)
+		}
 		layers = append(layers, ll)
 	}
 	set := lora.NewSet(lc, layers)
 	out := t.TempDir()
-	if err := checkpoint.SaveAdapter(out, set.AdapterConfig(dir, m.Config.ModelType == "gpt2"), set.Tensors()); err != nil {
+	tensors, err := set.Tensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.SaveAdapter(out, set.AdapterConfig(dir, m.Config.ModelType == "gpt2"), tensors); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -21,7 +21,7 @@ func snapshotLoRA(set *lora.Set) map[string]refLoRA {
 	out := map[string]refLoRA{}
 	for _, l := range set.Layers {
 		out[l.Module] = refLoRA{R: l.R, In: l.In, Out: l.Out, Scale: l.Scale,
-			A: append([]float32(nil), l.A...), B: append([]float32(nil), l.B...)}
+			A: append([]float32(nil), l.A.F32()...), B: append([]float32(nil), l.B.F32()...)}
 	}
 	return out
 }

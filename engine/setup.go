@@ -138,7 +138,9 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	e.mon.Now = e.now
 	e.mon.WarmupSteps = cfg.WarmupStepsFor()
 
-	e.opt = optim.NewAdamW(e.params, cfg.AdamBeta1, cfg.AdamBeta2, cfg.AdamEpsilon, cfg.WeightDecay)
+	if e.opt, err = optim.NewAdamW(e.model.Backend(), e.params, cfg.AdamBeta1, cfg.AdamBeta2, cfg.AdamEpsilon, cfg.WeightDecay); err != nil {
+		return nil, err
+	}
 	e.sched = optim.Schedule{Kind: cfg.LRSchedulerType, Warmup: cfg.WarmupStepsFor(), Total: cfg.MaxSteps}
 	if err := e.sched.Validate(); err != nil {
 		return nil, err
@@ -203,11 +205,16 @@ func (e *Engine) attachAdapters() error {
 		if !lora.Selects(lc.TargetModules, l.Name) {
 			continue
 		}
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
+		ll, err := lora.NewLayer(e.model.Backend(), l.Name, l.In, l.Out, lc, rng)
+		if err != nil {
+			return err
+		}
 		if !e.cfg.LoRA.InitLoRAWeights {
 			// PEFT's init_lora_weights = false keeps nn.Linear's own init for B too: the
 			// adapted model then starts away from the base (for tests of adapters).
-			ll.RandomizeB(rng)
+			if err := ll.RandomizeB(rng); err != nil {
+				return err
+			}
 		}
 		a := &adapter{layer: ll}
 		l.Adapter = a

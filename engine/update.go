@@ -55,7 +55,10 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	upd := e.update(loss)
+	upd, err := e.update(loss)
+	if err != nil {
+		return err
+	}
 	e.step = step
 	metrics := e.stepMetrics(roll, loss, lossStats, upd, time.Since(t0).Seconds())
 	return e.publishStep(step, metrics, roll.batches, upd)
@@ -175,16 +178,22 @@ type stepUpdate struct {
 
 // update clips the gradient norm and applies AdamW at the scheduled rate, unless the loss or
 // the gradient is not finite (the update is then skipped and counted).
-func (e *Engine) update(loss float64) stepUpdate {
-	u := stepUpdate{gradNorm: optim.ClipGradNorm(e.params, e.cfg.MaxGradNorm), lr: e.cfg.LearningRate * e.sched.Factor(e.step)}
+func (e *Engine) update(loss float64) (stepUpdate, error) {
+	norm, err := optim.ClipGradNorm(e.model.Backend(), e.params, e.cfg.MaxGradNorm)
+	if err != nil {
+		return stepUpdate{}, err
+	}
+	u := stepUpdate{gradNorm: norm, lr: e.cfg.LearningRate * e.sched.Factor(e.step)}
 	u.finite = !math.IsNaN(loss) && !math.IsInf(loss, 0) && !math.IsNaN(u.gradNorm) && !math.IsInf(u.gradNorm, 0)
 	if u.finite {
-		e.opt.Update(u.lr)
+		if err := e.opt.Update(u.lr); err != nil {
+			return u, err
+		}
 		e.badSteps = 0
 	} else {
 		e.badSteps++
 	}
-	return u
+	return u, nil
 }
 
 // stepMetrics are the step's logged metrics under DESIGN §15's names.

@@ -25,6 +25,8 @@ import "rlhfstation/quant"
 type Backend interface {
 	// Name is the device name as Select takes it ("cpu", "cuda").
 	Name() string
+	// Precision is the element type the backend wants for each kind of the model's buffers.
+	Precision() Precision
 	// Close waits for the queued work and releases the device.
 	Close() error
 
@@ -189,6 +191,13 @@ type Backend interface {
 	// ScaleAll multiplies every tensor by s (gradient clipping).
 	ScaleAll(xs []Buf, s float32) error
 }
+
+// Precision is what a backend computes in: the model allocates its activations and KV cache
+// as Act, the residual stream and its gradient as Stream, frozen dense weights, embeddings
+// and the LM head as Weight, and everything else (norm weights, biases, statistics, LoRA
+// weights, gradients and moments, log-probabilities) as F32. CPU: F32 throughout; CUDA: bf16
+// activations and weights around a float32 stream.
+type Precision struct{ Act, Stream, Weight DType }
 
 // Attention describes causal multi-head attention with grouped-query heads: query head h
 // reads key/value head h/(Heads/KVHeads).

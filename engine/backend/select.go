@@ -65,3 +65,7 @@ func Select(device string) (Backend, error) {
 	}
 	return b, nil
 }
+
+// Reference opens the reference backend, the CPU: for code that was given no device (a
+// model loaded by a test, a merge of host tensors).
+func Reference() (Backend, error) { return Select("cpu") }

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"rlhfstation/engine/backend/cpu/gemm"
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/checkpoint"
 )
 
@@ -35,129 +35,205 @@ func (c Config) Scale() float64 {
 	return c.Alpha / float64(c.R)
 }
 
-// Layer is one adapter on a linear module of in → out features.
+// Layer is one adapter on a linear module of in → out features, its weights and gradients
+// float32 in a backend's memory.
 type Layer struct {
 	Module  string // module path in the base model, e.g. model.layers.0.self_attn.q_proj
 	In, Out int
 	R       int
 	Scale   float32
 	Dropout float32
-	A, B    []float32 // [R,In], [Out,R] row-major, PEFT's lora_A.weight and lora_B.weight
-	GradA   []float32
-	GradB   []float32
+	A, B    backend.Buf // [R,In], [Out,R] row-major, PEFT's lora_A.weight and lora_B.weight
+	GradA   backend.Buf
+	GradB   backend.Buf
+
+	b  backend.Backend
+	ws *workspace // scratch, shared by the layers of a Set
 }
 
-// NewLayer makes an adapter initialised as PEFT does: A ~ U(−1/√in, 1/√in) (Kaiming uniform
-// with a = √5: gain √(2/(1+a²)), bound gain·√(3/in)), B = 0, so the adapted model starts
-// equal to the base.
-func NewLayer(module string, in, out int, c Config, rng *rand.Rand) *Layer {
-	l := &Layer{Module: module, In: in, Out: out, R: c.R, Scale: float32(c.Scale()), Dropout: float32(c.Dropout),
-		A: make([]float32, c.R*in), B: make([]float32, out*c.R),
-		GradA: make([]float32, c.R*in), GradB: make([]float32, out*c.R)}
-	bound := 1 / math.Sqrt(float64(in))
-	for i := range l.A {
-		l.A[i] = float32((2*rng.Float64() - 1) * bound)
+// NewLayer makes an adapter on b initialised as PEFT does: A ~ U(−1/√in, 1/√in) (Kaiming
+// uniform with a = √5: gain √(2/(1+a²)), bound gain·√(3/in)), B = 0, so the adapted model
+// starts equal to the base.
+func NewLayer(b backend.Backend, module string, in, out int, c Config, rng *rand.Rand) (*Layer, error) {
+	l := &Layer{Module: module, In: in, Out: out, R: c.R, Scale: float32(c.Scale()), Dropout: float32(c.Dropout), b: b, ws: &workspace{}}
+	var err error
+	alloc := func(n int) backend.Buf {
+		if err != nil {
+			return backend.Buf{}
+		}
+		var x backend.Buf
+		if x, err = b.Alloc(backend.F32, n); err == nil {
+			b.Zero(x)
+		}
+		return x
 	}
-	return l
+	l.A, l.B, l.GradA, l.GradB = alloc(c.R*in), alloc(out*c.R), alloc(c.R*in), alloc(out*c.R)
+	if err != nil {
+		return nil, fmt.Errorf("adapter of %s: %w", module, err)
+	}
+	a := make([]float32, c.R*in)
+	bound := 1 / math.Sqrt(float64(in))
+	for i := range a {
+		a[i] = float32((2*rng.Float64() - 1) * bound)
+	}
+	if err := b.Upload(l.A, a); err != nil {
+		return nil, fmt.Errorf("adapter of %s: %w", module, err)
+	}
+	return l, nil
 }
 
-// Activations are what the backward needs from one forward: the (dropped-out) input's mask and
-// the rank-r projection x·Aᵀ.
+// Backend is the backend the layer's memory belongs to.
+func (l *Layer) Backend() backend.Backend { return l.b }
+
+// Activations are what the backward needs from one forward: the dropout seed and the rank-r
+// projection x·Aᵀ.
 type Activations struct {
-	rows int
-	mask []float32 // dropout mask scaled by 1/(1−p); nil without dropout
-	xa   []float32 // [rows,R] = dropout(x)·Aᵀ
+	rows    int
+	dropout bool   // the input was dropped out, with seed
+	seed    uint64 // the dropout mask's seed (backend.DropoutKeep)
+	xa      backend.Buf
+}
+
+// workspace is the scratch of the ops: the dropped-out input (or its gradient) [rows,In] and
+// small [rows,R] products, grown to the largest call.
+type workspace struct {
+	in, small backend.Buf
+}
+
+// take returns n elements of *x, reallocating it on b when too small.
+func take(b backend.Backend, x *backend.Buf, n int) (backend.Buf, error) {
+	if x.Len() < n {
+		if !x.Nil() {
+			if err := b.Free(*x); err != nil {
+				return backend.Buf{}, err
+			}
+		}
+		var err error
+		if *x, err = b.Alloc(backend.F32, n); err != nil {
+			*x = backend.Buf{}
+			return backend.Buf{}, err
+		}
+	}
+	return x.Slice(0, n), nil
 }
 
 // Forward adds s·dropout(x)·Aᵀ·Bᵀ to y, for rows of x [rows,In] and y [rows,Out]. With
-// training set and Dropout > 0, rng draws the dropout mask. act, when not nil, keeps what
-// Backward needs (its buffers are reused across calls).
-func (l *Layer) Forward(y, x []float32, rows int, training bool, rng *rand.Rand, act *Activations) {
-	in := x
-	var mask []float32
-	if training && l.Dropout > 0 {
-		keep := 1 - l.Dropout
-		if act != nil {
-			mask = grow(act.mask, rows*l.In)
-		} else {
-			mask = make([]float32, rows*l.In)
-		}
-		dropped := make([]float32, rows*l.In)
-		for i := range mask {
-			if rng.Float32() < keep {
-				mask[i] = 1 / keep
-			} else {
-				mask[i] = 0
-			}
-			dropped[i] = x[i] * mask[i]
-		}
-		in = dropped
+// training set and Dropout > 0 the dropout mask is the one of seed (backend.DropoutKeep).
+// act, when not nil, keeps what Backward needs (its buffers are reused across calls).
+func (l *Layer) Forward(y, x backend.Buf, rows int, training bool, seed uint64, act *Activations) error {
+	if rows == 0 {
+		return nil
 	}
-	var xa []float32
+	b := l.b
+	in := x
+	dropout := training && l.Dropout > 0
+	var err error
+	if dropout {
+		if in, err = take(b, &l.ws.in, rows*l.In); err != nil {
+			return err
+		}
+		if err := b.DropoutForward(in, x, rows*l.In, seed, l.Dropout); err != nil {
+			return err
+		}
+	}
+	var xa backend.Buf
 	if act != nil {
-		xa = grow(act.xa, rows*l.R)
-		act.rows, act.mask, act.xa = rows, mask, xa
-	} else {
-		xa = make([]float32, rows*l.R)
+		if xa, err = take(b, &act.xa, rows*l.R); err != nil {
+			return err
+		}
+		act.rows, act.dropout, act.seed = rows, dropout, seed
+	} else if xa, err = take(b, &l.ws.small, rows*l.R); err != nil {
+		return err
 	}
 	// xa = in·Aᵀ  [rows,R]
-	gemm.Sgemm(false, true, rows, l.R, l.In, 1, in, l.In, l.A, l.In, 0, xa, l.R)
+	if err := b.GEMM(false, true, rows, l.R, l.In, 1, in, l.In, l.A, l.In, 0, xa, l.R); err != nil {
+		return err
+	}
 	// y += s·xa·Bᵀ  [rows,Out]
-	gemm.Sgemm(false, true, rows, l.Out, l.R, l.Scale, xa, l.R, l.B, l.R, 1, y, l.Out)
+	return b.GEMM(false, true, rows, l.Out, l.R, l.Scale, xa, l.R, l.B, l.R, 1, y, l.Out)
 }
 
 // Backward accumulates GradA and GradB from dy [rows,Out] and the forward's input x, and,
-// when dx is not nil, adds the adapter's share of ∂L/∂x to dx [rows,In]:
+// when dx is not absent, adds the adapter's share of ∂L/∂x to dx [rows,In]:
 //
-//	dB += s·dyᵀ·xa,  dxa = s·dy·B,  dA += dxaᵀ·dropout(x),  dx += (dxa·A)⊙mask.
-func (l *Layer) Backward(dx, dy, x []float32, act *Activations) {
-	rows := act.rows
+//	dB += s·dyᵀ·xa,  dxa = s·dy·B,  dA += dxaᵀ·dropout(x),  dx += dropout'(dxa·A).
+func (l *Layer) Backward(dx, dy, x backend.Buf, act *Activations) error {
+	rows, b := act.rows, l.b
+	if rows == 0 {
+		return nil
+	}
 	in := x
-	if act.mask != nil {
-		in = make([]float32, rows*l.In)
-		for i := range in {
-			in[i] = x[i] * act.mask[i]
+	var err error
+	if act.dropout {
+		if in, err = take(b, &l.ws.in, rows*l.In); err != nil {
+			return err
+		}
+		if err := b.DropoutForward(in, x, rows*l.In, act.seed, l.Dropout); err != nil {
+			return err
 		}
 	}
-	gemm.Sgemm(true, false, l.Out, l.R, rows, l.Scale, dy, l.Out, act.xa, l.R, 1, l.GradB, l.R)
-	dxa := make([]float32, rows*l.R)
-	gemm.Sgemm(false, false, rows, l.R, l.Out, l.Scale, dy, l.Out, l.B, l.R, 0, dxa, l.R)
-	gemm.Sgemm(true, false, l.R, l.In, rows, 1, dxa, l.R, in, l.In, 1, l.GradA, l.In)
-	if dx == nil {
-		return
+	if err := b.GEMM(true, false, l.Out, l.R, rows, l.Scale, dy, l.Out, act.xa, l.R, 1, l.GradB, l.R); err != nil {
+		return err
 	}
-	if act.mask == nil {
-		gemm.Sgemm(false, false, rows, l.In, l.R, 1, dxa, l.R, l.A, l.In, 1, dx, l.In)
-		return
+	dxa, err := take(b, &l.ws.small, rows*l.R)
+	if err != nil {
+		return err
 	}
-	tmp := make([]float32, rows*l.In)
-	gemm.Sgemm(false, false, rows, l.In, l.R, 1, dxa, l.R, l.A, l.In, 0, tmp, l.In)
-	for i := range tmp {
-		dx[i] += tmp[i] * act.mask[i]
+	if err := b.GEMM(false, false, rows, l.R, l.Out, l.Scale, dy, l.Out, l.B, l.R, 0, dxa, l.R); err != nil {
+		return err
 	}
+	if err := b.GEMM(true, false, l.R, l.In, rows, 1, dxa, l.R, in, l.In, 1, l.GradA, l.In); err != nil {
+		return err
+	}
+	if dx.Nil() {
+		return nil
+	}
+	if !act.dropout {
+		return b.GEMM(false, false, rows, l.In, l.R, 1, dxa, l.R, l.A, l.In, 1, dx, l.In)
+	}
+	tmp := in // the dropped-out input is no longer needed: its room takes dxa·A
+	if err := b.GEMM(false, false, rows, l.In, l.R, 1, dxa, l.R, l.A, l.In, 0, tmp, l.In); err != nil {
+		return err
+	}
+	return b.DropoutBackward(dx, tmp, rows*l.In, act.seed, l.Dropout)
 }
 
-// Merge adds s·B·A to a dense weight w [Out,In] (for export or checks; training never does).
-func (l *Layer) Merge(w []float32) {
-	AddDelta(w, l.Out, l.In, l.R, l.Scale, l.A, l.B, false)
+// Weights returns host copies of A and B.
+func (l *Layer) Weights() (a, b []float32, err error) {
+	a, b = make([]float32, l.A.Len()), make([]float32, l.B.Len())
+	if err := l.b.Download(a, l.A); err != nil {
+		return nil, nil, err
+	}
+	return a, b, l.b.Download(b, l.B)
 }
 
-// AddDelta is PEFT's merge of an adapter into its base weight, on host float32 tensors:
-// w += scale·B·A with A [r, in] and B [out, r] row-major, w [out, in], or [in, out] (GPT-2's
-// Conv1D layout, w += scale·(B·A)ᵀ) when transposed.
-func AddDelta(w []float32, out, in, r int, scale float32, a, b []float32, transposed bool) {
+// AddDelta is PEFT's merge of an adapter into its base weight, on host float32 tensors
+// through bk: w += scale·B·A with A [r, in] and B [out, r] row-major, w [out, in], or
+// [in, out] (GPT-2's Conv1D layout, w += scale·(B·A)ᵀ) when transposed.
+func AddDelta(bk backend.Backend, w []float32, out, in, r int, scale float32, a, b []float32, transposed bool) error {
+	var bufs [3]backend.Buf
+	for i, host := range [][]float32{w, a, b} {
+		x, err := bk.Alloc(backend.F32, len(host))
+		if err != nil {
+			return err
+		}
+		defer bk.Free(x)
+		if err := bk.Upload(x, host); err != nil {
+			return err
+		}
+		bufs[i] = x
+	}
+	wb, ab, bb := bufs[0], bufs[1], bufs[2]
+	var err error
 	if transposed { // w[i][o] += scale·Σ_k A[k][i]·B[o][k]: Aᵀ·Bᵀ
-		gemm.Sgemm(true, true, in, out, r, scale, a, in, b, r, 1, w, out)
-		return
+		err = bk.GEMM(true, true, in, out, r, scale, ab, in, bb, r, 1, wb, out)
+	} else {
+		err = bk.GEMM(false, false, out, in, r, scale, bb, r, ab, in, 1, wb, in)
 	}
-	gemm.Sgemm(false, false, out, in, r, scale, b, r, a, in, 1, w, in)
-}
-
-func grow(b []float32, n int) []float32 {
-	if cap(b) >= n {
-		return b[:n]
+	if err != nil {
+		return err
 	}
-	return make([]float32, n)
+	return bk.Download(w, wb)
 }
 
 // Selects reports whether a module is adapted under the target list: "all-linear" takes every
@@ -185,11 +261,17 @@ type Set struct {
 	byName map[string]*Layer
 }
 
-// NewSet gathers layers (already created) into a set.
+// NewSet gathers layers (already created) into a set; the layers then share one scratch
+// workspace per backend (they run one at a time).
 func NewSet(c Config, layers []*Layer) *Set {
 	s := &Set{Config: c, Layers: layers, byName: map[string]*Layer{}}
+	shared := map[backend.Backend]*workspace{}
 	for _, l := range layers {
 		s.byName[l.Module] = l
+		if shared[l.b] == nil {
+			shared[l.b] = l.ws
+		}
+		l.ws = shared[l.b]
 	}
 	return s
 }
@@ -206,20 +288,24 @@ func (s *Set) Layer(module string) *Layer {
 func (s *Set) Count() int64 {
 	var n int64
 	for _, l := range s.Layers {
-		n += int64(len(l.A) + len(l.B))
+		n += int64(l.A.Len() + l.B.Len())
 	}
 	return n
 }
 
-// Tensors returns the adapter weights under PEFT's names (sharing memory with the layers).
-func (s *Set) Tensors() []checkpoint.Tensor {
+// Tensors returns host copies of the adapter weights under PEFT's names.
+func (s *Set) Tensors() ([]checkpoint.Tensor, error) {
 	var out []checkpoint.Tensor
 	for _, l := range s.Layers {
 		an, bn := TensorNames(l.Module)
-		out = append(out, checkpoint.Tensor{Name: an, Shape: []int{l.R, l.In}, Data: l.A},
-			checkpoint.Tensor{Name: bn, Shape: []int{l.Out, l.R}, Data: l.B})
+		a, b, err := l.Weights()
+		if err != nil {
+			return nil, fmt.Errorf("adapter of %s: %w", l.Module, err)
+		}
+		out = append(out, checkpoint.Tensor{Name: an, Shape: []int{l.R, l.In}, Data: a},
+			checkpoint.Tensor{Name: bn, Shape: []int{l.Out, l.R}, Data: b})
 	}
-	return out
+	return out, nil
 }
 
 // AdapterConfig describes the set as PEFT's adapter_config.json.
@@ -250,7 +336,7 @@ func (s *Set) Load(source string, tensors []checkpoint.Tensor) error {
 		for _, want := range []struct {
 			name  string
 			shape []int
-			dst   []float32
+			dst   backend.Buf
 		}{{an, []int{l.R, l.In}, l.A}, {bn, []int{l.Out, l.R}, l.B}} {
 			t, ok := byName[want.name]
 			if !ok {
@@ -259,7 +345,9 @@ func (s *Set) Load(source string, tensors []checkpoint.Tensor) error {
 			if len(t.Shape) != 2 || t.Shape[0] != want.shape[0] || t.Shape[1] != want.shape[1] {
 				return fmt.Errorf("%s: adapter tensor %s has shape %v, the model needs %v", source, want.name, t.Shape, want.shape)
 			}
-			copy(want.dst, t.Data)
+			if err := l.b.Upload(want.dst, t.Data); err != nil {
+				return fmt.Errorf("%s: adapter tensor %s: %w", source, want.name, err)
+			}
 			delete(byName, want.name)
 		}
 	}
@@ -272,16 +360,18 @@ func (s *Set) Load(source string, tensors []checkpoint.Tensor) error {
 // ZeroGrad clears the gradients of every layer.
 func (s *Set) ZeroGrad() {
 	for _, l := range s.Layers {
-		clear(l.GradA)
-		clear(l.GradB)
+		l.b.Zero(l.GradA)
+		l.b.Zero(l.GradB)
 	}
 }
 
 // RandomizeB fills B as nn.Linear(r, out) initialises its weight, U(−1/√r, 1/√r): PEFT's
 // init_lora_weights = false.
-func (l *Layer) RandomizeB(rng *rand.Rand) {
+func (l *Layer) RandomizeB(rng *rand.Rand) error {
 	bound := 1 / math.Sqrt(float64(l.R))
-	for i := range l.B {
-		l.B[i] = float32((2*rng.Float64() - 1) * bound)
+	b := make([]float32, l.B.Len())
+	for i := range b {
+		b[i] = float32((2*rng.Float64() - 1) * bound)
 	}
+	return l.b.Upload(l.B, b)
 }

@@ -34,6 +34,7 @@ import (
 	"slices"
 	"sync"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/quant"
 )
@@ -76,11 +77,31 @@ type Model struct {
 	// the reference model and the perplexity scorer.
 	AdaptersOff bool
 
-	data    []float32 // the one parameter allocation
+	b       backend.Backend // where the passes compute (Use), the reference backend until set
+	data    []float32       // the one parameter allocation
 	ropeMu  sync.Mutex
 	rope    *cpu.RoPETable
 	invFreq []float64
 	scratch scratch
+}
+
+// Use makes the model compute on b.
+func (m *Model) Use(b backend.Backend) error {
+	m.b = b
+	return nil
+}
+
+// Backend is where the model computes: the backend given to Use, else the reference
+// backend (the CPU).
+func (m *Model) Backend() backend.Backend {
+	if m.b == nil {
+		b, err := backend.Reference()
+		if err != nil {
+			panic("model: no backend given and " + err.Error())
+		}
+		m.b = b
+	}
+	return m.b
 }
 
 // Grads holds one gradient per parameter, in a flat buffer laid out like the parameters.

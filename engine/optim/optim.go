@@ -1,19 +1,22 @@
-// Package optim updates trainable parameters: AdamW with decoupled weight decay and bias
-// correction (as torch.optim.AdamW), clipping by global gradient norm, and learning-rate
-// schedules with warm-up (as Hugging Face's get_scheduler).
+// Package optim updates trainable parameters held by a backend: AdamW with decoupled weight
+// decay and bias correction (as torch.optim.AdamW), clipping by global gradient norm, and
+// learning-rate schedules with warm-up (as Hugging Face's get_scheduler).
 package optim
 
 import (
 	"fmt"
 	"math"
+
+	"rlhfstation/engine/backend"
 )
 
-// Param is one trainable tensor with its gradient and its AdamW moments.
+// Param is one trainable float32 tensor with its gradient and its AdamW moments, in a
+// backend's memory.
 type Param struct {
 	Name string
-	Data []float32
-	Grad []float32
-	M, V []float32 // first and second moments, allocated by NewAdamW
+	Data backend.Buf
+	Grad backend.Buf
+	M, V backend.Buf // first and second moments, allocated by NewAdamW
 }
 
 // AdamW holds the optimizer's settings and step count.
@@ -21,80 +24,74 @@ type AdamW struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	Step                           int // updates done so far
 	Params                         []*Param
+	b                              backend.Backend
+	ops                            []backend.OptParam
 }
 
-// NewAdamW allocates moments for params.
-func NewAdamW(params []*Param, beta1, beta2, eps, weightDecay float64) *AdamW {
+// NewAdamW allocates zeroed moments for params on b (those that have none yet).
+func NewAdamW(b backend.Backend, params []*Param, beta1, beta2, eps, weightDecay float64) (*AdamW, error) {
+	o := &AdamW{Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay, Params: params, b: b}
 	for _, p := range params {
-		if p.M == nil {
-			p.M = make([]float32, len(p.Data))
-			p.V = make([]float32, len(p.Data))
+		if p.M.Nil() {
+			var err error
+			if p.M, err = b.Alloc(backend.F32, p.Data.Len()); err != nil {
+				return nil, fmt.Errorf("AdamW moments of %s: %w", p.Name, err)
+			}
+			if p.V, err = b.Alloc(backend.F32, p.Data.Len()); err != nil {
+				return nil, fmt.Errorf("AdamW moments of %s: %w", p.Name, err)
+			}
+			b.Zero(p.M)
+			b.Zero(p.V)
 		}
+		o.ops = append(o.ops, backend.OptParam{Data: p.Data, Grad: p.Grad, M: p.M, V: p.V})
 	}
-	return &AdamW{Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay, Params: params}
+	return o, nil
 }
 
-// Update applies one AdamW step with learning rate lr:
+// Update applies one AdamW step with learning rate lr (backend.Backend.AdamW, the formula of
+// torch.optim.AdamW):
 //
 //	p ← p − lr·λ·p;  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //	p ← p − lr · (m / (1−β1^t)) / (√(v / (1−β2^t)) + ε)
-func (o *AdamW) Update(lr float64) {
+func (o *AdamW) Update(lr float64) error {
 	o.Step++
-	t := float64(o.Step)
-	bc1 := 1 - math.Pow(o.Beta1, t)
-	bc2 := 1 - math.Pow(o.Beta2, t)
-	b1, b2 := float32(o.Beta1), float32(o.Beta2)
-	decay := float32(1 - lr*o.WeightDecay)
-	stepSize := lr / bc1
-	sqrtBC2 := math.Sqrt(bc2)
-	for _, p := range o.Params {
-		for i, g := range p.Grad {
-			m := b1*p.M[i] + (1-b1)*g
-			v := b2*p.V[i] + (1-b2)*g*g
-			p.M[i], p.V[i] = m, v
-			denom := math.Sqrt(float64(v))/sqrtBC2 + o.Eps
-			p.Data[i] = p.Data[i]*decay - float32(stepSize*float64(m)/denom)
-		}
-	}
+	return o.b.AdamW(o.ops, lr, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.Step)
 }
 
 // ZeroGrad clears every gradient.
-func ZeroGrad(params []*Param) {
+func ZeroGrad(b backend.Backend, params []*Param) {
 	for _, p := range params {
-		clear(p.Grad)
+		b.Zero(p.Grad)
 	}
 }
 
-// GradNorm is the global L2 norm of all gradients (accumulated in float64).
-func GradNorm(params []*Param) float64 {
-	s := 0.0
-	for _, p := range params {
-		for _, g := range p.Grad {
-			s += float64(g) * float64(g)
-		}
+// GradNorm is the global L2 norm of all gradients.
+func GradNorm(b backend.Backend, params []*Param) (float64, error) {
+	grads := make([]backend.Buf, len(params))
+	for i, p := range params {
+		grads[i] = p.Grad
 	}
-	return math.Sqrt(s)
+	return b.GradNorm(grads)
 }
 
 // ClipGradNorm scales the gradients so that their global norm is at most maxNorm (as
 // torch.nn.utils.clip_grad_norm_: factor maxNorm/(norm+1e-6) when below 1) and returns the
 // norm before clipping. maxNorm ≤ 0 disables clipping. A non-finite norm is returned
 // unchanged and nothing is scaled: the caller skips the update.
-func ClipGradNorm(params []*Param, maxNorm float64) float64 {
-	norm := GradNorm(params)
-	if maxNorm <= 0 || math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return norm
+func ClipGradNorm(b backend.Backend, params []*Param, maxNorm float64) (float64, error) {
+	norm, err := GradNorm(b, params)
+	if err != nil || maxNorm <= 0 || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return norm, err
 	}
 	coef := maxNorm / (norm + 1e-6)
 	if coef < 1 {
-		c := float32(coef)
-		for _, p := range params {
-			for i := range p.Grad {
-				p.Grad[i] *= c
-			}
+		grads := make([]backend.Buf, len(params))
+		for i, p := range params {
+			grads[i] = p.Grad
 		}
+		return norm, b.ScaleAll(grads, float32(coef))
 	}
-	return norm
+	return norm, nil
 }
 
 // Schedule is a learning-rate schedule: the factor applied to the base rate before the

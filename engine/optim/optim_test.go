@@ -9,23 +9,29 @@ import (
 	"path/filepath"
 	"testing"
 
+	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/internal/testref"
 )
 
 func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
 	py := testref.Python(t)
 	r := rand.New(rand.NewPCG(5, 6))
+	b := cpu.New()
 	for _, kind := range []string{"constant", "linear", "cosine"} {
 		sizes := []int{7, 13}
 		var init [][]float32
 		var params []*Param
+		var data, gradv [][]float32
 		for _, n := range sizes {
 			d := make([]float32, n)
 			for i := range d {
 				d[i] = float32(r.NormFloat64())
 			}
 			init = append(init, append([]float32(nil), d...))
-			params = append(params, &Param{Data: d, Grad: make([]float32, n)})
+			g := make([]float32, n)
+			params = append(params, &Param{Data: backend.HostF32(d), Grad: backend.HostF32(g)})
+			data, gradv = append(data, d), append(gradv, g)
 		}
 		const steps = 12
 		var grads [][][]float32
@@ -46,14 +52,23 @@ func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
 		}
 		sched := Schedule{Kind: kind, Warmup: 3, Total: steps}
 		const lr, maxNorm = 1e-2, 1.0
-		opt := NewAdamW(params, 0.9, 0.999, 1e-8, 0.01)
+		opt, err := NewAdamW(b, params, 0.9, 0.999, 1e-8, 0.01)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var norms []float64
 		for s := 0; s < steps; s++ {
-			for i, p := range params {
-				copy(p.Grad, grads[s][i])
+			for i := range params {
+				copy(gradv[i], grads[s][i])
 			}
-			norms = append(norms, ClipGradNorm(params, maxNorm))
-			opt.Update(lr * sched.Factor(s))
+			n, err := ClipGradNorm(b, params, maxNorm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			norms = append(norms, n)
+			if err := opt.Update(lr * sched.Factor(s)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		in, _ := json.Marshal(map[string]any{"params": init, "grads": grads, "lr": lr, "beta1": 0.9,
 			"beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "warmup": 3, "total": steps, "kind": kind, "max_norm": maxNorm})
@@ -70,8 +85,8 @@ func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
 		if err := json.Unmarshal(out, &want); err != nil {
 			t.Fatal(err)
 		}
-		for i, p := range params {
-			for j, v := range p.Data {
+		for i := range params {
+			for j, v := range data[i] {
 				if math.Abs(float64(v)-want.Params[i][j]) > 1e-5*math.Max(1, math.Abs(want.Params[i][j])) {
 					t.Errorf("%s: param[%d][%d] = %g, torch %g", kind, i, j, v, want.Params[i][j])
 				}
@@ -102,9 +117,10 @@ func TestScheduleHandValues(t *testing.T) {
 }
 
 func TestClipLeavesNonFiniteAlone(t *testing.T) {
-	p := &Param{Data: []float32{1}, Grad: []float32{float32(math.NaN())}}
-	if n := ClipGradNorm([]*Param{p}, 1); !math.IsNaN(n) {
-		t.Fatalf("norm %g", n)
+	g := []float32{float32(math.NaN())}
+	p := &Param{Data: backend.HostF32([]float32{1}), Grad: backend.HostF32(g)}
+	if n, err := ClipGradNorm(cpu.New(), []*Param{p}, 1); !math.IsNaN(n) || err != nil || !math.IsNaN(float64(g[0])) {
+		t.Fatalf("norm %g, %v", n, err)
 	}
 }
 

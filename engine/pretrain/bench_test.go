@@ -30,7 +30,10 @@ func BenchmarkTrainStep25M(b *testing.B) {
 		b.Fatal(err)
 	}
 	o := Defaults()
-	u := newUpdater(m, o)
+	u, err := newUpdater(m, o)
+	if err != nil {
+		b.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	seqs := make([][]int, 8)
 	for i := range seqs {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tokenizer"
@@ -193,7 +194,9 @@ func New(o Options) (*Trainer, error) {
 	if t.Model, err = NewModel(o.Config, o.Seed); err != nil {
 		return nil, err
 	}
-	t.up = newUpdater(t.Model, o)
+	if t.up, err = newUpdater(t.Model, o); err != nil {
+		return nil, err
+	}
 	t.seqs = make([][]int, o.Batch)
 	for i := range t.seqs {
 		t.seqs[i] = make([]int, o.Config.MaxPos)
@@ -337,11 +340,11 @@ type updater struct {
 	target int // tokens the loss is averaged over
 }
 
-func newUpdater(m *model.Model, o Options) *updater {
+func newUpdater(m *model.Model, o Options) (*updater, error) {
 	u := &updater{m: m, tape: m.NewTape(), grads: m.NewGrads(), clip: o.Clip}
 	var mats, vecs []*optim.Param
 	for _, p := range m.Params {
-		op := &optim.Param{Name: p.Name, Data: p.Data, Grad: u.grads.Of(p)}
+		op := &optim.Param{Name: p.Name, Data: backend.HostF32(p.Data), Grad: backend.HostF32(u.grads.Of(p))}
 		u.all = append(u.all, op)
 		if len(p.Shape) >= 2 {
 			mats = append(mats, op)
@@ -349,9 +352,14 @@ func newUpdater(m *model.Model, o Options) *updater {
 			vecs = append(vecs, op)
 		}
 	}
-	u.decay = optim.NewAdamW(mats, 0.9, 0.95, 1e-8, o.WeightDecay)
-	u.plain = optim.NewAdamW(vecs, 0.9, 0.95, 1e-8, 0)
-	return u
+	var err error
+	if u.decay, err = optim.NewAdamW(m.Backend(), mats, 0.9, 0.95, 1e-8, o.WeightDecay); err != nil {
+		return nil, err
+	}
+	if u.plain, err = optim.NewAdamW(m.Backend(), vecs, 0.9, 0.95, 1e-8, 0); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // step trains on seqs with learning rate lr and returns the batch's mean loss and the
@@ -383,11 +391,14 @@ func (u *updater) step(seqs [][]int, lr float64) (loss, norm float64, err error)
 	if err := u.m.Backward(u.tape, u.dlogp, u.grads); err != nil {
 		return 0, 0, err
 	}
-	norm = optim.ClipGradNorm(u.all, u.clip)
+	if norm, err = optim.ClipGradNorm(u.m.Backend(), u.all, u.clip); err != nil {
+		return 0, 0, err
+	}
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return loss, norm, nil
 	}
-	u.decay.Update(lr)
-	u.plain.Update(lr)
-	return loss, norm, nil
+	if err := u.decay.Update(lr); err != nil {
+		return 0, 0, err
+	}
+	return loss, norm, u.plain.Update(lr)
 }

@@ -22,7 +22,13 @@ func init() {
 	backend.Register("cpu", func() (backend.Backend, error) { return New(), nil })
 }
 
-func (*Backend) Name() string       { return "cpu" }
+func (*Backend) Name() string { return "cpu" }
+
+// Precision is float32 throughout.
+func (*Backend) Precision() backend.Precision {
+	return backend.Precision{Act: backend.F32, Stream: backend.F32, Weight: backend.F32}
+}
+
 func (*Backend) Close() error       { return nil }
 func (*Backend) Sync() error        { return nil }
 func (*Backend) Zero(x backend.Buf) { zero(x) }

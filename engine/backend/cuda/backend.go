@@ -56,6 +56,11 @@ func init() {
 // Name is the device name Select takes.
 func (b *Backend) Name() string { return "cuda" }
 
+// Precision: bf16 activations and weights around a float32 residual stream.
+func (b *Backend) Precision() backend.Precision {
+	return backend.Precision{Act: backend.BF16, Stream: backend.F32, Weight: backend.BF16}
+}
+
 // NewBackend opens the device (see Open).
 func NewBackend() (*Backend, error) {
 	d, err := Open()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/model"
 	"rlhfstation/quant"
@@ -121,10 +122,13 @@ func benchQwen(b *testing.B) (*Backend, *devModel) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	dm.adapters = map[*model.Linear]*devLoRA{}
 	for _, l := range m.Linears() {
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lora.Config{R: 16, Alpha: 32}, rng)
+		ll, err := lora.NewLayer(cpu.New(), l.Name, l.In, l.Out, lora.Config{R: 16, Alpha: 32}, rng)
+		if err != nil {
+			b.Fatal(err)
+		}
 		ad := &devLoRA{l: ll, in: l.In, out: l.Out, r: ll.R, scale: ll.Scale}
-		ad.a, ad.b = up(b, be, F32, ll.A), up(b, be, F32, ll.B)
-		ad.ga, ad.gb = up(b, be, F32, make([]float32, len(ll.A))), up(b, be, F32, make([]float32, len(ll.B)))
+		ad.a, ad.b = up(b, be, F32, ll.A.F32()), up(b, be, F32, ll.B.F32())
+		ad.ga, ad.gb = up(b, be, F32, make([]float32, ll.A.Len())), up(b, be, F32, make([]float32, ll.B.Len()))
 		dm.adapters[l] = ad
 	}
 	return be, dm

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/engine/builtin"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/model"
@@ -22,9 +24,15 @@ type cpuAdapter struct {
 }
 
 func (a *cpuAdapter) Forward(y, x []float32, rows int, train bool) {
-	a.l.Forward(y, x, rows, train, nil, &a.act)
+	if err := a.l.Forward(backend.HostF32(y), backend.HostF32(x), rows, train, 0, &a.act); err != nil {
+		panic(err)
+	}
 }
-func (a *cpuAdapter) Backward(dx, dy, x []float32, rows int) { a.l.Backward(dx, dy, x, &a.act) }
+func (a *cpuAdapter) Backward(dx, dy, x []float32, rows int) {
+	if err := a.l.Backward(backend.HostF32(dx), backend.HostF32(dy), backend.HostF32(x), &a.act); err != nil {
+		panic(err)
+	}
+}
 
 // devLoRA is one adapter on the device: float32 masters and gradients.
 type devLoRA struct {
@@ -260,12 +268,13 @@ func checkTraining(t *testing.T, name string, m *model.Model, seqs [][]int) {
 		}
 	}()
 	for _, l := range m.Linears() {
-		ll := lora.NewLayer(l.Name, l.In, l.Out, lc, rng)
-		ll.RandomizeB(rng)
+		ll, err := lora.NewLayer(cpu.New(), l.Name, l.In, l.Out, lc, rng)
+		must(t, err)
+		must(t, ll.RandomizeB(rng))
 		l.Adapter = &cpuAdapter{l: ll}
 		ad := &devLoRA{l: ll, in: l.In, out: l.Out, r: ll.R, scale: ll.Scale}
-		ad.a, ad.b = up(t, b, F32, ll.A), up(t, b, F32, ll.B)
-		ad.ga, ad.gb = tr.alloc(F32, len(ll.A)), tr.alloc(F32, len(ll.B))
+		ad.a, ad.b = up(t, b, F32, ll.A.F32()), up(t, b, F32, ll.B.F32())
+		ad.ga, ad.gb = tr.alloc(F32, ll.A.Len()), tr.alloc(F32, ll.B.Len())
 		b.Zero(ad.ga)
 		b.Zero(ad.gb)
 		tr.lora[l] = ad
@@ -296,7 +305,7 @@ func checkTraining(t *testing.T, name string, m *model.Model, seqs [][]int) {
 			name string
 			dev  Buf
 			cpu  []float32
-		}{{"A", ad.ga, ad.l.GradA}, {"B", ad.gb, ad.l.GradB}} {
+		}{{"A", ad.ga, ad.l.GradA.F32()}, {"B", ad.gb, ad.l.GradB.F32()}} {
 			got := down(t, b, p.dev)
 			var num, den float64
 			for i := range got {
