@@ -138,8 +138,11 @@ func (m *mapping) example(s *source, r row) (Example, error) {
 	}
 	field := func(key string) (any, error) {
 		v, ok := lookup(r.cols, key)
-		if !ok || v == nil {
+		if !ok {
 			return nil, fmt.Errorf("%s: missing field %q", where, key)
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%s: field %q is null", where, key)
 		}
 		return v, nil
 	}
@@ -149,6 +152,9 @@ func (m *mapping) example(s *source, r row) (Example, error) {
 			return x, err
 		}
 		s, ok := v.(string)
+		if _, binary := v.([]byte); binary {
+			return x, fmt.Errorf("%s: field %q is not UTF-8 text", where, m.text)
+		}
 		if !ok {
 			return x, fmt.Errorf("%s: field %q is %s, not a string", where, m.text, kindOf(v))
 		}
@@ -181,6 +187,8 @@ func (m *mapping) example(s *source, r row) (Example, error) {
 		if len(x.Messages) == 0 {
 			return x, fmt.Errorf("%s: field %q holds no message before the final assistant turn", where, m.prompt)
 		}
+	case []byte: // a Parquet byte array that is not UTF-8
+		return x, fmt.Errorf("%s: field %q is not UTF-8 text", where, m.prompt)
 	default:
 		return x, fmt.Errorf("%s: field %q is %s, not a string or a list of {role, content} messages", where, m.prompt, kindOf(v))
 	}
@@ -247,6 +255,8 @@ func answerText(v any) (string, error) {
 			return "", fmt.Errorf("is not UTF-8 text")
 		}
 		return x, nil
+	case []byte:
+		return "", fmt.Errorf("is not UTF-8 text")
 	case json.Number: // answers are often bare numbers
 		if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
 			return string(x), nil

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
@@ -98,6 +99,7 @@ type Dataset struct {
 	Conversational bool
 	// Columns are the columns of the first file, nested ones as dotted paths.
 	Columns []string
+	Folder  string // the folder of shards read, "" for a file
 	Split   string // the split chosen in a folder holding several ("train"), else ""
 }
 
@@ -105,11 +107,16 @@ type Dataset struct {
 func (d *Dataset) Describe() string {
 	var b strings.Builder
 	src := d.Files[0]
-	if len(d.Files) > 1 {
-		src = fmt.Sprintf("%d shards %s … %s", len(d.Files), d.Files[0], d.Files[len(d.Files)-1])
-	}
-	if d.Split != "" {
-		src += fmt.Sprintf(" (split %q)", d.Split)
+	if d.Folder != "" {
+		first, last := filepath.Base(d.Files[0]), filepath.Base(d.Files[len(d.Files)-1])
+		src = fmt.Sprintf("%s (%d files: %s … %s", d.Folder, len(d.Files), first, last)
+		if len(d.Files) == 1 {
+			src = fmt.Sprintf("%s (1 file: %s", d.Folder, first)
+		}
+		if d.Split != "" {
+			src += fmt.Sprintf(", split %q", d.Split)
+		}
+		src += ")"
 	}
 	fmt.Fprintf(&b, "%s: %d entries, %s", src, len(d.Examples), d.Container)
 	switch {
@@ -190,6 +197,11 @@ func load(path string, o Options, textFormat Format) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parse(path, b, o, textFormat)
+}
+
+// parse reads a file's bytes b; path names it in errors.
+func parse(path string, b []byte, o Options, textFormat Format) (*Dataset, error) {
 	c, err := sniff(path, b)
 	if err != nil {
 		return nil, err

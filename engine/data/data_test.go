@@ -97,7 +97,7 @@ func TestReadErrors(t *testing.T) {
 		{"type.jsonl", "{\"prompt\": [1, 2]}\n", `type.jsonl:1: field "prompt", message 1 is a number, not a {role, content} object`},
 		{"number.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": 5}\n", `number.jsonl:2: field "prompt" is a number, not a string or a list of {role, content} messages`},
 		{"object.jsonl", "{\"prompt\": {\"role\": \"user\"}}\n", `object.jsonl:1: field "prompt" is an object, not a string`},
-		{"null.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": null}\n", `null.jsonl:2: missing field "prompt"`},
+		{"null.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": null}\n", `null.jsonl:2: field "prompt" is null`},
 		{"answer.jsonl", "{\"prompt\": \"a\", \"answer\": [1]}\n", `answer.jsonl:1: field "answer" is a list, not a string or a number`},
 		{"fields.jsonl", "{\"id\": \"x\", \"meta\": {\"a\": 1}}\n", `fields.jsonl: no prompt column: none of "prompt", "question", "problem", "input", "messages" (or "text" for reference texts); the file's columns: id, meta.a`},
 		{"latin1.jsonl", "{\"prompt\": \"ok\"}\n{\"prompt\": \"caf\xe9\"}\n", "latin1.jsonl:2: not UTF-8 text (byte 0xe9 at offset"},
