@@ -50,7 +50,7 @@ func EvalPrompts(path string, n int, seed int64) ([]data.Example, string, error)
 		}
 	}
 	if len(out) == 0 {
-		return nil, "", fmt.Errorf("%s: no prompt with an answer (eval needs JSONL with prompt and answer, or GSM8K)", path)
+		return nil, "", fmt.Errorf("%s: no prompt with an answer (eval needs prompts with answers; see the README, Data)", path)
 	}
 	return out, "prompts of " + path, nil
 }
