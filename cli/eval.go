@@ -11,7 +11,7 @@ func init() {
 	register(command{name: "eval", summary: "answer correctness of a model or checkpoint on held-out prompts", order: 65, run: runEval})
 }
 
-const evalHelp = `eval [--model DIR] [--adapter CKPT] [--data FILE] [--prompts N] [--samples K] [--temperature T] [--max-new-tokens N] [--seed S] [--quant nf4|fp4|none] [--extraction flexible|strict] [--json]
+const evalHelp = `eval [--model DIR] [--adapter CKPT] [--data FILE] [--prompts N] [--samples K] [--temperature T] [--max-new-tokens N] [--seed S] [--quant nf4|fp4|none] [--extraction flexible|strict] [--chat] [--chat-template FILE] [--chat-template-kwargs JSON] [--json]
 
 Measures how often a model, with or without a LoRA adapter, answers right: for each prompt it
 samples K completions at temperature T and one greedy completion, and compares each answer
@@ -22,7 +22,11 @@ mean completion length.
 
 The prompts are the first N of FILE that have an answer (JSONL with prompt and answer, or
 GSM8K), or N built-in math problems drawn with --seed: seeds other than a run's own give
-problems that run never trained on. The base is quantized as a run quantizes it (--quant).`
+problems that run never trained on. The base is quantized as a run quantizes it (--quant).
+
+Conversational prompts (lists of messages) are rendered with the model's chat template (or
+--chat-template) as a run renders them; --chat renders plain prompts too, each as one user
+message, so a chat model is asked as it expects.`
 
 func runEval(s streams, args []string) error {
 	fs := newFlagSet("eval", evalHelp, s.stderr)
@@ -36,6 +40,7 @@ func runEval(s streams, args []string) error {
 	quant := fs.String("quant", "nf4", "quantize the base's linears: `nf4`, fp4 or none")
 	extraction := fs.String("extraction", "flexible", "how an answer is found: `flexible` (the last number) or strict (the last #### N)")
 	asJSON := fs.Bool("json", false, `print one JSON document {"prompts", "samples", "temperature", "sampled_correct", "sampled_correct_se", "greedy_correct", "greedy_correct_se", "answered_at_once", "mean_completion_tokens"}`)
+	cf := addChatFlags(fs)
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -58,9 +63,21 @@ func runEval(s streams, args []string) error {
 	if q == "none" {
 		q = ""
 	}
-	_, m, tok, err := mf.load(s.stderr, q)
+	dir, m, tok, err := mf.load(s.stderr, q)
 	if err != nil {
 		return err
+	}
+	c, err := cf.load(dir)
+	if err != nil {
+		return err
+	}
+	if *cf.on {
+		engine.AsUserMessages(examples)
+	}
+	if n, err := c.Render(examples); err != nil {
+		return err
+	} else if n > 0 {
+		fmt.Fprintf(s.stderr, "eval: %d prompts rendered with the chat template of %s\n", n, c.Template.Source)
 	}
 	o := engine.EvalOptions{Samples: *k, Temperature: *temp, MaxNewTokens: *maxNew, Seed: *seed, Extraction: rewards.Extraction(*extraction)}
 	if !*asJSON {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"rlhfstation/engine"
 	"rlhfstation/engine/model"
 )
 
@@ -12,11 +13,13 @@ func init() {
 	register(command{name: "generate", summary: "continue a prompt with a model (greedy or sampled)", order: 60, run: runGenerate})
 }
 
-const generateHelp = `generate [--model DIR] [--adapter CKPT] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--max-new-tokens N] [--json] PROMPT...
+const generateHelp = `generate [--model DIR] [--adapter CKPT] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--max-new-tokens N] [--chat [--chat-template FILE] [--chat-template-kwargs JSON]] [--json] PROMPT...
 
 Continues PROMPT (the words joined with single spaces; - reads standard input) and prints the
 new text. The prompt is encoded with the tokenizer's special tokens (a BOS where its
-post-processor adds one). Generation stops at the model's EOS ids or after N new tokens.
+post-processor adds one). With --chat, PROMPT is rendered as one user message with the model's
+chat template and its generation prompt, and encoded without adding special tokens again: the
+model answers it as a chat model. Generation stops at the model's EOS ids or after N new tokens.
 --temperature 0 is greedy; otherwise temperature, top-k and top-p are applied in that order,
 seeded: the same seed gives the same text.`
 
@@ -28,9 +31,13 @@ func runGenerate(s streams, args []string) error {
 	topP := fs.Float64("top-p", 1, "sample from the smallest set of tokens whose probability reaches `P`; 1 for all")
 	seed := fs.Uint64("seed", 0, "random `seed`")
 	maxNew := fs.Int("max-new-tokens", 64, "at most `N` new tokens")
-	asJSON := fs.Bool("json", false, `print one JSON document {"prompt", "prompt_ids", "text", "ids", "tokens", "logprobs", "cut"}; logprobs are under softmax(logits/T) (T=1 when greedy)`)
+	asJSON := fs.Bool("json", false, `print one JSON document {"prompt", "prompt_ids", "text", "ids", "tokens", "logprobs", "cut"}; logprobs are under softmax(logits/T) (T=1 when greedy); "prompt" is the rendered prompt with --chat`)
+	cf := addChatFlags(fs)
 	rest, err := parseFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if err := cf.check("generate"); err != nil {
 		return err
 	}
 	switch {
@@ -47,11 +54,15 @@ func runGenerate(s streams, args []string) error {
 		}
 		prompt = string(b)
 	}
-	_, m, tok, err := mf.load(s.stderr, "")
+	dir, m, tok, err := mf.load(s.stderr, "")
 	if err != nil {
 		return err
 	}
-	ids := tok.Encode(prompt, true).IDs
+	prompt, rendered, err := cf.prompt(dir, prompt)
+	if err != nil {
+		return err
+	}
+	ids := engine.EncodePrompt(m, tok, prompt, rendered)
 	if len(ids) == 0 {
 		if m.Config.BOS < 0 {
 			return usagef("generate: the prompt is empty and the model has no BOS token to start from")

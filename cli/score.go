@@ -15,7 +15,7 @@ func init() {
 	register(command{name: "score", summary: "per-token log-probabilities and perplexity of texts under a model", order: 50, run: runScore})
 }
 
-const scoreHelp = `score [--model DIR] [--adapter CKPT] [--prompt PROMPT] [--preset P] [--baselines FILE] [--answer A] [--json] TEXT...
+const scoreHelp = `score [--model DIR] [--adapter CKPT] [--prompt PROMPT [--chat [--chat-template FILE] [--chat-template-kwargs JSON]]] [--preset P] [--baselines FILE] [--answer A] [--json] TEXT...
 
 Scores each TEXT separately: every token's log-probability given the text before it, the
 mean negative log-likelihood (NLL) over the scored tokens and the token-level perplexity
@@ -23,7 +23,9 @@ exp(mean NLL). The first token is conditioned on the special tokens the tokenize
 post-processor puts in front (a BOS), else on the config's bos_token_id; a model with
 neither cannot score a text's first token, which is then shown without a log-probability
 and left out of the mean. With --prompt each TEXT is a completion of PROMPT, conditioned on
-its tokens as a run's scorer conditions completions. With --preset or --baselines it also
+its tokens as a run's scorer conditions completions; with --chat, PROMPT is first rendered as one
+user message with the model's chat template and its generation prompt (encoded without adding
+special tokens again), so each TEXT is scored as the model's reply. With --preset or --baselines it also
 shows the multi-level perplexity (word, phrase, sentence), the aggregate, the improvement over
 the baselines and the reward the preset's perplexity reward gives each text; with baselines
 (or a preset without a perplexity reward) also every reward function's value and their
@@ -35,7 +37,8 @@ func runScore(s streams, args []string) error {
 	mf := addModelFlags(fs)
 	rf := addScoreRewardFlags(fs)
 	prompt := fs.String("prompt", "", "score each TEXT as a completion of `PROMPT`")
-	asJSON := fs.Bool("json", false, `print one JSON document {"model", "texts": [{"text", "context", "ids", "tokens", "logprobs", "mean_nll", "perplexity"}]}`)
+	asJSON := fs.Bool("json", false, `print one JSON document {"model", "texts": [{"text", "context", "ids", "tokens", "logprobs", "mean_nll", "perplexity"}]}, with "prompt" (the rendered prompt) under --chat`)
+	cf := addChatFlags(fs)
 	texts, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -43,7 +46,17 @@ func runScore(s streams, args []string) error {
 	if len(texts) == 0 {
 		return usagef("score needs at least one TEXT")
 	}
+	if err := cf.check("score"); err != nil {
+		return err
+	}
+	if *cf.on && *prompt == "" {
+		return usagef("score: --chat renders the --prompt, which each TEXT answers: give --prompt")
+	}
 	dir, m, tok, err := mf.load(s.stderr, "")
+	if err != nil {
+		return err
+	}
+	promptText, rendered, err := cf.prompt(dir, *prompt)
 	if err != nil {
 		return err
 	}
@@ -54,7 +67,7 @@ func runScore(s streams, args []string) error {
 	if rs != nil {
 		defer rs.close()
 	}
-	results, err := scoreTexts(m, tok, *prompt, texts)
+	results, err := scoreTexts(m, tok, promptText, rendered, texts)
 	if err != nil {
 		return err
 	}
@@ -64,15 +77,23 @@ func runScore(s streams, args []string) error {
 				return err
 			}
 		}
-		if err := rs.scoreAll(*prompt, results); err != nil {
+		if err := rs.scoreAll(promptText, rendered, results); err != nil {
 			return err
 		}
 	}
 	if *asJSON {
-		return writeJSON(s.stdout, false, struct {
-			Model string      `json:"model"`
-			Texts []textScore `json:"texts"`
-		}{dir, results})
+		doc := struct {
+			Model  string      `json:"model"`
+			Prompt *string     `json:"prompt,omitempty"`
+			Texts  []textScore `json:"texts"`
+		}{Model: dir, Texts: results}
+		if rendered {
+			doc.Prompt = &promptText
+		}
+		return writeJSON(s.stdout, false, doc)
+	}
+	if rendered {
+		fmt.Fprintf(s.stdout, "prompt rendered with the chat template:\n%s\n\n", promptText)
 	}
 	return printScores(s.stdout, tok, results)
 }
@@ -107,15 +128,16 @@ func scoringContext(m *model.Model, tok *tokenizer.Tokenizer, text string) (ctx,
 	return nil, ids
 }
 
-// scoreTexts scores each text, conditioned on prompt when it is not "".
-func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, prompt string, texts []string) ([]textScore, error) {
+// scoreTexts scores each text, conditioned on prompt when it is not "" (a chat template's
+// rendering when rendered).
+func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, prompt string, rendered bool, texts []string) ([]textScore, error) {
 	seqs := make([][]int, len(texts))
 	ctxLen := make([]int, len(texts))
 	results := make([]textScore, len(texts))
 	for i, text := range texts {
 		ctx, ids := scoringContext(m, tok, text)
 		if prompt != "" {
-			ctx = engine.PromptContext(m, tok, prompt)
+			ctx = engine.EncodePrompt(m, tok, prompt, rendered)
 		}
 		seqs[i] = append(slices.Clone(ctx), ids...)
 		ctxLen[i] = len(ctx)

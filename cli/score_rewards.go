@@ -12,7 +12,7 @@ package cli
 //	rs, err := rf.open(dir, m, tok, stderr)    // nil, nil when neither --preset nor --baselines
 //	defer rs.close()
 //	r, err := rs.score(tok, text, logProbs)    // per text: *textRewards, JSON field "rewards"
-//	err = rs.scoreAll(prompt, results)         // sets each text's total and functions
+//	err = rs.scoreAll(prompt, rendered, results)         // sets each text's total and functions
 //	printTextRewards(w, r)                     // the human lines
 
 import (
@@ -133,13 +133,13 @@ func (s *scoreRewards) close() {
 
 // scoreAll gives each result the preset's total reward and every function's value, as
 // serve-reward computes them for the same prompt and texts.
-func (s *scoreRewards) scoreAll(prompt string, results []textScore) error {
+func (s *scoreRewards) scoreAll(prompt string, rendered bool, results []textScore) error {
 	if s.scorer == nil {
 		return nil
 	}
 	texts := make([]engine.Text, len(results))
 	for i, r := range results {
-		texts[i] = engine.Text{Prompt: prompt, Completion: r.Text, Answer: s.answer}
+		texts[i] = engine.Text{Prompt: prompt, Rendered: rendered, Completion: r.Text, Answer: s.answer}
 	}
 	res, err := s.scorer.Score(texts)
 	if err != nil {

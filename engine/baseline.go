@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"rlhfstation/engine/chat"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
@@ -74,6 +75,14 @@ func BaselinesOfFile(modelDir, dataPath string, o BaselineOptions) (rewards.Base
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
+	// Conversational prompts are rendered as a run renders them by default (chat_template auto).
+	c, err := ChatTemplate(modelDir, "auto", "add a "+chat.TemplateFile+" to the model folder")
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	if _, err := c.Render(examples); err != nil {
+		return rewards.Baselines{}, err
+	}
 	o.Format, o.Separator = format, "\n"
 	b, err := ComputeBaselines(m, tok, examples, o)
 	if err != nil {
@@ -109,14 +118,21 @@ func BaselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.
 	var out []BaselineSample
 	for _, ex := range examples {
 		var context []int
-		if bos >= 0 {
-			context = append(context, bos)
-		}
 		text := ex.Text
-		if ex.Prompt != "" && ex.Text != "" && (format == data.GSM8K || format == data.PromptJSONL) {
-			context = append(context, tok.Encode(ex.Prompt+sep, false).IDs...)
-		} else if text == "" {
+		switch {
+		case Conversational(ex) && text != "":
+			// A prompt rendered by a chat template ends where the reply starts and writes
+			// its own special tokens: the answer follows it as a completion does in a run.
+			context = tok.Encode(ex.Prompt, false).IDs
+		case Conversational(ex):
+			text = ex.Messages[len(ex.Messages)-1].Content // the conversation's words, not the template's markup
+		case ex.Prompt != "" && text != "" && (format == data.GSM8K || format == data.PromptJSONL):
+			context = tok.Encode(ex.Prompt+sep, false).IDs
+		case text == "":
 			text = ex.Prompt // a prompt file without answers: the prompts are the reference
+		}
+		if bos >= 0 && !(Conversational(ex) && ex.Text != "") {
+			context = append([]int{bos}, context...)
 		}
 		enc := tok.Encode(text, false)
 		spans := make([]rewards.Span, len(enc.IDs))

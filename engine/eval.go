@@ -26,7 +26,8 @@ type EvalResult struct {
 }
 
 // EvalPrompts reads the first n prompts with answers of path, or makes n built-in math
-// problems of seed; it also says what they are, for the report.
+// problems of seed; it also says what they are, for the report. Conversational prompts are
+// left for a Chat to render.
 func EvalPrompts(path string, n int, seed int64) ([]data.Example, string, error) {
 	if path == "" {
 		ps, err := synth.Prompts("math", seed, n)
@@ -45,7 +46,7 @@ func EvalPrompts(path string, n int, seed int64) ([]data.Example, string, error)
 	}
 	var out []data.Example
 	for _, x := range ex {
-		if x.Prompt != "" && x.Answer != "" && len(out) < n {
+		if (x.Prompt != "" || Conversational(x)) && x.Answer != "" && len(out) < n {
 			out = append(out, x)
 		}
 	}
@@ -73,7 +74,7 @@ func Evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 	greedy := make([]float64, len(examples))
 	atOnce, tokens := 0, 0
 	for i, x := range examples {
-		ids := tok.Encode(x.Prompt, true).IDs
+		ids := EncodePrompt(m, tok, x.Prompt, Conversational(x))
 		if len(ids) == 0 {
 			return r, fmt.Errorf("prompt %d (line %d) encodes to no tokens", i+1, x.Line)
 		}

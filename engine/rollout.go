@@ -60,10 +60,11 @@ func (e *Engine) nextPrompts(n int) []data.Example {
 	return out
 }
 
-// encodePrompt tokenizes a prompt as the model sees it, keeping its last max_prompt_length
-// tokens (the BOS kept in front) and leaving room for the completion in the context.
-func (e *Engine) encodePrompt(p string) []int {
-	ids := e.tok.Encode(p, true).IDs
+// encodePrompt tokenizes a prompt as the model sees it (EncodePrompt), keeping its last
+// max_prompt_length tokens (the BOS kept in front) and leaving room for the completion in the
+// context.
+func (e *Engine) encodePrompt(x data.Example) []int {
+	ids := EncodePrompt(e.model, e.tok, x.Prompt, Conversational(x))
 	limit := promptRoom(&e.model.Config, e.cfg)
 	if limit > 0 && len(ids) > limit {
 		bos := e.model.Config.BOS
@@ -82,7 +83,7 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 	b := &batch{}
 	var inputs [][]int
 	for _, p := range prompts {
-		ids := e.encodePrompt(p.Prompt)
+		ids := e.encodePrompt(p)
 		for j := 0; j < g; j++ {
 			b.rollouts = append(b.rollouts, &rollout{example: p, prompt: ids, promptTx: p.Prompt})
 			inputs = append(inputs, ids)

@@ -30,7 +30,10 @@ type Scorer struct {
 
 // Text is one completion to score.
 type Text struct {
-	Prompt     string
+	Prompt string
+	// Rendered marks a prompt made by a chat template: it is encoded without adding special
+	// tokens again (EncodePrompt).
+	Rendered   bool
 	Completion string
 	Answer     string         // ground truth (already normalised, see rewards.GroundTruth); "" for none
 	Columns    map[string]any // passed to command rewards
@@ -113,14 +116,10 @@ func (s *Scorer) Score(texts []Text) (rewards.Result, error) {
 	return rewards.Compose(s.funcs, samples)
 }
 
-// PromptContext is what completions of prompt are conditioned on: its tokens with the
-// tokenizer's special tokens, as a run encodes prompts; the config's BOS when that is nothing.
+// PromptContext is what completions of a plain-text prompt are conditioned on: its tokens
+// with the tokenizer's special tokens, as a run encodes plain prompts (EncodePrompt).
 func PromptContext(m *model.Model, tok *tokenizer.Tokenizer, prompt string) []int {
-	ctx := tok.Encode(prompt, true).IDs
-	if len(ctx) == 0 && m.Config.BOS >= 0 {
-		ctx = []int{m.Config.BOS}
-	}
-	return ctx
+	return EncodePrompt(m, tok, prompt, false)
 }
 
 // prepare tokenizes a text as a run sees it: the prompt with the tokenizer's special tokens
@@ -129,7 +128,7 @@ func PromptContext(m *model.Model, tok *tokenizer.Tokenizer, prompt string) []in
 // a sequence longer than the model's context loses prompt tokens from its front (the BOS
 // kept), then completion tokens from its end.
 func (s *Scorer) prepare(t Text) (seq []int, first int, smp rewards.Sample) {
-	prompt := PromptContext(s.model, s.tok, t.Prompt)
+	prompt := EncodePrompt(s.model, s.tok, t.Prompt, t.Rendered)
 	all := s.tok.Encode(t.Completion, false).IDs
 	limit := s.model.Config.MaxPos
 	if len(all) > limit-1 {

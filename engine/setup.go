@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"rlhfstation/engine/config"
@@ -167,7 +168,8 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 func (e *Engine) loadPrompts() ([]data.Example, error) {
 	if e.cfg.Data.Path == "" {
 		if len(e.opts.Prompts) > 0 {
-			return e.opts.Prompts, nil
+			out := slices.Clone(e.opts.Prompts)
+			return out, e.applyChatTemplate(out)
 		}
 		return builtinPrompts(e.preset.Root, e.cfg.Seed)
 	}
@@ -176,9 +178,8 @@ func (e *Engine) loadPrompts() ([]data.Example, error) {
 		return nil, err
 	}
 	e.logf("data: %s", d.Describe())
-	if d.Conversational {
-		// Messages are rendered by the model's chat template (engine/chat, issue 15).
-		return nil, fmt.Errorf("%s: the prompts are lists of messages, which need a chat template: not supported yet", e.cfg.Data.Path)
+	if err := e.applyChatTemplate(d.Examples); err != nil {
+		return nil, err
 	}
 	var out []data.Example
 	for _, x := range d.Examples {
@@ -193,6 +194,42 @@ func (e *Engine) loadPrompts() ([]data.Example, error) {
 		return nil, fmt.Errorf("%s: no prompts in the file", e.cfg.Data.Path)
 	}
 	return out, nil
+}
+
+// applyChatTemplate renders the conversational prompts with the template [data] chat_template
+// names (README "Chat templates"), saying in the run's first lines what it did. Plain-text
+// prompts stay as they are, as TRL leaves them.
+func (e *Engine) applyChatTemplate(ex []data.Example) error {
+	setting := e.cfg.Data.ChatTemplate
+	c, err := ChatTemplate(e.opts.ModelDir, setting, `set [data] chat_template = "FILE" (a .jinja file, or a tokenizer_config.json that has a chat_template)`)
+	if err != nil {
+		if setting != "auto" && setting != "none" {
+			return fmt.Errorf("data.chat_template (%s): %w", e.cfg.Origin("data.chat_template"), err)
+		}
+		return err
+	}
+	c.Kwargs = e.cfg.Data.ChatTemplateKwargs
+	n, err := c.Render(ex)
+	if err != nil {
+		return err
+	}
+	switch {
+	case n > 0:
+		kw := ""
+		if len(c.Kwargs) > 0 {
+			kw = fmt.Sprintf(", chat_template_kwargs %v", c.Kwargs)
+		}
+		e.logf("chat template: %s rendered %d conversational prompts (with the generation prompt%s; encoded without adding special tokens again)", c.Template.Source, n, kw)
+		for _, x := range ex {
+			if Conversational(x) {
+				e.logf("chat template: the first prompt (%s) as the model sees it: %q", x.Where(), x.Prompt)
+				break
+			}
+		}
+	case c.Template != nil:
+		e.logf("chat template: %s not applied: the prompts are plain text, used as they are (as TRL does); give them as lists of {role, content} messages to have the template applied", c.Template.Source)
+	}
+	return nil
 }
 
 // attachAdapters puts a LoRA adapter on every targeted linear.
@@ -331,11 +368,14 @@ func (e *Engine) reportTruncation() {
 func referenceTexts(ex []data.Example) []data.Example {
 	var out []data.Example
 	for _, x := range ex {
-		if x.Text != "" {
-			out = append(out, data.Example{Prompt: x.Prompt, Text: x.Text})
-		} else if x.Answer != "" {
-			out = append(out, data.Example{Prompt: x.Prompt, Text: x.Answer})
-		} else {
+		switch {
+		case x.Text != "":
+			out = append(out, data.Example{Prompt: x.Prompt, Messages: x.Messages, Text: x.Text})
+		case x.Answer != "":
+			out = append(out, data.Example{Prompt: x.Prompt, Messages: x.Messages, Text: x.Answer})
+		case Conversational(x):
+			out = append(out, data.Example{Prompt: x.Prompt, Messages: x.Messages})
+		default:
 			out = append(out, data.Example{Text: x.Prompt})
 		}
 	}

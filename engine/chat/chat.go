@@ -15,6 +15,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,23 +25,16 @@ import (
 	"time"
 
 	"github.com/ardanlabs/jinja"
+
+	"rlhfstation/engine/data"
 )
 
-// Message is one turn of a conversation.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-// Roles are the roles a message may have (TRL's conversational format).
-var Roles = []string{"system", "user", "assistant", "tool"}
-
-// CheckRole returns an error for a role that is not one of Roles.
-func CheckRole(role string) error {
-	if slices.Contains(Roles, role) {
+// checkRole returns an error for a role that is not one of data.Roles.
+func checkRole(role string) error {
+	if slices.Contains(data.Roles, role) {
 		return nil
 	}
-	return fmt.Errorf("unknown role %q (a role is one of %s)", role, strings.Join(Roles, ", "))
+	return fmt.Errorf("unknown role %q (a role is one of %s)", role, strings.Join(data.Roles, ", "))
 }
 
 // Template is a compiled chat template with the special tokens it is rendered with. Render
@@ -60,7 +54,7 @@ type Template struct {
 // Parse compiles a template. A syntax error names source and, where the parser knows it,
 // the template's line.
 func Parse(text, source string, tokens Tokens) (*Template, error) {
-	tmpl, err := jinja.Compile(text)
+	tmpl, err := jinja.Compile(normalizeWhitespace(text))
 	if err != nil {
 		msg := err.Error()
 		for _, p := range []string{"jinja scan: ", "jinja parse: "} {
@@ -85,13 +79,13 @@ func (r *Raised) Error() string { return r.Message }
 // Render renders msgs. addGenerationPrompt asks the template to open the assistant's turn
 // (what a prompt to be completed needs); kwargs are extra variables, which override the
 // special tokens as in transformers.
-func (t *Template) Render(msgs []Message, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
+func (t *Template) Render(msgs []data.Message, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
 	if len(msgs) == 0 {
 		return "", errors.New("no messages to render")
 	}
 	list := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
-		if err := CheckRole(m.Role); err != nil {
+		if err := checkRole(m.Role); err != nil {
 			return "", fmt.Errorf("message %d: %w", i+1, err)
 		}
 		d := jinja.NewDict()
@@ -147,7 +141,7 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool, kwargs map[s
 }
 
 // RenderPrompt renders a prompt to be completed: msgs with the generation prompt.
-func (t *Template) RenderPrompt(msgs []Message, kwargs map[string]any) (string, error) {
+func (t *Template) RenderPrompt(msgs []data.Message, kwargs map[string]any) (string, error) {
 	return t.Render(msgs, true, kwargs)
 }
 
@@ -176,9 +170,27 @@ func Value(v any) (jinja.Value, error) {
 		return jinja.NewInt(x), nil
 	case float64:
 		return jinja.NewFloat(x), nil
+	case json.Number: // integers stay integers, as Python's json reads them
+		if i, err := x.Int64(); err == nil {
+			return jinja.NewInt(i), nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return jinja.Value{}, err
+		}
+		return jinja.NewFloat(f), nil
 	case string:
 		return jinja.NewString(x), nil
 	case []any:
+		items := make([]jinja.Value, len(x))
+		for i, e := range x {
+			var err error
+			if items[i], err = Value(e); err != nil {
+				return jinja.Value{}, err
+			}
+		}
+		return jinja.NewList(items), nil
+	case []map[string]any: // a TOML array of tables
 		items := make([]jinja.Value, len(x))
 		for i, e := range x {
 			var err error

@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,13 +11,38 @@ import (
 	"testing"
 	"time"
 
+	"rlhfstation/engine/data"
 	"rlhfstation/internal/testref"
 )
+
+type Message = data.Message
+
+// jsonMessage is a message as JSON spells it.
+type jsonMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+func fromJSON(ms []jsonMessage) []Message {
+	out := make([]Message, len(ms))
+	for i, m := range ms {
+		out[i] = Message{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+func toJSON(ms []Message) []jsonMessage {
+	out := make([]jsonMessage, len(ms))
+	for i, m := range ms {
+		out[i] = jsonMessage{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
 
 // expectedCase is one entry of ../shared/data/chat-templates/*.json: a conversation and its
 // rendering by @huggingface/jinja (transformers.js), an independent implementation.
 type expectedCase struct {
-	Messages            []Message      `json:"messages"`
+	Messages            []jsonMessage  `json:"messages"`
 	AddGenerationPrompt bool           `json:"add_generation_prompt"`
 	Kwargs              map[string]any `json:"kwargs"`
 	Rendered            string         `json:"rendered"`
@@ -60,7 +86,7 @@ func TestExpectedRenderings(t *testing.T) {
 			if _, ok := c.Kwargs["enable_thinking"]; ok {
 				thinking++
 			}
-			got, err := f.Template.Render(c.Messages, c.AddGenerationPrompt, c.Kwargs)
+			got, err := f.Template.Render(fromJSON(c.Messages), c.AddGenerationPrompt, c.Kwargs)
 			if err != nil {
 				t.Errorf("%s case %d: %v", name, i, err)
 				continue
@@ -95,7 +121,7 @@ func TestSpecialTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.Template.Render([]Message{{"user", "x"}}, false, nil)
+	got, err := f.Template.Render([]Message{{Role: "user", Content: "x"}}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +133,7 @@ func TestSpecialTokens(t *testing.T) {
 	if f, err = ReadFolder(dir); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ = f.Template.Render([]Message{{"user", "x"}}, false, nil); got != "<s>|<end>|False|<a>,<b>" {
+	if got, _ = f.Template.Render([]Message{{Role: "user", Content: "x"}}, false, nil); got != "<s>|<end>|False|<a>,<b>" {
 		t.Errorf("with special_tokens_map.json: got %q", got)
 	}
 }
@@ -123,7 +149,7 @@ func TestTemplateSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := f.Template.Render([]Message{{"user", "hi"}}, true, nil)
+		s, err := f.Template.Render([]Message{{Role: "user", Content: "hi"}}, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +159,7 @@ func TestTemplateSources(t *testing.T) {
 		t.Errorf("list: got %q", got)
 	}
 	write(t, dir, TemplateFile, "file {{ messages[0].content }}\n")
-	if got := render(); got != "file hi\n" {
+	if got := render(); got != "file hi" { // Jinja2 drops a template's final newline
 		t.Errorf("chat_template.jinja: got %q", got)
 	}
 
@@ -157,7 +183,7 @@ func TestReadFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := tm.Render([]Message{{"user", "hi"}}, true, nil); err != nil || got != want {
+		if got, err := tm.Render([]Message{{Role: "user", Content: "hi"}}, true, nil); err != nil || got != want {
 			t.Errorf("%s: %q, %v; want %q", file, got, err, want)
 		}
 	}
@@ -188,13 +214,13 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.Template.Render([]Message{{"system", "x"}}, true, nil)
+	_, err = f.Template.Render([]Message{{Role: "system", Content: "x"}}, true, nil)
 	wantError(t, err, ConfigFile, "raised an exception: Only user messages, got system")
-	_, err = f.Template.Render([]Message{{"robot", "x"}}, true, nil)
+	_, err = f.Template.Render([]Message{{Role: "robot", Content: "x"}}, true, nil)
 	wantError(t, err, "message 1", `unknown role "robot"`, "system, user, assistant, tool")
-	_, err = f.Template.Render([]Message{{"user", "x"}}, true, map[string]any{"messages": 1})
+	_, err = f.Template.Render([]Message{{Role: "user", Content: "x"}}, true, map[string]any{"messages": 1})
 	wantError(t, err, `"messages" is set by the trainer`)
-	_, err = f.Template.Render([]Message{{"user", "x"}}, true, map[string]any{"when": time.Now()})
+	_, err = f.Template.Render([]Message{{Role: "user", Content: "x"}}, true, map[string]any{"when": time.Now()})
 	wantError(t, err, "chat_template_kwargs.when", "cannot be given")
 	_, err = f.Template.Render(nil, true, nil)
 	wantError(t, err, "no messages")
@@ -255,7 +281,7 @@ func jinja2(t *testing.T) string {
 
 type refCase struct {
 	Template            string         `json:"template"`
-	Messages            []Message      `json:"messages"`
+	Messages            []jsonMessage  `json:"messages"`
 	AddGenerationPrompt bool           `json:"add_generation_prompt"`
 	Vars                map[string]any `json:"vars"`
 	Now                 string         `json:"now"`
@@ -293,20 +319,20 @@ func renderJinja2(t *testing.T, cases []refCase) []refResult {
 // multi-turn, assistant turns with <think> blocks, tool results, whitespace, non-ASCII, empty
 // content, and bad alternation.
 var conversations = [][]Message{
-	{{"user", "What is 7 + 5?"}},
-	{{"system", "Be brief."}, {"user", "Name a prime."}},
-	{{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Again?"}},
-	{{"user", "Q1"}, {"assistant", "<think>\nstep one\nstep two\n</think>\n\nA1"}, {"user", "Q2"}, {"assistant", "<think>r2</think>A2"}},
-	{{"user", "Q"}, {"assistant", "<think>\nonly thinking\n</think>"}},
-	{{"system", "sys"}, {"user", "q"}, {"assistant", "a"}, {"system", "late system"}, {"user", "q2"}},
-	{{"user", "call it"}, {"assistant", "calling"}, {"tool", "42"}, {"tool", "43"}, {"user", "thanks"}},
-	{{"user", "<tool_response>x</tool_response>"}, {"assistant", "ok"}},
-	{{"user", "  padded\n\n  "}, {"assistant", "\n\nleading newlines"}},
-	{{"user", "Ünïcödé ✓ 数学 🙂 \"quotes\" & <tags>"}},
-	{{"user", ""}},
-	{{"assistant", "I start"}, {"user", "then me"}},
-	{{"user", "a"}, {"user", "b"}},
-	{{"system", "only a system prompt"}},
+	{{Role: "user", Content: "What is 7 + 5?"}},
+	{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Name a prime."}},
+	{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello!"}, {Role: "user", Content: "Again?"}},
+	{{Role: "user", Content: "Q1"}, {Role: "assistant", Content: "<think>\nstep one\nstep two\n</think>\n\nA1"}, {Role: "user", Content: "Q2"}, {Role: "assistant", Content: "<think>r2</think>A2"}},
+	{{Role: "user", Content: "Q"}, {Role: "assistant", Content: "<think>\nonly thinking\n</think>"}},
+	{{Role: "system", Content: "sys"}, {Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}, {Role: "system", Content: "late system"}, {Role: "user", Content: "q2"}},
+	{{Role: "user", Content: "call it"}, {Role: "assistant", Content: "calling"}, {Role: "tool", Content: "42"}, {Role: "tool", Content: "43"}, {Role: "user", Content: "thanks"}},
+	{{Role: "user", Content: "<tool_response>x</tool_response>"}, {Role: "assistant", Content: "ok"}},
+	{{Role: "user", Content: "  padded\n\n  "}, {Role: "assistant", Content: "\n\nleading newlines"}},
+	{{Role: "user", Content: "Ünïcödé ✓ 数学 🙂 \"quotes\" & <tags>"}},
+	{{Role: "user", Content: ""}},
+	{{Role: "assistant", Content: "I start"}, {Role: "user", Content: "then me"}},
+	{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}},
+	{{Role: "system", Content: "only a system prompt"}},
 }
 
 // TestMatchesJinja2: the real Qwen3 and Gemma-3 templates and templates written here for
@@ -327,7 +353,7 @@ func TestMatchesJinja2(t *testing.T) {
 			all[k] = v
 		}
 		tmpls = append(tmpls, tm)
-		cases = append(cases, refCase{Template: tm.Text, Messages: msgs, AddGenerationPrompt: gen, Vars: all, Now: "2024-07-06T09:05:03"})
+		cases = append(cases, refCase{Template: tm.Text, Messages: toJSON(msgs), AddGenerationPrompt: gen, Vars: all, Now: "2024-07-06T09:05:03"})
 	}
 	for _, name := range []string{"qwen3", "gemma3"} {
 		f := readModelFolder(t, name)
@@ -350,12 +376,19 @@ func TestMatchesJinja2(t *testing.T) {
 			add(tm, msgs, false, nil)
 		}
 	}
+	for i, src := range whitespaceTemplates {
+		tm, err := Parse(src, fmt.Sprintf("whitespace template %d", i), tokens)
+		if err != nil {
+			t.Fatalf("whitespace template %d: %v", i, err)
+		}
+		add(tm, conversations[2], true, nil)
+	}
 	ref := renderJinja2(t, cases)
 	same := 0
 	for i, c := range cases {
 		tm := tmpls[i]
 		tm.Now = func() time.Time { return time.Date(2024, 7, 6, 9, 5, 3, 0, time.Local) }
-		got, err := tm.Render(c.Messages, c.AddGenerationPrompt, extraVars(c.Vars, tm.tokens))
+		got, err := tm.Render(fromJSON(c.Messages), c.AddGenerationPrompt, extraVars(c.Vars, tm.tokens))
 		r := ref[i]
 		switch {
 		case r.Rendered != nil && err != nil:
@@ -420,4 +453,28 @@ var featureTemplates = []string{
 {% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}`,
 	// macros, inline if, string concatenation and ~
 	`{% macro turn(m, first) %}<{{ m.role }}{{ '*' if first else '' }}>{{ m.content ~ '.' }}{% endmacro %}{% for m in messages %}{{ turn(m, loop.first) }}{% endfor %}{{ '<gen>' if add_generation_prompt }}`,
+}
+
+// whitespaceTemplates exercise Jinja2's whitespace control: markers, lstrip_blocks and
+// trim_blocks next to {{ }} tags, raw blocks, comments, newlines and the final newline.
+var whitespaceTemplates = []string{
+	"{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}\n{% else %}A: {{ m.content }}\n{% endif %}{% endfor %}|",
+	"{% if true %}{{ 1 }}\n{% elif false %}Y\n{% endif %}|",
+	"Hello {{ messages[0].content }}  {%- if true %} x{% endif %}",
+	"{{ 'q' }}  {%- if true -%}  \n  {{ 'r' }}  {%- endif -%}\n\n",
+	"a\n  {%+ if true %}x{% endif %}|\n  {% if true %}y{% endif %}",
+	"{% if true +%}\nx{% endif %}|{% if true %}\nz{% endif %}",
+	"x\n   {% raw %}\n  {{ y }} {% if %}\n  {% endraw %}\nz",
+	"x {%- raw -%} \n a {{b}} \n {%- endraw -%} \n z",
+	"a\r\nb\rc{% if true %}\r\nd{% endif %}\r\n",
+	"trailing\n\n",
+	"trailing {{ 1 }}\n",
+	"a {#- c -#} b\n  {# c #}\nb\n{#\nmulti\nline\n#}\nc",
+	"\u3000a\u3000{%- if true -%}\u3000b{% endif %}\x1c{%- if true %}{% endif %}",
+	"  {% if true %}x{% endif %}",
+	"{% if true %}\n    {% if true %}y{% endif %}\n{% endif %}",
+	"{% for m in messages %}\n    {{- m.role }}: {{ m.content }}\n    {% if not loop.last %}---\n    {% endif %}\n{% endfor %}",
+	"{{ \"}}\" }} {{ '%}' }} {% set x = \"{% \\\" %}\" %}{{ x }} \\ \"quoted\"",
+	"  \t{# indented comment #}\nafter",
+	"{{ 1 }}\n  {% if true %}{% endif %}|{{ 2 }} \n{% if true %}{% endif %}|",
 }

@@ -104,6 +104,12 @@ type Data struct {
 	// (verl: "reward_model.ground_truth"); "" = detected (engine/data).
 	PromptKey string `toml:"prompt_key"`
 	AnswerKey string `toml:"answer_key"`
+	// ChatTemplate is what renders conversational prompts: "auto" (the model's template),
+	// "none", or a template file (.jinja, or a .json read like tokenizer_config.json).
+	ChatTemplate string `toml:"chat_template"`
+	// ChatTemplateKwargs are extra template variables (Qwen3's enable_thinking), as
+	// transformers' apply_chat_template takes them; kept as decoded.
+	ChatTemplateKwargs map[string]any `toml:"chat_template_kwargs"`
 }
 
 // LoRA is the [lora] table, with PEFT LoraConfig's names.
@@ -143,6 +149,7 @@ func Default() *Config {
 		Preset:    "story",
 		Device:    "auto",
 		OutputDir: "runs",
+		Data:      Data{ChatTemplate: "auto"},
 
 		LearningRate:              1e-5,
 		Beta:                      0.0,
@@ -256,6 +263,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OutputDir == "" {
 		bad("output_dir", c.OutputDir, "must name a folder")
+	}
+	if c.Data.ChatTemplate == "" {
+		bad("data.chat_template", c.Data.ChatTemplate, `must be "auto", "none" or a template file`)
 	}
 	if strings.ContainsAny(c.RunName, `/\`) || c.RunName == "." || c.RunName == ".." {
 		bad("run_name", c.RunName, "must be a plain folder name")
@@ -371,6 +381,9 @@ func (c *Config) Map() map[string]any {
 	if len(c.Monitor) > 0 {
 		out["monitor"] = c.Monitor
 	}
+	if len(c.Data.ChatTemplateKwargs) > 0 {
+		out["data"].(map[string]any)["chat_template_kwargs"] = c.Data.ChatTemplateKwargs
+	}
 	if len(c.Rewards) > 0 {
 		var rs []any
 		for _, r := range c.Rewards {
@@ -398,8 +411,8 @@ func leaves(c *Config) []leaf {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name := f.Tag.Get("toml")
-			if name == "" || name == "monitor" || name == "rewards" {
-				continue
+			if name == "" || name == "monitor" || name == "rewards" || f.Type.Kind() == reflect.Map {
+				continue // free-form tables (monitor, data.chat_template_kwargs) are kept as decoded
 			}
 			if f.Type.Kind() == reflect.Struct {
 				walk(rv.Field(i), prefix+name+".")
@@ -501,6 +514,9 @@ func (c *Config) Changes(old *Config) []string {
 		if a, b := show(old.Monitor), show(c.Monitor); a != b {
 			out = append(out, fmt.Sprintf("monitor.%s: %s → %s", k, a, b))
 		}
+	}
+	if a, b := inlineTable(old.Data.ChatTemplateKwargs), inlineTable(c.Data.ChatTemplateKwargs); a != b {
+		out = append(out, fmt.Sprintf("data.chat_template_kwargs: %s → %s", a, b))
 	}
 	return out
 }

@@ -474,7 +474,7 @@ func TestDataTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Data{Path: "shards", PromptKey: "prompt", AnswerKey: "reward_model.ground_truth"}); c.Data != want {
+	if want := (Data{Path: "shards", PromptKey: "prompt", AnswerKey: "reward_model.ground_truth", ChatTemplate: "auto"}); !reflect.DeepEqual(c.Data, want) {
 		t.Errorf("[data] = %+v, want %+v", c.Data, want)
 	}
 	if !strings.Contains(string(c.Encode()), "\n[data]\npath = \"shards\"\nprompt_key = \"prompt\"\nanswer_key = \"reward_model.ground_truth\"\n") {

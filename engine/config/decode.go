@@ -6,11 +6,14 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"rlhfstation/engine/chat"
 
 	"rlhfstation/presets"
 )
@@ -163,6 +166,8 @@ func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly 
 				} else {
 					walk(sub, path)
 				}
+			case !ok && key == "data.chat_template_kwargs" && !grpoOnly:
+				c.applyChatKwargs(v, path, func(p []string) string { return where(source, loc, p) }, fail)
 			case !ok:
 				fail(path, "unknown key %q%s", key, suggest(key, byKey, grpoOnly))
 			case grpoOnly && !l.grpo:
@@ -277,6 +282,32 @@ func set(dst reflect.Value, v any) error {
 	return fmt.Errorf("cannot set a %s", dst.Type())
 }
 
+// applyChatKwargs merges a [data.chat_template_kwargs] table into c: free-form template
+// variables, each checked for a value a template can take and a name the trainer does not set.
+func (c *Config) applyChatKwargs(v any, path []string, at func([]string) string, fail func([]string, string, ...any)) {
+	sub, isMap := v.(map[string]any)
+	if !isMap {
+		fail(path, "data.chat_template_kwargs: want a table of template variables, got %s", describe(v))
+		return
+	}
+	for _, k := range keys(sub) {
+		p := append(path[:len(path):len(path)], k)
+		if slices.Contains(chat.Reserved, k) {
+			fail(p, "data.chat_template_kwargs.%s: the trainer sets %q itself", k, k)
+			continue
+		}
+		if _, err := chat.Value(sub[k]); err != nil {
+			fail(p, "data.chat_template_kwargs.%s: %v", k, err)
+			continue
+		}
+		if c.Data.ChatTemplateKwargs == nil {
+			c.Data.ChatTemplateKwargs = map[string]any{}
+		}
+		c.Data.ChatTemplateKwargs[k] = sub[k]
+		c.setOrigin("data.chat_template_kwargs."+k, at(p))
+	}
+}
+
 func isString(v any) bool { _, ok := v.(string); return ok }
 
 func asFloat(v any) (float64, bool) {
@@ -346,23 +377,25 @@ func mergeMaps(dst, src map[string]any) map[string]any {
 
 // hints names the right key for names that users of other tools write.
 var hints = map[string]string{
-	"batch_size":      "per_device_train_batch_size",
-	"lr":              "learning_rate",
-	"steps":           "max_steps",
-	"num_train_steps": "max_steps",
-	"kl_coef":         "beta",
-	"output":          "output_dir",
-	"out":             "output_dir",
-	"lora.alpha":      "lora.lora_alpha",
-	"lora.dropout":    "lora.lora_dropout",
-	"lora_r":          "lora.r",
-	"lora_alpha":      "lora.lora_alpha",
-	"prompt_key":      "data.prompt_key", // verl's data.prompt_key
-	"answer_key":      "data.answer_key",
-	"input_key":       "data.prompt_key", // OpenRLHF
-	"label_key":       "data.answer_key",
-	"train_files":     "data.path", // verl's data.train_files
-	"dataset":         "data.path",
+	"batch_size":           "per_device_train_batch_size",
+	"lr":                   "learning_rate",
+	"steps":                "max_steps",
+	"num_train_steps":      "max_steps",
+	"kl_coef":              "beta",
+	"output":               "output_dir",
+	"out":                  "output_dir",
+	"lora.alpha":           "lora.lora_alpha",
+	"lora.dropout":         "lora.lora_dropout",
+	"lora_r":               "lora.r",
+	"lora_alpha":           "lora.lora_alpha",
+	"prompt_key":           "data.prompt_key", // verl's data.prompt_key
+	"answer_key":           "data.answer_key",
+	"input_key":            "data.prompt_key", // OpenRLHF
+	"label_key":            "data.answer_key",
+	"train_files":          "data.path", // verl's data.train_files
+	"dataset":              "data.path",
+	"chat_template":        "data.chat_template", // TRL's GRPOConfig.chat_template_kwargs lives here too
+	"chat_template_kwargs": "data.chat_template_kwargs",
 }
 
 // suggest returns `; did you mean "x"?` for a near miss, else "".

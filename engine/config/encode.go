@@ -33,6 +33,12 @@ func (c *Config) Encode() []byte {
 		}
 		fmt.Fprintf(&b, "%s = %s\n", parts[len(parts)-1], encodeValue(l.v))
 	}
+	if len(c.Data.ChatTemplateKwargs) > 0 {
+		b.WriteString("\n[data.chat_template_kwargs]\n")
+		for _, k := range keys(c.Data.ChatTemplateKwargs) {
+			fmt.Fprintf(&b, "%s = %s\n", tomlKey(k), inlineValue(c.Data.ChatTemplateKwargs[k]))
+		}
+	}
 	if len(c.Monitor) > 0 {
 		b.WriteString("\n")
 		// The monitor table is free-form: BurntSushi's encoder sorts its keys.
@@ -127,4 +133,55 @@ func quote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// tomlKey writes k bare when TOML allows it, else quoted.
+func tomlKey(k string) string {
+	if k == "" {
+		return `""`
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return quote(k)
+		}
+	}
+	return k
+}
+
+// inlineValue writes a decoded TOML value (chat_template_kwargs) as an inline TOML value.
+func inlineValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return quote(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return formatFloat(x)
+	case []any:
+		q := make([]string, len(x))
+		for i, e := range x {
+			q[i] = inlineValue(e)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	case []map[string]any:
+		q := make([]string, len(x))
+		for i, e := range x {
+			q[i] = inlineTable(e)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	case map[string]any:
+		return inlineTable(x)
+	}
+	return quote(fmt.Sprint(v)) // not reached: decoding admits only the kinds above
+}
+
+// inlineTable writes m as an inline TOML table, keys sorted.
+func inlineTable(m map[string]any) string {
+	q := make([]string, 0, len(m))
+	for _, k := range keys(m) {
+		q = append(q, tomlKey(k)+" = "+inlineValue(m[k]))
+	}
+	return "{" + strings.Join(q, ", ") + "}"
 }

@@ -22,6 +22,7 @@ var flagSpecs = []struct{ name, key, usage string }{
 	{"preset", "preset", "reward preset: story, technical, code, math or a user preset"},
 	{"model", "model", "Hugging Face model folder (default: the built-in model)"},
 	{"data", "data.path", "prompts: a JSONL, JSON, Parquet or text file, or a folder of shards (default: the preset's built-in prompts)"},
+	{"chat-template", "data.chat_template", `what renders conversational prompts: "auto" (the model's chat template), "none" or a template FILE`},
 	{"out", "output_dir", "folder that receives the run folder"},
 	{"run-name", "run_name", "run folder name (default: <yyyymmdd-hhmmss>-<preset>)"},
 	{"device", "device", "auto, cpu or cuda"},
