@@ -17,7 +17,7 @@ func init() {
 	register(command{name: "batch", summary: "headless GRPO run (rlhfstation --batch)", order: 1, run: runBatch})
 }
 
-const batchUsage = `--batch [--config run.toml] [--preset story] [--model DIR] [--data FILE] [--steps N] [--out DIR] [--resume RUNDIR] [flags]
+const batchUsage = `--batch [--config run.toml] [--preset story] [--model DIR] [--data FILE] [--steps N] [--out DIR] [--resume RUNDIR] [--init-adapter CKPT] [flags]
 
 Runs GRPO headless: the same engine as the workstation, writing the same run folder
 (config.toml, events.jsonl, tb/, baselines.json, checkpoints/). Without --model it trains the

@@ -142,3 +142,37 @@ func latin1(b []byte) []rune {
 	}
 	return r
 }
+
+// --init-adapter starts a run from another run's checkpoint (recorded in config.toml); one
+// that does not fit the model is refused with the reason.
+func TestBatchInitAdapter(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := testmodel.Dir(t)
+	out := t.TempDir()
+	data := filepath.Join(t.TempDir(), "prompts.txt")
+	if err := os.WriteFile(data, []byte("Once upon a time\nThe river ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	small := []string{"--model", dir, "--data", data, "--out", out, "--steps", "1", "--batch-size", "1", "--num-generations", "2",
+		"--max-completion-length", "4"}
+	code, stdout, stderr := runCaptured(t, append([]string{"--batch", "--run-name", "a"}, small...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	ckpt := filepath.Join(out, "a", "checkpoints", "step-000001")
+	code, stdout, stderr = runCaptured(t, append([]string{"--batch", "--run-name", "b", "--init-adapter", ckpt}, small...)...)
+	if code != 0 || !strings.Contains(stderr, "starting from the adapter "+ckpt) {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	cfg, err := os.ReadFile(filepath.Join(out, "b", "config.toml"))
+	if err != nil || !strings.Contains(string(cfg), "init_adapter = ") {
+		t.Errorf("config.toml does not record init_adapter (%v):\n%s", err, cfg)
+	}
+	code, _, stderr = runCaptured(t, append([]string{"--batch", "--run-name", "c", "--init-adapter", filepath.Join(out, "a")}, small...)...)
+	if code != 1 || !strings.Contains(stderr, "is not a checkpoint: no adapter_config.json") {
+		t.Errorf("a run folder as init adapter: exit %d, %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "c")); !os.IsNotExist(err) {
+		t.Errorf("the refused run left its folder (%v)", err)
+	}
+}

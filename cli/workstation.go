@@ -23,7 +23,7 @@ func init() {
 
 const workstationUsage = `[flags]
 
-The workstation: a setup screen (preset, model, data, steps, device), then the live dashboard
+The workstation: a setup screen (preset, model, data, adapter to start from, steps, device), then the live dashboard
 of the run (space pauses, s saves, c opens the checkpoints, ? lists every key, q stops the run
 after saving). Every flag of --batch may be given to preset the choices (--config run.toml,
 --preset, --model, --steps…); "[built-in model: V]" marks where a run on the built-in model
@@ -127,7 +127,7 @@ func resolveSetup(args []string, set setup.Settings, stderr io.Writer) (*config.
 		return nil, engine.Options{}, err
 	}
 	for name, v := range map[string]string{"preset": set.Preset, "model": set.Model, "data": set.Data,
-		"steps": strconv.Itoa(set.Steps), "device": set.Device} {
+		"init-adapter": set.Adapter, "steps": strconv.Itoa(set.Steps), "device": set.Device} {
 		if v != "" && v != "0" {
 			if err := fs.Set(name, v); err != nil {
 				return nil, engine.Options{}, err
@@ -163,7 +163,7 @@ func setupChoices(c *config.Config) (setup.Choices, error) {
 	if err != nil {
 		return setup.Choices{}, err
 	}
-	ch := setup.Choices{Preset: c.Preset, Model: c.Model, Data: c.Data.Path, Steps: c.MaxSteps,
+	ch := setup.Choices{Preset: c.Preset, Model: c.Model, Data: c.Data.Path, Adapter: c.InitAdapter, Steps: c.MaxSteps,
 		Devices: []string{"auto", "cpu", "cuda"}, Device: c.Device}
 	for _, in := range infos {
 		if in.Err != nil {

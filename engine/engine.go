@@ -79,6 +79,7 @@ type Engine struct {
 	// and completion tokens sampled since the run began (TRL's num_tokens).
 	gen        *generation
 	tokensSeen int64
+	init       *initAdapter // the adapter a new run starts from (init_adapter), nil for fresh ones
 
 	jsonl     *events.Writer
 	jsonlFile *os.File

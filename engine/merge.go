@@ -70,18 +70,8 @@ func Merge(modelDir, adapterDir, out string, o MergeOptions) (MergeSummary, erro
 	if err != nil {
 		return sum, err
 	}
-	cfgPath := filepath.Join(adapterDir, checkpoint.AdapterConfigFile)
-	switch {
-	case cfg.UseDoRA:
-		return sum, fmt.Errorf("%s: DoRA adapters are not merged (use_dora is set)", cfgPath)
-	case len(cfg.RankPattern) > 0 || len(cfg.AlphaPattern) > 0:
-		return sum, fmt.Errorf("%s: rank_pattern and alpha_pattern (a rank or alpha per module) are not supported by merge", cfgPath)
-	case cfg.Bias != "" && cfg.Bias != "none":
-		return sum, fmt.Errorf("%s: bias = %q: adapters with trained biases are not merged", cfgPath, cfg.Bias)
-	case len(cfg.ModulesToSave) > 0:
-		return sum, fmt.Errorf("%s: modules_to_save %v: adapters with fully trained modules are not merged", cfgPath, cfg.ModulesToSave)
-	case cfg.R < 1:
-		return sum, fmt.Errorf("%s: r = %d", cfgPath, cfg.R)
+	if err := plainLoRA(cfg, filepath.Join(adapterDir, checkpoint.AdapterConfigFile), "merged"); err != nil {
+		return sum, err
 	}
 	scale := lora.Config{R: cfg.R, Alpha: cfg.LoraAlpha, RSLoRA: cfg.UseRSLoRA}.Scale()
 	sum.R, sum.Alpha, sum.RSLoRA, sum.Scale = cfg.R, cfg.LoraAlpha, cfg.UseRSLoRA, scale

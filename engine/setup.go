@@ -72,6 +72,18 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
+	if cfg.InitAdapter != "" {
+		if opts.Resume != "" {
+			e.logf("init_adapter %s is not read when resuming: the weights come from the checkpoint", cfg.InitAdapter)
+		} else {
+			if e.init, err = readInitAdapter(cfg, cfg.InitAdapter, e.logf); err != nil {
+				return nil, err
+			}
+			if err := e.init.checkBase(opts.ModelDir, e.logf); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	mc, err := model.LoadConfig(opts.ModelDir)
 	if err != nil {
@@ -105,6 +117,11 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	e.paramInfo = events.Params{Total: int64(e.model.NumParams()), ResidentBytes: int64(e.model.NumParams()) * 4}
 	if err := e.quantizeBase(); err != nil {
 		return nil, err
+	}
+	if e.init != nil {
+		if err := e.init.targets(cfg, e.model, e.logf); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.attachAdapters(); err != nil {
 		return nil, err
@@ -266,6 +283,12 @@ func (e *Engine) attachAdapters() error {
 			[]string(e.cfg.LoRA.TargetModules), e.model.Linears()[0].Name)
 	}
 	e.adapters = lora.NewSet(lc, layers)
+	if e.init != nil {
+		if err := e.adapters.Load("init_adapter "+e.init.dir, e.init.tensors); err != nil {
+			return err
+		}
+		e.logf("starting from the adapter %s: %d modules, r %d, lora_alpha %g; a fresh optimizer", e.init.dir, len(layers), lc.R, lc.Alpha)
+	}
 	return nil
 }
 

@@ -447,12 +447,14 @@ func TestSetupStartsRun(t *testing.T) {
 	contains(t, v, "new run", "▸ story", "word 0.1 · phrase 0.3 · sentence 0.6", "models/tiny")
 	hs.key("down") // math
 	contains(t, hs.model().view, "word 0.2 · phrase 0.3 · sentence 0.5", "NTL, correctness")
-	hs.key("tab", "tab", "tab") // steps
+	hs.key("tab", "tab", "tab") // the adapter to start from
+	hs.tm.Type("runs/a/checkpoints/step-000010")
+	hs.key("tab") // steps
 	hs.key("backspace", "backspace", "backspace")
 	hs.tm.Type("20")
 	hs.key("tab", "right", "tab", "enter") // device: cpu; start
 	m := hs.waitFor("the dashboard", func(m snap) bool { return m.screen == screenDashboard && m.closed })
-	want := setup.Settings{Preset: "math", Model: "models/tiny", Steps: 20, Device: "cpu"}
+	want := setup.Settings{Preset: "math", Model: "models/tiny", Adapter: "runs/a/checkpoints/step-000010", Steps: 20, Device: "cpu"}
 	if got != want {
 		t.Errorf("Start got %+v, want %+v", got, want)
 	}
@@ -465,7 +467,7 @@ func TestSetupRejectsBadSteps(t *testing.T) {
 	started := false
 	opts.Start = func(setup.Settings) (Session, error) { started = true; return Session{}, nil }
 	hs := start(t, opts, 100, 30)
-	hs.key("tab", "tab", "tab", "backspace", "backspace")
+	hs.key("tab", "tab", "tab", "tab", "backspace", "backspace")
 	hs.tm.Type("x")
 	hs.key("tab", "tab", "enter")
 	contains(t, hs.model().view, `steps: "x" is not a positive whole number`)

@@ -35,9 +35,13 @@ type Config struct {
 	Preset          string `toml:"preset"`    // reward preset name
 	Baselines       string `toml:"baselines"` // baselines.json; "" = computed at start
 	AcceptBaselines bool   `toml:"accept_baselines"`
-	Device          string `toml:"device" enum:"auto,cpu,cuda"`
-	OutputDir       string `toml:"output_dir"` // parent of run folders
-	RunName         string `toml:"run_name"`   // "" = <yyyymmdd-hhmmss>-<preset>
+	// InitAdapter is a PEFT LoRA adapter folder the run starts from (its r, lora_alpha,
+	// target modules and rslora replace the [lora] table's; its weights are trained on with a
+	// fresh optimizer); "" = new adapters.
+	InitAdapter string `toml:"init_adapter"`
+	Device      string `toml:"device" enum:"auto,cpu,cuda"`
+	OutputDir   string `toml:"output_dir"` // parent of run folders
+	RunName     string `toml:"run_name"`   // "" = <yyyymmdd-hhmmss>-<preset>
 
 	// GRPO and optimisation, with TRL GRPOConfig's names.
 	LearningRate             float64 `toml:"learning_rate" grpo:""`

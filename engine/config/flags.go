@@ -28,6 +28,7 @@ var flagSpecs = []struct{ name, key, usage string }{
 	{"device", "device", "auto, cpu or cuda"},
 	{"baselines", "baselines", "baselines.json to score against (default: computed at start)"},
 	{"accept-baselines", "accept_baselines", "use baselines made with another model or tokenizer"},
+	{"init-adapter", "init_adapter", "PEFT LoRA adapter folder to start from (a checkpoint of another run): its r, alpha, targets and weights, a fresh optimizer"},
 	{"steps", "max_steps", "number of optimizer steps (max_steps)"},
 	{"save-steps", "save_steps", "checkpoint every N steps; 0: only at the end"},
 	{"seed", "seed", "random seed"},

@@ -1,5 +1,6 @@
 // Package setup is the first screen of the workstation: pick a reward preset (its weights
-// shown), the model and data, the number of steps and the device, then start. The choices
+// shown), the model and data, an adapter to start from, the number of steps and the device,
+// then start. The choices
 // come from the caller as plain data and the chosen settings go back as a StartMsg.
 package setup
 
@@ -32,6 +33,7 @@ type Choices struct {
 	Preset  string // selected first; the first preset when empty or unknown
 	Model   string // default model folder ("" = the built-in model)
 	Data    string // default prompt file ("" = the built-in corpus)
+	Adapter string // default adapter to start from ("" = fresh adapters)
 	Steps   int
 	Devices []string // e.g. auto, cpu, cuda; auto/cpu/cuda when empty
 	Device  string
@@ -39,11 +41,12 @@ type Choices struct {
 
 // Settings is what the user chose.
 type Settings struct {
-	Preset string
-	Model  string
-	Data   string
-	Steps  int
-	Device string
+	Preset  string
+	Model   string
+	Data    string
+	Adapter string // init_adapter: a PEFT adapter folder to start from, "" for fresh adapters
+	Steps   int
+	Device  string
 }
 
 // StartMsg carries the chosen settings to the app, which hands them to the caller.
@@ -56,6 +59,7 @@ const (
 	fieldPreset = iota
 	fieldModel
 	fieldData
+	fieldAdapter
 	fieldSteps
 	fieldDevice
 	fieldStart
@@ -70,6 +74,7 @@ type Model struct {
 	device  int
 	model   input.Model
 	data    input.Model
+	adapter input.Model
 	steps   input.Model
 	focus   int
 	err     string
@@ -82,9 +87,10 @@ func New(ctx *context.Context, c Choices) Model {
 		c.Devices = []string{"auto", "cpu", "cuda"}
 	}
 	m := Model{Base: component.New(ctx), choices: c,
-		model: input.New("", "built-in model"),
-		data:  input.New("", "built-in synthetic prompts"),
-		steps: input.New("", "number of steps"),
+		model:   input.New("", "built-in model"),
+		data:    input.New("", "built-in synthetic prompts"),
+		adapter: input.New("", "fresh LoRA adapters (or a checkpoint folder to start from)"),
+		steps:   input.New("", "number of steps"),
 	}
 	for i, p := range c.Presets {
 		if p.Name == c.Preset {
@@ -98,6 +104,7 @@ func New(ctx *context.Context, c Choices) Model {
 	}
 	m.model.SetValue(c.Model)
 	m.data.SetValue(c.Data)
+	m.adapter.SetValue(c.Adapter)
 	if c.Steps > 0 {
 		m.steps.SetValue(strconv.Itoa(c.Steps))
 	}
@@ -110,6 +117,7 @@ func (m *Model) SetSize(w, h int) {
 	fw := m.formWidth() - 2 - labelW
 	m.model.SetWidth(fw)
 	m.data.SetWidth(fw)
+	m.adapter.SetWidth(fw)
 	m.steps.SetWidth(min(fw, 12))
 }
 
@@ -127,12 +135,13 @@ func (m *Model) SetBusy(b bool) { m.busy = b }
 
 // Editing reports whether a text field has the keyboard.
 func (m Model) Editing() bool {
-	return m.focus == fieldModel || m.focus == fieldData || m.focus == fieldSteps
+	return m.focus == fieldModel || m.focus == fieldData || m.focus == fieldAdapter || m.focus == fieldSteps
 }
 
 // Settings returns what the form holds now.
 func (m Model) Settings() (Settings, error) {
-	s := Settings{Model: strings.TrimSpace(m.model.Value()), Data: strings.TrimSpace(m.data.Value())}
+	s := Settings{Model: strings.TrimSpace(m.model.Value()), Data: strings.TrimSpace(m.data.Value()),
+		Adapter: strings.TrimSpace(m.adapter.Value())}
 	if len(m.choices.Presets) > 0 {
 		s.Preset = m.choices.Presets[m.preset].Name
 	}
@@ -147,7 +156,7 @@ func (m Model) Settings() (Settings, error) {
 
 func (m *Model) setFocus(f int) {
 	m.focus = (f + fieldCount) % fieldCount
-	for i, in := range []*input.Model{&m.model, &m.data, &m.steps} {
+	for i, in := range []*input.Model{&m.model, &m.data, &m.adapter, &m.steps} {
 		if m.focus == fieldModel+i {
 			in.Focus()
 		} else {
@@ -234,6 +243,8 @@ func (m *Model) field() *input.Model {
 		return &m.model
 	case fieldData:
 		return &m.data
+	case fieldAdapter:
+		return &m.adapter
 	}
 	return &m.steps
 }
@@ -302,6 +313,7 @@ func (m Model) View() string {
 
 	b.WriteString(label(fieldModel, "model") + m.model.View(st) + "\n")
 	b.WriteString(label(fieldData, "data") + m.data.View(st) + "\n")
+	b.WriteString(label(fieldAdapter, "adapter") + m.adapter.View(st) + "\n")
 	b.WriteString(label(fieldSteps, "steps") + m.steps.View(st) + "\n")
 	dev := "◂ " + m.choices.Devices[m.device] + " ▸"
 	if m.focus == fieldDevice {
