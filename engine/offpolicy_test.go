@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -213,62 +212,48 @@ func TestNumIterationsClipsAfterFirstPass(t *testing.T) {
 	}
 }
 
-// A run with num_iterations = 2 interrupted after step 3 (its checkpoint taken in the middle
-// of a generation batch, which it keeps) and resumed gives the metrics and weights of the
-// run that was never interrupted.
+// A run with num_iterations = 2 that ends at step 3 (its last checkpoint taken in the
+// middle of a generation batch, which it keeps) and is resumed to step 6 gives the metrics
+// and weights of the run that went to step 6 at once (a constant learning rate, so that the
+// shorter run's schedule is the same).
 func TestResumeMidGenerationIsExact(t *testing.T) {
-	cfg := func() *config.Config {
-		c := tinyConfig(t, "story", 6)
+	cfg := func(steps int) *config.Config {
+		c := tinyConfig(t, "story", steps)
 		c.NumIterations, c.StepsPerGeneration, c.GradientAccumulationSteps = 2, 2, 1
-		c.SaveSteps = 0
+		c.SaveSteps, c.LRSchedulerType = 0, "constant"
 		if err := c.Finish(); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	straight := cfg()
-	evsA, eA, err := run(t, straight, "", "story")
+	evsA, eA, err := run(t, cfg(6), "", "story")
 	if err != nil {
 		t.Fatal(err)
 	}
-	half := cfg()
-	eB, err := New(half, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, "story")})
+	half := cfg(3)
+	_, eB, err := run(t, half, "", "story")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- eB.Run(ctx) }()
-	for ev := range eB.Events() {
-		if ev.Type == events.Step && ev.Step == 3 {
-			cancel()
-		}
-	}
-	if err := <-done; !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("interrupted run returned %v", err)
-	}
-	list, _ := checkpoint.List(filepath.Join(eB.RunDir(), "checkpoints"))
-	from := list[len(list)-1]
-	ck, err := checkpoint.Load(from.Path)
+	ck, err := checkpoint.Load(filepath.Join(eB.RunDir(), "checkpoints", "step-000003"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Steps 1–4 serve one generation batch (2 micro-batches × 2 passes), 5–8 the next.
-	if from.Step%4 == 0 || ck.Generation == nil {
-		t.Fatalf("checkpoint of step %d (generation kept: %v): want one inside a generation batch that keeps it", from.Step, ck.Generation != nil)
+	if ck.Generation == nil {
+		t.Fatal("the checkpoint of step 3, inside a generation batch, does not keep it")
 	}
-	more := cfg()
+	more := cfg(6)
 	more.OutputDir = half.OutputDir
 	evsB, _, err := run(t, more, eB.RunDir(), "story")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := stepMetrics(evsA), stepMetrics(evsB)
-	if len(b) != 6-from.Step {
-		t.Fatalf("resumed from step %d but ran %d steps", from.Step, len(b))
+	if len(b) != 3 {
+		t.Fatalf("the resumed run made %d steps, want 3", len(b))
 	}
-	for s := from.Step + 1; s <= 6; s++ {
+	for s := 4; s <= 6; s++ {
 		if !reflect.DeepEqual(a[s], b[s]) {
 			t.Errorf("step %d differs after resume:\nstraight %v\nresumed  %v", s, a[s], b[s])
 		}
@@ -283,5 +268,36 @@ func TestResumeMidGenerationIsExact(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ca.Tensors, cb.Tensors) || !reflect.DeepEqual(ca.Optimizer.ExpAvgSq, cb.Optimizer.ExpAvgSq) {
 		t.Error("adapter or optimizer state differs after resume")
+	}
+}
+
+// A step interrupted while drawing a new generation batch gives back its prompts, its
+// tokens and the batch it was serving, as they were before it.
+func TestInterruptedDrawGivesTheBatchBack(t *testing.T) {
+	c := tinyConfig(t, "story", 4)
+	c.NumIterations = 2
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, "story")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	for s := 0; s < 2; s++ { // draw, then reuse
+		if err := e.trainStep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		pendingEvents(e)
+	}
+	gen, used, cursor, seen := e.gen, e.gen.used, e.cursor, e.tokensSeen
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.trainStep(ctx); err == nil {
+		t.Fatal("a step with a cancelled context drew a batch")
+	}
+	if e.gen != gen || e.gen.used != used || e.cursor != cursor || e.tokensSeen != seen || e.step != 2 {
+		t.Errorf("after the interrupted step: batch kept %v, used %d (was %d), cursor %d (was %d), tokens %d (was %d), step %d",
+			e.gen == gen, e.gen.used, used, e.cursor, cursor, e.tokensSeen, seen, e.step)
 	}
 }
