@@ -69,10 +69,11 @@ type Backend interface {
 	// EmbeddingBackward accumulates dwte[ids[r]] += dout[r] and dwpe[pos[r]] += dout[r]
 	// (float32 tables, either optional).
 	EmbeddingBackward(dwte, dwpe, dout, ids, pos Buf, dim int) error
-	// RMSNormForward sets out = inp·rstd·weight per row and rstd[rows] (float32).
-	RMSNormForward(out, rstd, inp, weight Buf, rows, dim int, eps float64) error
+	// RMSNormForward sets out = inp·rstd·(offset + weight) per row and rstd[rows] (float32);
+	// offset is 0, or 1 for gemma's (1 + w) norms.
+	RMSNormForward(out, rstd, inp, weight Buf, rows, dim int, eps float64, offset float32) error
 	// RMSNormBackward accumulates dinp and dweight (optional: frozen).
-	RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buf, rows, dim int) error
+	RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buf, rows, dim int, offset float32) error
 	// LayerNormForward sets out = (inp−mean)·rstd·weight + bias per row, with mean and rstd
 	// [rows] (float32).
 	LayerNormForward(out, mean, rstd, inp, weight, bias Buf, rows, dim int, eps float64) error
@@ -92,6 +93,15 @@ type Backend interface {
 	SwiGLUForward(out, gate, up Buf, n int) error
 	// SwiGLUBackward accumulates dgate and dup.
 	SwiGLUBackward(dgate, dup, dout, gate, up Buf, n int) error
+	// GeGLUForward sets out = GELU(gate)·up (tanh approximation; gemma's MLP).
+	GeGLUForward(out, gate, up Buf, n int) error
+	// GeGLUBackward accumulates dgate and dup.
+	GeGLUBackward(dgate, dup, dout, gate, up Buf, n int) error
+	// SoftcapForward sets out = cap·tanh(inp/cap) (float32; out may be inp): logit
+	// soft-capping.
+	SoftcapForward(out, inp Buf, n int, cap float32) error
+	// SoftcapBackward accumulates dinp += dout·(1 − (out/cap)²), from the forward's output.
+	SoftcapBackward(dinp, dout, out Buf, n int, cap float32) error
 	// BiasForward adds bias[cols] (float32) to every row of out[rows,cols] (out +=).
 	BiasForward(out, bias Buf, rows, cols int) error
 	// BiasBackward accumulates dbias += Σ_rows dout.
@@ -131,12 +141,12 @@ type Backend interface {
 
 	// NewRoPETable tabulates cos and sin of p·invFreq[i] for positions [0, maxPos).
 	NewRoPETable(invFreq []float64, maxPos int) (*RoPETable, error)
-	// RoPEForward rotates x[rows, heads·2·Half] in place ("rotate-half" pairs (i, i+Half)),
-	// row r at position pos[r], rows = pos.Len().
+	// RoPEForward rotates x[rows, heads·r.Width()] in place ("rotate-half" pairs (i, i+Half)
+	// of each head's first 2·Half dimensions), row r at position pos[r], rows = pos.Len().
 	RoPEForward(x, pos Buf, heads int, r *RoPETable) error
 	// RoPEBackward rotates the gradient back, in place.
 	RoPEBackward(dx, pos Buf, heads int, r *RoPETable) error
-	// AttentionForward sets out[rows, Heads·HeadDim] = softmax(Scale·q·Kᵀ, causal, window)·V
+	// AttentionForward sets out[rows, Heads·HeadDim] = softmax(cap(Scale·q·Kᵀ), causal, window)·V
 	// for every span. probs (optional; a.ProbSize(spans) values) keeps the probabilities
 	// for the backward, span after span, head-major, zeros where masked.
 	AttentionForward(out, probs, q Buf, spans []Span, a Attention) error
@@ -160,12 +170,12 @@ type Backend interface {
 	// LogProbBackward accumulates dlogits += dlogp·invTemp·(onehot(target) − softmax) on
 	// the rows with a target.
 	LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error
-	// HeadLogProbs is Logits then LogProbForward with the logits formed a chunk of rows at
-	// a time only.
-	HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT float32) error
+	// HeadLogProbs is Logits, SoftcapForward (softcap > 0 only), then LogProbForward, with
+	// the logits formed a chunk of rows at a time only.
+	HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT, softcap float32) error
 	// HeadLogProbsBackward accumulates dhidden += dlogits·head, dlogits the gradient of
 	// Σ dlogp[r]·logp[r] (logits recomputed a chunk at a time; the head frozen).
-	HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT float32) error
+	HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT, softcap float32) error
 	// Sample draws one token per row of float32 logits: temperature 0 is greedy (argmax,
 	// lowest id on ties); otherwise softmax(logits/temperature), then top-k (0: all), then
 	// top-p over the top-k renormalised (0 or ≥ 1: all), as Hugging Face's warpers. Row r
@@ -205,6 +215,9 @@ type Attention struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // multiplies q·k, usually 1/√HeadDim
 	Window                  int     // sliding window: a query at p sees keys at (p−Window, p]; 0 = all
+	// Softcap, when positive, caps the scores s = Scale·q·k to Softcap·tanh(s/Softcap)
+	// before the mask and softmax (gemma2's attention-logit soft-capping).
+	Softcap float32
 }
 
 // ProbSize is the number of values AttentionForward stores for the backward: per span and
@@ -242,6 +255,18 @@ type OptParam struct{ Data, Grad, M, V Buf }
 type RoPETable struct {
 	Half, MaxPos int
 	Cos, Sin     Buf
+	// HeadDim is the width of a head in the rotated rows, 0 meaning 2·Half; the dimensions
+	// [2·Half, HeadDim) of each head pass through unrotated (partial rotary, phi3). The
+	// caller sets it after NewRoPETable.
+	HeadDim int
+}
+
+// Width is the width of a head in the rotated rows.
+func (r *RoPETable) Width() int {
+	if r.HeadDim > 0 {
+		return r.HeadDim
+	}
+	return 2 * r.Half
 }
 
 // Q4 is a 4-bit weight [Rows, Cols] readied by a backend's UploadQ4.

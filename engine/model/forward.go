@@ -231,7 +231,7 @@ func (m *Model) norm(n Norm, out, mean, rstd, in []float32, rows int) {
 	if n.B != nil {
 		cpu.LayerNormForward(out, mean, rstd, in, n.W.Data, n.B.Data, rows, m.Config.Dim, m.Config.NormEps)
 	} else {
-		cpu.RMSNormForward(out, rstd, in, n.W.Data, rows, m.Config.Dim, m.Config.NormEps)
+		cpu.RMSNormForward(out, rstd, in, n.W.Data, rows, m.Config.Dim, m.Config.NormEps, 0)
 	}
 }
 

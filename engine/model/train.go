@@ -339,7 +339,7 @@ func (m *Model) normBackward(n Norm, din, dout, in, mean, rstd []float32, rows i
 	if n.B != nil {
 		cpu.LayerNormBackward(din, dw, db, dout, in, n.W.Data, mean, rstd, rows, m.Config.Dim)
 	} else {
-		cpu.RMSNormBackward(din, dw, dout, in, n.W.Data, rstd, rows, m.Config.Dim)
+		cpu.RMSNormBackward(din, dw, dout, in, n.W.Data, rstd, rows, m.Config.Dim, 0)
 	}
 }
 

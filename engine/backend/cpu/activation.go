@@ -14,7 +14,7 @@ func GELUForward(out, inp []float32, n int) {
 			t := tanhChunk(buf[:len(x)], x)
 			o := out[c : c+len(x)]
 			for i, v := range x {
-				o[i] = 0.5 * v * (1 + t[i])
+				o[i] = gelu(v, t[i])
 			}
 		}
 	})
@@ -29,7 +29,7 @@ func GELUBackward(dinp, dout, inp []float32, n int) {
 			t := tanhChunk(buf[:len(x)], x)
 			di, do := dinp[c:c+len(x)], dout[c:c+len(x)]
 			for i, v := range x {
-				di[i] += do[i] * (0.5*(1+t[i]) + 0.5*v*(1-t[i]*t[i])*geluC*(1+3*0.044715*v*v))
+				di[i] += do[i] * geluGrad(v, t[i])
 			}
 		}
 	})
@@ -70,6 +70,14 @@ func SwiGLUBackward(dgate, dup, dout, gate, up []float32, n int) {
 	})
 }
 
+// gelu is GELU at x given t = tanh(√(2/π)·(x + 0.044715·x³)) (tanhChunk's value).
+func gelu(x, t float32) float32 { return 0.5 * x * (1 + t) }
+
+// geluGrad is GELU's derivative at x given the same t.
+func geluGrad(x, t float32) float32 {
+	return 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*x*x)
+}
+
 // tanhf is tanh through expf: 1 − 2/(e^{2x}+1), exact enough where GELU uses it (its
 // absolute error stays near float32's epsilon).
 func tanhf(x float32) float32 { return 1 - 2/(expf(2*x)+1) }
@@ -85,4 +93,36 @@ func tanhChunk(t, x []float32) []float32 {
 		t[i] = 1 - 2/(e+1)
 	}
 	return t
+}
+
+// GeGLUForward sets out = GELU(gate)·up over n elements (GELU's tanh approximation): gemma's
+// gated MLP.
+func GeGLUForward(out, gate, up []float32, n int) {
+	For(n, 1<<13, func(lo, hi int) {
+		var buf [expChunk]float32
+		for c := lo; c < hi; c += expChunk {
+			g := gate[c:min(c+expChunk, hi)]
+			t := tanhChunk(buf[:len(g)], g)
+			o, u := out[c:c+len(g)], up[c:c+len(g)]
+			for i, v := range g {
+				o[i] = gelu(v, t[i]) * u[i]
+			}
+		}
+	})
+}
+
+// GeGLUBackward accumulates dgate += dout·up·GELU'(gate) and dup += dout·GELU(gate).
+func GeGLUBackward(dgate, dup, dout, gate, up []float32, n int) {
+	For(n, 1<<13, func(lo, hi int) {
+		var buf [expChunk]float32
+		for c := lo; c < hi; c += expChunk {
+			g := gate[c:min(c+expChunk, hi)]
+			t := tanhChunk(buf[:len(g)], g)
+			dg, du, do, u := dgate[c:c+len(g)], dup[c:c+len(g)], dout[c:c+len(g)], up[c:c+len(g)]
+			for i, v := range g {
+				dg[i] += do[i] * u[i] * geluGrad(v, t[i])
+				du[i] += do[i] * gelu(v, t[i])
+			}
+		}
+	})
 }

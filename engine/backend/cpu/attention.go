@@ -78,7 +78,7 @@ func attentionBlock(out, sc, q []float32, s Span, h int, a Attention) {
 }
 
 // attentionProbs sets sc [N, Pos+N] to head h's attention probabilities over the span:
-// softmax(Scale·q·Kᵀ) with the causal (and window) mask, zeros where masked.
+// softmax(cap(Scale·q·Kᵀ)) with the causal (and window) mask, zeros where masked.
 func attentionProbs(sc, q []float32, s Span, h int, a Attention) {
 	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	kvh := h / (a.Heads / a.KVHeads)
@@ -90,6 +90,9 @@ func attentionProbs(sc, q []float32, s Span, h int, a Attention) {
 			k0 := a.FirstKey(p)
 			row := sc[i*L : (i+1)*L]
 			clear(row[:k0])
+			if a.Softcap > 0 {
+				capInPlace(row[k0:p+1], a.Softcap)
+			}
 			softmaxInPlace(row[k0 : p+1])
 			clear(row[p+1:])
 		}
@@ -123,6 +126,9 @@ func attentionRowsRef(out, q []float32, spans []Span, a Attention) {
 			for j := range sc {
 				sc[j] = dot(qv, s.K[(k0+j)*kw+kvo:(k0+j)*kw+kvo+hd]) * a.Scale
 			}
+			if a.Softcap > 0 {
+				capInPlace(sc, a.Softcap)
+			}
 			softmaxInPlace(sc)
 			o := out[row*qw+h*hd : row*qw+(h+1)*hd]
 			clear(o)
@@ -152,12 +158,13 @@ func softmaxInPlace(x []float32) {
 
 // AttentionBackward accumulates dq and, per span, DK and DV from dout, given the forward's
 // q, keys and values, and the probabilities AttentionForward stored, or nil to recompute
-// them here (one more GEMM per head instead of N×(Pos+N) floats per head kept).
+// them here (one more GEMM per head instead of N×(Pos+N) floats per head kept). With
+// soft-capping the capped scores are recomputed too (one more GEMM per head).
 func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) {
 	hd, qw, kw := a.HeadDim, a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	group := a.Heads / a.KVHeads
 	off := 0
-	var scratch, pbuf []float32
+	var scratch, pbuf, cbuf []float32
 	for _, s := range spans {
 		if s.N == 0 {
 			continue
@@ -167,6 +174,9 @@ func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) 
 			scratch = make([]float32, s.N*L)
 			if probs == nil {
 				pbuf = make([]float32, s.N*L)
+			}
+			if a.Softcap > 0 {
+				cbuf = make([]float32, s.N*L)
 			}
 		}
 		dp := scratch[:s.N*L]
@@ -184,6 +194,11 @@ func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) 
 			// dP = dO·Vᵀ and dV += Pᵀ·dO
 			sgemm(false, true, s.N, L, hd, 1, do, qw, s.V[kvo:], kw, 0, dp, L)
 			sgemm(true, false, L, hd, s.N, 1, p, L, do, qw, 1, s.DV[kvo:], kw)
+			var capped []float32 // the capped scores, whose slope the gradient passes through
+			if a.Softcap > 0 {
+				capped = cbuf[:s.N*L]
+				sgemm(false, true, s.N, L, hd, a.Scale, q[s.Row*qw+h*hd:], qw, s.K[kvo:], kw, 0, capped, L)
+			}
 			// dS = P ⊙ (dP − Σ_j P·dP), the softmax backward
 			For(s.N, grainFor(L), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
@@ -195,6 +210,14 @@ func AttentionBackward(dq, dout, probs, q []float32, spans []Span, a Attention) 
 					d := float32(dot)
 					for j, v := range pr {
 						dr[j] = v * (dr[j] - d)
+					}
+					if capped != nil {
+						k0, p := a.FirstKey(s.Pos+i), s.Pos+i
+						cr := capped[i*L+k0 : i*L+p+1]
+						capInPlace(cr, a.Softcap)
+						for j, y := range cr {
+							dr[k0+j] *= softcapSlope(y, a.Softcap)
+						}
 					}
 				}
 			})
@@ -263,6 +286,9 @@ func attentionRowsGEMM(out, q []float32, spans []Span, a Attention) {
 			sc := scores[:group*n]
 			qo := row*qw + kvh*group*hd
 			sgemm(false, true, group, n, hd, a.Scale, q[qo:], hd, s.K[k0*kw+kvh*hd:], kw, 0, sc, n)
+			if a.Softcap > 0 {
+				capInPlace(sc, a.Softcap)
+			}
 			for g := 0; g < group; g++ {
 				softmaxInPlace(sc[g*n : (g+1)*n])
 			}

@@ -56,24 +56,24 @@ func (*Backend) EmbeddingBackward(dwte, dwpe, dout, ids, pos backend.Buf, dim in
 	return nil
 }
 
-func (*Backend) RMSNormForward(out, rstd, inp, weight backend.Buf, rows, dim int, eps float64) error {
+func (*Backend) RMSNormForward(out, rstd, inp, weight backend.Buf, rows, dim int, eps float64, offset float32) error {
 	var a args
 	o, r, x, w := a.f32("out", out, rows*dim), a.f32("rstd", rstd, rows), a.f32("inp", inp, rows*dim), a.f32("weight", weight, dim)
 	if a.err != nil {
 		return a.err
 	}
-	RMSNormForward(o, r, x, w, rows, dim, eps)
+	RMSNormForward(o, r, x, w, rows, dim, eps, offset)
 	return nil
 }
 
-func (*Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buf, rows, dim int) error {
+func (*Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buf, rows, dim int, offset float32) error {
 	var a args
 	dx, dw := a.f32("dinp", dinp, rows*dim), a.optF32("dweight", dweight, dim)
 	d, x, w, r := a.f32("dout", dout, rows*dim), a.f32("inp", inp, rows*dim), a.f32("weight", weight, dim), a.f32("rstd", rstd, rows)
 	if a.err != nil {
 		return a.err
 	}
-	RMSNormBackward(dx, dw, d, x, w, r, rows, dim)
+	RMSNormBackward(dx, dw, d, x, w, r, rows, dim, offset)
 	return nil
 }
 
@@ -171,6 +171,53 @@ func (*Backend) SwiGLUBackward(dgate, dup, dout, gate, up backend.Buf, n int) er
 		return a.err
 	}
 	SwiGLUBackward(dg, du, d, g, u, n)
+	return nil
+}
+
+func (*Backend) GeGLUForward(out, gate, up backend.Buf, n int) error {
+	var a args
+	o, g, u := a.f32("out", out, n), a.f32("gate", gate, n), a.f32("up", up, n)
+	if a.err != nil {
+		return a.err
+	}
+	GeGLUForward(o, g, u, n)
+	return nil
+}
+
+func (*Backend) GeGLUBackward(dgate, dup, dout, gate, up backend.Buf, n int) error {
+	var a args
+	dg, du, d := a.f32("dgate", dgate, n), a.f32("dup", dup, n), a.f32("dout", dout, n)
+	g, u := a.f32("gate", gate, n), a.f32("up", up, n)
+	if a.err != nil {
+		return a.err
+	}
+	GeGLUBackward(dg, du, d, g, u, n)
+	return nil
+}
+
+func (*Backend) SoftcapForward(out, inp backend.Buf, n int, cap float32) error {
+	if !(cap > 0) {
+		return fmt.Errorf("cpu: soft-capping at %g", cap)
+	}
+	var a args
+	o, x := a.f32("out", out, n), a.f32("inp", inp, n)
+	if a.err != nil {
+		return a.err
+	}
+	SoftcapForward(o, x, n, cap)
+	return nil
+}
+
+func (*Backend) SoftcapBackward(dinp, dout, out backend.Buf, n int, cap float32) error {
+	if !(cap > 0) {
+		return fmt.Errorf("cpu: soft-capping at %g", cap)
+	}
+	var a args
+	dx, d, o := a.f32("dinp", dinp, n), a.f32("dout", dout, n), a.f32("out", out, n)
+	if a.err != nil {
+		return a.err
+	}
+	SoftcapBackward(dx, d, o, n, cap)
 	return nil
 }
 
@@ -364,8 +411,11 @@ func (*Backend) rope(x, pos backend.Buf, heads int, r *backend.RoPETable, sign f
 	var a args
 	rows := pos.Len()
 	p := a.i32("pos", pos, rows)
-	v := a.f32("x", x, rows*heads*2*r.Half)
-	t := &RoPETable{Half: r.Half, MaxPos: r.MaxPos, cos: a.f32("cos", r.Cos, r.MaxPos*r.Half), sin: a.f32("sin", r.Sin, r.MaxPos*r.Half)}
+	if r.HeadDim != 0 && r.HeadDim < 2*r.Half {
+		return fmt.Errorf("cpu: RoPE over heads of %d with %d rotated dimensions", r.HeadDim, 2*r.Half)
+	}
+	v := a.f32("x", x, rows*heads*r.Width())
+	t := &RoPETable{Half: r.Half, MaxPos: r.MaxPos, HeadDim: r.HeadDim, cos: a.f32("cos", r.Cos, r.MaxPos*r.Half), sin: a.f32("sin", r.Sin, r.MaxPos*r.Half)}
 	if a.err != nil {
 		return a.err
 	}
@@ -528,7 +578,7 @@ func (b *Backend) logitsScratch(n int) []float32 {
 	return b.logits[:n]
 }
 
-func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf, rows, dim, vocab int, invT float32) error {
+func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
@@ -543,6 +593,9 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf,
 	for r0 := 0; r0 < rows; r0 += chunk {
 		n := min(chunk, rows-r0)
 		MatmulForward(buf, h[r0*dim:(r0+n)*dim], w, nil, n, dim, vocab)
+		if softcap > 0 {
+			SoftcapForward(buf, buf, n*vocab, softcap)
+		}
 		var ev []float32
 		if e != nil {
 			ev = e[r0 : r0+n]
@@ -552,7 +605,7 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf,
 	return nil
 }
 
-func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT float32) error {
+func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
@@ -573,8 +626,14 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets bac
 		logits, dl := buf[:n*vocab], buf[half:half+n*vocab]
 		hc := h[r0*dim : (r0+n)*dim]
 		MatmulForward(logits, hc, w, nil, n, dim, vocab)
+		if softcap > 0 {
+			SoftcapForward(logits, logits, n*vocab, softcap)
+		}
 		clear(dl)
 		LogProbBackward(dl, dlp[r0:r0+n], logits, t[r0:r0+n], n, vocab, invT)
+		if softcap > 0 { // through the cap: the gradient of the raw logits
+			uncap(dl, logits, softcap)
+		}
 		MatmulBackward(dh[r0*dim:(r0+n)*dim], nil, nil, dl, nil, w, n, dim, vocab)
 	}
 	return nil

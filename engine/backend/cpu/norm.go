@@ -70,9 +70,9 @@ func LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd []flo
 	addTo(dbias, sums[dim:])
 }
 
-// RMSNormForward sets out = x·rstd·weight per row with rstd = 1/√(mean(x²)+eps), keeping
-// rstd for the backward.
-func RMSNormForward(out, rstd, inp, weight []float32, rows, dim int, eps float64) {
+// RMSNormForward sets out = x·rstd·(offset + weight) per row with rstd = 1/√(mean(x²)+eps),
+// keeping rstd for the backward. offset is 0, or 1 for gemma's (1 + w) norms.
+func RMSNormForward(out, rstd, inp, weight []float32, rows, dim int, eps float64, offset float32) {
 	For(rows, grainFor(dim)*4, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			x := inp[r*dim : (r+1)*dim]
@@ -83,7 +83,7 @@ func RMSNormForward(out, rstd, inp, weight []float32, rows, dim int, eps float64
 			rf := float32(1 / math.Sqrt(ss/float64(dim)+eps))
 			o := out[r*dim : (r+1)*dim]
 			for j, v := range x {
-				o[j] = v * rf * weight[j]
+				o[j] = v * rf * (offset + weight[j])
 			}
 			rstd[r] = rf
 		}
@@ -91,20 +91,20 @@ func RMSNormForward(out, rstd, inp, weight []float32, rows, dim int, eps float64
 }
 
 // RMSNormBackward accumulates dinp and dweight (may be nil) from dout:
-// dx = rstd·g − x·rstd³·mean(g·x) with g = dout·weight.
-func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, rows, dim int) {
+// dx = rstd·g − x·rstd³·mean(g·x) with g = dout·(offset + weight), dweight += dout·x·rstd.
+func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, rows, dim int, offset float32) {
 	For(rows, grainFor(dim)*4, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			x, d := inp[r*dim:(r+1)*dim], dout[r*dim:(r+1)*dim]
 			rs := rstd[r]
 			var sgx float64
 			for j := range x {
-				sgx += float64(d[j] * weight[j] * x[j])
+				sgx += float64(d[j] * (offset + weight[j]) * x[j])
 			}
 			c := float32(sgx/float64(dim)) * rs * rs * rs
 			dx := dinp[r*dim : (r+1)*dim]
 			for j := range x {
-				dx[j] += d[j]*weight[j]*rs - x[j]*c
+				dx[j] += d[j]*(offset+weight[j])*rs - x[j]*c
 			}
 		}
 	})

@@ -105,14 +105,14 @@ func opCases() []opCase {
 		inputs: map[string]*tensor{"x": randTensor(rng, 1.5, R, D), "w": lnw},
 		forward: func(in map[string][]float32) []float32 {
 			out, rstd := make([]float32, R*D), make([]float32, R)
-			RMSNormForward(out, rstd, in["x"], in["w"], R, D, 1e-6)
+			RMSNormForward(out, rstd, in["x"], in["w"], R, D, 1e-6, 0)
 			return out
 		},
 		backward: func(in map[string][]float32, dout []float32) map[string][]float32 {
 			out, rstd := make([]float32, R*D), make([]float32, R)
-			RMSNormForward(out, rstd, in["x"], in["w"], R, D, 1e-6)
+			RMSNormForward(out, rstd, in["x"], in["w"], R, D, 1e-6, 0)
 			g := map[string][]float32{"x": make([]float32, R*D), "w": make([]float32, D)}
-			RMSNormBackward(g["x"], g["w"], dout, in["x"], in["w"], rstd, R, D)
+			RMSNormBackward(g["x"], g["w"], dout, in["x"], in["w"], rstd, R, D, 0)
 			return g
 		}})
 
@@ -278,7 +278,7 @@ func relMax(got []float32, want []float64) float64 {
 // largest entry) against PyTorch autograd.
 func TestOpsMatchPyTorch(t *testing.T) {
 	py := testref.Python(t)
-	cases := opCases()
+	cases := append(opCases(), familyOpCases()...)
 	douts := make([][]float32, len(cases))
 	type pyCase struct {
 		Op     string             `json:"op"`
@@ -340,7 +340,7 @@ func TestOpsMatchPyTorch(t *testing.T) {
 // Σ dout·forward (summed in float64), at sampled coordinates of each input.
 func TestOpsFiniteDifferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
-	for _, c := range opCases() {
+	for _, c := range append(opCases(), familyOpCases()...) {
 		if c.backward == nil {
 			continue
 		}

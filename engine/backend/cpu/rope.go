@@ -7,6 +7,7 @@ import "math"
 type RoPETable struct {
 	Half     int
 	MaxPos   int
+	HeadDim  int       // width of a head in the rotated rows, 0: 2·Half (more: partial rotary)
 	cos, sin []float32 // [MaxPos, Half]
 }
 
@@ -24,8 +25,9 @@ func NewRoPETable(invFreq []float64, maxPos int) *RoPETable {
 	return r
 }
 
-// RoPEForward rotates x [rows, heads·2·Half] in place, row r at position pos[r]:
-// (a, b) → (a·cos − b·sin, b·cos + a·sin) for a = x[i], b = x[i+Half].
+// RoPEForward rotates x [rows, heads·HeadDim] in place, row r at position pos[r]:
+// (a, b) → (a·cos − b·sin, b·cos + a·sin) for a = x[i], b = x[i+Half] of each head; a head's
+// dimensions from 2·Half on are left as they are (partial rotary).
 func RoPEForward(x []float32, pos []int32, heads int, r *RoPETable) {
 	r.rotate(x, pos, heads, 1)
 }
@@ -38,6 +40,9 @@ func RoPEBackward(dx []float32, pos []int32, heads int, r *RoPETable) {
 
 func (r *RoPETable) rotate(x []float32, pos []int32, heads int, sign float32) {
 	half, hd := r.Half, 2*r.Half
+	if r.HeadDim > 0 {
+		hd = r.HeadDim
+	}
 	width := heads * hd
 	For(len(pos), grainFor(width), func(lo, hi int) {
 		for row := lo; row < hi; row++ {
@@ -45,7 +50,7 @@ func (r *RoPETable) rotate(x []float32, pos []int32, heads int, sign float32) {
 			cs, sn := r.cos[p*half:(p+1)*half], r.sin[p*half:(p+1)*half]
 			for h := 0; h < heads; h++ {
 				a := x[row*width+h*hd : row*width+h*hd+half]
-				b := x[row*width+h*hd+half : row*width+(h+1)*hd]
+				b := x[row*width+h*hd+half : row*width+h*hd+2*half]
 				for i := range a {
 					c, s := cs[i], sign*sn[i]
 					a[i], b[i] = a[i]*c-b[i]*s, b[i]*c+a[i]*s

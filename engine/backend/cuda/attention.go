@@ -5,6 +5,7 @@ type attnShape struct {
 	heads, kvHeads, hd int
 	scale              float32
 	window             int
+	softcap            float32 // scores capped to softcap·tanh(s/softcap) when positive
 }
 
 func (a attnShape) qw() int    { return a.heads * a.hd }
@@ -117,7 +118,7 @@ func (o *owner) attentionSpan(out, probs, q devptr[bf16], s span, a attnShape) e
 			c: sc, cType: dtF32, ldc: Lc, strideC: int64(n * Lc), batch: a.heads}); err != nil {
 			return err
 		}
-		if err := o.softmaxCausal(devptr[float32](sc), a.heads, n, Lc, s.pos+i0, a.window); err != nil {
+		if err := o.softmaxCausal(devptr[float32](sc), a.heads, n, Lc, s.pos+i0, a.window, a.softcap); err != nil {
 			return err
 		}
 		if out != 0 {
@@ -237,7 +238,7 @@ func (o *owner) attentionSpanBackward(dq, dout, _, q devptr[bf16], s span, a att
 		}
 	}
 	if err := o.attnSoftmaxBackwardScores(warpRows(a.heads*s.n), devptr[bf16](ds), devptr[bf16](pr), devptr[float32](sc), devptr[float32](dp),
-		int32(a.heads), int32(s.n), int32(L), int32(s.pos), int32(a.window)); err != nil {
+		int32(a.heads), int32(s.n), int32(L), int32(s.pos), int32(a.window), a.softcap); err != nil {
 		return err
 	}
 	steps = []gemmArgs{

@@ -8,7 +8,7 @@ import (
 )
 
 func shapeOf(a Attention) attnShape {
-	return attnShape{heads: a.Heads, kvHeads: a.KVHeads, hd: a.HeadDim, scale: a.Scale, window: a.Window}
+	return attnShape{heads: a.Heads, kvHeads: a.KVHeads, hd: a.HeadDim, scale: a.Scale, window: a.Window, softcap: a.Softcap}
 }
 
 func (b *Backend) spans(spans []Span, a Attention, grads bool) ([]span, error) {
@@ -222,7 +222,7 @@ func (b *Backend) LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, voc
 // HeadLogProbs sets logp[r] = log softmax(hidden[r]·headᵀ·invT)[targets[r]] (0 where the
 // target is negative) and, when entropy is given, the distribution's entropy; the float32
 // logits exist a chunk of rows at a time only. hidden and head are bf16 or float32.
-func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT float32) error {
+func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
@@ -238,6 +238,9 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, d
 			for r0 := 0; r0 < rows; r0 += chunk {
 				n := min(chunk, rows-r0)
 				if err := o.logitsOf(lg, hidden.Slice(r0*dim, n*dim), head, n, dim, vocab); err != nil {
+					return err
+				}
+				if err := o.softcap(devptr[float32](lg), n*vocab, softcap); err != nil {
 					return err
 				}
 				var ent devptr[float32]
@@ -260,7 +263,7 @@ func (o *owner) logitsOf(lg uintptr, hidden, head Buf, rows, dim, vocab int) err
 
 // HeadLogProbsBackward accumulates dhidden (float32 or bf16) += dlogits·head for dlogits the
 // gradient of Σ dlogp[r]·logp[r] (the logits recomputed a chunk at a time; the head is frozen).
-func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT float32) error {
+func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
@@ -285,11 +288,17 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 				if err := o.logitsOf(lg, hidden.Slice(r0*dim, n*dim), head, n, dim, vocab); err != nil {
 					return err
 				}
+				if err := o.softcap(devptr[float32](lg), n*vocab, softcap); err != nil {
+					return err
+				}
 				if err := o.memset(dl, 0, dt.Size()*n*vocab); err != nil {
 					return err
 				}
 				dlb := backend.Device(dt, dl, n*vocab)
 				if err := o.logprobsBack(dlb, devptr[float32](lg), f32At(f32(dlogp), r0), devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
+					return err
+				}
+				if err := o.uncap(dlb, devptr[float32](lg), n*vocab, softcap); err != nil {
 					return err
 				}
 				if err := o.gemm(&gemmArgs{m: n, n: dim, k: vocab, alpha: 1, beta: 1, a: dl, aType: blasType(dlb), lda: vocab,
@@ -506,3 +515,23 @@ func (b *Backend) pairs(xs []Buf) ([]uint64, int) {
 
 // Scale multiplies x (float32) by s.
 func (b *Backend) Scale(x Buf, s float32) error { return b.ScaleAll([]Buf{x}, s) }
+
+// softcap caps float32 logits in place (nothing when softcap is 0).
+func (o *owner) softcap(x devptr[float32], n int, softcap float32) error {
+	if softcap <= 0 {
+		return nil
+	}
+	return o.softcapForwardF32(o.flat(int64(n)), x, x, int64(n), softcap)
+}
+
+// uncap turns the gradient d (float32 or bf16) of logits capped to y into that of the raw
+// logits, in place (nothing when softcap is 0).
+func (o *owner) uncap(d Buf, y devptr[float32], n int, softcap float32) error {
+	if softcap <= 0 {
+		return nil
+	}
+	if d.DType() == F32 {
+		return o.softcapUncapF32(o.flat(int64(n)), f32(d), y, int64(n), softcap)
+	}
+	return o.softcapUncapBF16(o.flat(int64(n)), bf(d), y, int64(n), softcap)
+}

@@ -48,19 +48,21 @@ func (b *Backend) EmbeddingBackward(dwte, dwpe, dout, ids, pos Buf, dim int) err
 		})
 }
 
-// RMSNormForward sets out = x·rstd·weight per row, keeping rstd.
-func (b *Backend) RMSNormForward(out, rstd, inp, weight Buf, rows, dim int, eps float64) error {
+// RMSNormForward sets out = x·rstd·(offset + weight) per row, keeping rstd.
+func (b *Backend) RMSNormForward(out, rstd, inp, weight Buf, rows, dim int, eps float64, offset float32) error {
 	return b.queue(firstErr(act("out", out, rows*dim), need("rstd", rstd, F32, rows), act("inp", inp, rows*dim),
 		need("weight", weight, F32, dim)),
-		func(o *owner) error { return o.rmsnorm(out, f32(rstd), inp, f32(weight), rows, dim, float32(eps)) })
+		func(o *owner) error {
+			return o.rmsnorm(out, f32(rstd), inp, f32(weight), rows, dim, float32(eps), offset)
+		})
 }
 
 // RMSNormBackward accumulates dinp and dweight (absent when frozen).
-func (b *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buf, rows, dim int) error {
+func (b *Backend) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd Buf, rows, dim int, offset float32) error {
 	return b.queue(firstErr(act("dinp", dinp, rows*dim), opt("dweight", dweight, F32, dim), act("dout", dout, rows*dim),
 		act("inp", inp, rows*dim), need("weight", weight, F32, dim), need("rstd", rstd, F32, rows)),
 		func(o *owner) error {
-			return o.rmsnormBack(dinp, f32(dweight), dout, inp, f32(weight), f32(rstd), rows, dim)
+			return o.rmsnormBack(dinp, f32(dweight), dout, inp, f32(weight), f32(rstd), rows, dim, offset)
 		})
 }
 
@@ -158,6 +160,49 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up Buf, n int) error {
 				return o.swigluBackwardF32(o.flat(int64(n)), f32(dgate), f32(dup), f32(dout), f32(gate), f32(up), int64(n))
 			}
 			return o.swigluBack(bf(dgate), bf(dup), bf(dout), bf(gate), bf(up), n)
+		})
+}
+
+// GeGLUForward sets out = GELU(gate)·up (tanh approximation).
+func (b *Backend) GeGLUForward(out, gate, up Buf, n int) error {
+	return b.queue(firstErr(act("out", out, n), act("gate", gate, n), act("up", up, n), sameType("GeGLU", out, gate, up)),
+		func(o *owner) error {
+			if out.DType() == F32 {
+				return o.gegluForwardF32(o.flat(int64(n)), f32(out), f32(gate), f32(up), int64(n))
+			}
+			return o.geglu(bf(out), bf(gate), bf(up), n)
+		})
+}
+
+// GeGLUBackward accumulates dgate and dup.
+func (b *Backend) GeGLUBackward(dgate, dup, dout, gate, up Buf, n int) error {
+	return b.queue(firstErr(act("dgate", dgate, n), act("dup", dup, n), act("dout", dout, n), act("gate", gate, n), act("up", up, n),
+		sameType("GeGLU backward", dgate, dup, dout, gate, up)),
+		func(o *owner) error {
+			if dgate.DType() == F32 {
+				return o.gegluBackwardF32(o.flat(int64(n)), f32(dgate), f32(dup), f32(dout), f32(gate), f32(up), int64(n))
+			}
+			return o.gegluBack(bf(dgate), bf(dup), bf(dout), bf(gate), bf(up), n)
+		})
+}
+
+// SoftcapForward sets out = cap·tanh(inp/cap) over float32 values (out may be inp).
+func (b *Backend) SoftcapForward(out, inp Buf, n int, cap float32) error {
+	if !(cap > 0) {
+		return fmt.Errorf("cuda: soft-capping at %g", cap)
+	}
+	return b.queue(firstErr(need("out", out, F32, n), need("inp", inp, F32, n)),
+		func(o *owner) error { return o.softcapForwardF32(o.flat(int64(n)), f32(out), f32(inp), int64(n), cap) })
+}
+
+// SoftcapBackward accumulates dinp += dout·(1 − (out/cap)²) (float32).
+func (b *Backend) SoftcapBackward(dinp, dout, out Buf, n int, cap float32) error {
+	if !(cap > 0) {
+		return fmt.Errorf("cuda: soft-capping at %g", cap)
+	}
+	return b.queue(firstErr(need("dinp", dinp, F32, n), need("dout", dout, F32, n), need("out", out, F32, n)),
+		func(o *owner) error {
+			return o.softcapBackwardF32(o.flat(int64(n)), f32(dinp), f32(dout), f32(out), int64(n), cap)
 		})
 }
 
@@ -344,13 +389,17 @@ func (b *Backend) rope(x, pos Buf, heads int, r *RoPETable, sign float32) error 
 	if r == nil || r.Cos.IsHost() {
 		return fmt.Errorf("cuda: RoPE with a table not made by this backend")
 	}
-	return b.queue(firstErr(act("x", x, rows*heads*2*r.Half), need("pos", pos, I32, rows)),
+	hd := r.Width()
+	if hd < 2*r.Half {
+		return fmt.Errorf("cuda: RoPE over heads of %d with %d rotated dimensions", hd, 2*r.Half)
+	}
+	return b.queue(firstErr(act("x", x, rows*heads*hd), need("pos", pos, I32, rows)),
 		func(o *owner) error {
 			if x.DType() == F32 {
 				d := dims{grid: [3]uint32{uint32(min(rows, 1<<30)), uint32(min(heads, maxGridY)), 1}, block: [3]uint32{uint32(ceilDiv(r.Half, 32) * 32), 1, 1}}
-				return o.ropeForwardF32(d, f32(x), i32(pos), f32(r.Cos), f32(r.Sin), int32(rows), int32(heads), int32(r.Half), sign)
+				return o.ropeForwardF32(d, f32(x), i32(pos), f32(r.Cos), f32(r.Sin), int32(rows), int32(heads), int32(r.Half), int32(hd), sign)
 			}
-			return o.rope(bf(x), i32(pos), f32(r.Cos), f32(r.Sin), rows, heads, r.Half, sign)
+			return o.rope(bf(x), i32(pos), f32(r.Cos), f32(r.Sin), rows, heads, r.Half, hd, sign)
 		})
 }
 

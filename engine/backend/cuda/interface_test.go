@@ -106,19 +106,19 @@ func TestInterfaceFloat32Operands(t *testing.T) {
 	})
 	twin(t, "RMSNorm, float32 and bf16 into float32", 1e-5, bfTol, func(b backend.Backend, in twinIn) []Buf {
 		o1, o2, r1, r2 := in(make([]float32, n)), in(make([]float32, n)), in(make([]float32, rows)), in(make([]float32, rows))
-		must(t, b.RMSNormForward(o1, r1, in(x), in(w), rows, dim, 1e-5))
-		must(t, b.RMSNormForward(o2, r2, in(x, BF16), in(w), rows, dim, 1e-5))
+		must(t, b.RMSNormForward(o1, r1, in(x), in(w), rows, dim, 1e-5, 0))
+		must(t, b.RMSNormForward(o2, r2, in(x, BF16), in(w), rows, dim, 1e-5, 0))
 		return []Buf{o1, o2, r1, r2}
 	})
 	twin(t, "RMSNorm backward, mixed types", 1e-4, bfTol, func(b backend.Backend, in twinIn) []Buf {
 		rstd := in(make([]float32, rows))
 		xin, wb := in(x), in(w)
 		tmp := in(make([]float32, n))
-		must(t, b.RMSNormForward(tmp, rstd, xin, wb, rows, dim, 1e-5))
+		must(t, b.RMSNormForward(tmp, rstd, xin, wb, rows, dim, 1e-5, 0))
 		d1, dw := in(g), in(make([]float32, dim))
-		must(t, b.RMSNormBackward(d1, dw, in(y, BF16), xin, wb, rstd, rows, dim)) // float32 stream, bf16 output gradient
+		must(t, b.RMSNormBackward(d1, dw, in(y, BF16), xin, wb, rstd, rows, dim, 0)) // float32 stream, bf16 output gradient
 		d2 := in(g, BF16)
-		must(t, b.RMSNormBackward(d2, backend.Buf{}, in(y), xin, wb, rstd, rows, dim)) // bf16 dinp from float32 ones
+		must(t, b.RMSNormBackward(d2, backend.Buf{}, in(y), xin, wb, rstd, rows, dim, 0)) // bf16 dinp from float32 ones
 		return []Buf{d1, dw, d2}
 	})
 	twin(t, "LayerNorm forward and backward, float32", 1e-4, bfTol, func(b backend.Backend, in twinIn) []Buf {
@@ -237,8 +237,8 @@ func TestInterfaceFloat32Operands(t *testing.T) {
 	twin(t, "LM head log-probs and backward, float32", 1e-3, 2e-2, func(b backend.Backend, in twinIn) []Buf {
 		lp, ent, dh := in(make([]float32, rows)), in(make([]float32, rows)), in(make([]float32, n))
 		hb, hd, tg := in(x), in(head), in(targets)
-		must(t, b.HeadLogProbs(lp, ent, hb, hd, tg, rows, dim, vocab, 0.7))
-		must(t, b.HeadLogProbsBackward(dh, hb, hd, in(dlogp), tg, rows, dim, vocab, 0.7))
+		must(t, b.HeadLogProbs(lp, ent, hb, hd, tg, rows, dim, vocab, 0.7, 0))
+		must(t, b.HeadLogProbsBackward(dh, hb, hd, in(dlogp), tg, rows, dim, vocab, 0.7, 0))
 		logits, dl := in(make([]float32, rows*vocab)), in(make([]float32, rows*vocab))
 		must(t, b.Logits(logits, hb, hd, rows, dim, vocab))
 		must(t, b.LogProbBackward(dl, in(dlogp), logits, tg, rows, vocab, 0.7))

@@ -111,13 +111,13 @@ func TestKernelNorms(t *testing.T) {
 			mean, _ := b.Alloc(F32, rows)
 			want, wr, wm := make([]float32, rows*dim), make([]float32, rows), make([]float32, rows)
 
-			must(t, b.RMSNormForward(out, rstd, in, wp, rows, dim, 1e-5))
-			cpu.RMSNormForward(want, wr, inr, w, rows, dim, 1e-5)
+			must(t, b.RMSNormForward(out, rstd, in, wp, rows, dim, 1e-5, 0))
+			cpu.RMSNormForward(want, wr, inr, w, rows, dim, 1e-5, 0)
 			closeTo(t, "rmsnorm", down(t, b, out), want, 1e-3, 1/100.)
 			closeTo(t, "rmsnorm rstd", down(t, b, rstd), wr, 0, 1e-5)
 			if stream == F32 {
 				o32, _ := b.Alloc(F32, rows*dim)
-				must(t, b.RMSNormForward(o32, rstd, in, wp, rows, dim, 1e-5))
+				must(t, b.RMSNormForward(o32, rstd, in, wp, rows, dim, 1e-5, 0))
 				closeTo(t, "rmsnorm to f32", down(t, b, o32), want, 1e-5, 1e-5)
 			}
 
@@ -126,8 +126,8 @@ func TestKernelNorms(t *testing.T) {
 			dx, dxr := upStream(t, b, stream, dx0)
 			dw0 := randn(rng, dim, 1)
 			dw := up(t, b, F32, dw0)
-			must(t, b.RMSNormBackward(dx, dw, dout, in, wp, rstd, rows, dim))
-			cpu.RMSNormBackward(dxr, dw0, doutr, inr, w, wr, rows, dim)
+			must(t, b.RMSNormBackward(dx, dw, dout, in, wp, rstd, rows, dim, 0))
+			cpu.RMSNormBackward(dxr, dw0, doutr, inr, w, wr, rows, dim, 0)
 			tol := 2e-2
 			if stream == F32 {
 				tol = 1e-4
@@ -186,11 +186,11 @@ func TestKernelRoPEAndEmbedding(t *testing.T) {
 	x, xr := putBF16(t, d, randn(rng, rows*heads*hd, 1))
 	pp := put(t, d, pos)
 	cp, sp := put(t, d, cs), put(t, d, sn)
-	run(t, d, func(o *owner) error { return o.rope(x, pp, cp, sp, rows, heads, half, 1) })
+	run(t, d, func(o *owner) error { return o.rope(x, pp, cp, sp, rows, heads, half, 2*half, 1) })
 	tab := cpu.NewRoPETable(inv, maxPos)
 	cpu.RoPEForward(xr, pos, heads, tab)
 	closeTo(t, "rope", getBF16(t, d, x, rows*heads*hd), xr, 1e-2, 1/64.)
-	run(t, d, func(o *owner) error { return o.rope(x, pp, cp, sp, rows, heads, half, -1) })
+	run(t, d, func(o *owner) error { return o.rope(x, pp, cp, sp, rows, heads, half, 2*half, -1) })
 	cpu.RoPEBackward(xr, pos, heads, tab)
 	closeTo(t, "rope back", getBF16(t, d, x, rows*heads*hd), xr, 2e-2, 1/32.)
 

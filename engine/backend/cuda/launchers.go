@@ -35,6 +35,14 @@ const (
 	kSwigluForwardF32
 	kSwigluBackward
 	kSwigluBackwardF32
+	kGegluForward
+	kGegluForwardF32
+	kGegluBackward
+	kGegluBackwardF32
+	kSoftcapForwardF32
+	kSoftcapBackwardF32
+	kSoftcapUncapF32
+	kSoftcapUncapBF16
 	kBiasForward
 	kBiasForwardF32
 	kBiasBackward
@@ -107,6 +115,14 @@ var kernelNames = [numKernels]string{
 	"swiglu_forward_f32",
 	"swiglu_backward",
 	"swiglu_backward_f32",
+	"geglu_forward",
+	"geglu_forward_f32",
+	"geglu_backward",
+	"geglu_backward_f32",
+	"softcap_forward_f32",
+	"softcap_backward_f32",
+	"softcap_uncap_f32",
+	"softcap_uncap_bf16",
 	"bias_forward",
 	"bias_forward_f32",
 	"bias_backward",
@@ -151,58 +167,66 @@ var kernelNames = [numKernels]string{
 
 // kernelArgs are the kernels' parameter counts, by ID.
 var kernelArgs = [numKernels]int{
+	8,
+	10,
+	14,
 	7,
+	7,
+	7,
+	6,
+	6,
+	6,
+	6,
+	3,
+	3,
+	4,
+	4,
+	4,
+	4,
+	4,
+	4,
+	4,
+	3,
+	3,
+	4,
+	4,
+	4,
+	4,
+	6,
+	6,
+	4,
+	4,
+	6,
+	6,
+	4,
+	5,
+	4,
+	4,
+	4,
+	4,
+	4,
+	4,
+	6,
+	6,
+	6,
+	6,
+	8,
+	8,
+	6,
+	7,
+	7,
+	7,
+	7,
+	7,
+	7,
+	7,
+	7,
+	7,
+	8,
+	8,
+	8,
 	9,
-	13,
-	7,
-	7,
-	7,
-	6,
-	6,
-	6,
-	6,
-	3,
-	3,
-	4,
-	4,
-	4,
-	4,
-	4,
-	4,
-	4,
-	3,
-	3,
-	4,
-	4,
-	4,
-	4,
-	6,
-	6,
-	4,
-	4,
-	4,
-	4,
-	6,
-	6,
-	6,
-	6,
-	8,
-	8,
-	6,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	7,
-	8,
-	8,
+	9,
 	9,
 	9,
 	9,
@@ -215,13 +239,13 @@ var kernelArgs = [numKernels]int{
 	10,
 	10,
 	16,
-	8,
-	8,
+	9,
+	9,
 	10,
 }
 
-// attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window).
-func (o *owner) attnSoftmaxForward(d dims, probs devptr[float32], scores devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32) error {
+// attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap).
+func (o *owner) attnSoftmaxForward(d dims, probs devptr[float32], scores devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32, softcap float32) error {
 	s := &o.args.slots
 	s[0] = uint64(probs)
 	s[1] = uint64(scores)
@@ -230,11 +254,12 @@ func (o *owner) attnSoftmaxForward(d dims, probs devptr[float32], scores devptr[
 	s[4] = uint64(uint32(L))
 	s[5] = uint64(uint32(pos0))
 	s[6] = uint64(uint32(window))
+	s[7] = uint64(math.Float32bits(softcap))
 	return o.launch(kAttnSoftmaxForward, d)
 }
 
-// attnSoftmaxBackwardScores launches attn_softmax_backward_scores(bf16* dscores, bf16* probs, const float* scores, const float* dprobs, int heads, int n, int L, int pos0, int window).
-func (o *owner) attnSoftmaxBackwardScores(d dims, dscores devptr[bf16], probs devptr[bf16], scores devptr[float32], dprobs devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32) error {
+// attnSoftmaxBackwardScores launches attn_softmax_backward_scores(bf16* dscores, bf16* probs, const float* scores, const float* dprobs, int heads, int n, int L, int pos0, int window, float softcap).
+func (o *owner) attnSoftmaxBackwardScores(d dims, dscores devptr[bf16], probs devptr[bf16], scores devptr[float32], dprobs devptr[float32], heads int32, n int32, L int32, pos0 int32, window int32, softcap float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dscores)
 	s[1] = uint64(probs)
@@ -245,11 +270,12 @@ func (o *owner) attnSoftmaxBackwardScores(d dims, dscores devptr[bf16], probs de
 	s[6] = uint64(uint32(L))
 	s[7] = uint64(uint32(pos0))
 	s[8] = uint64(uint32(window))
+	s[9] = uint64(math.Float32bits(softcap))
 	return o.launch(kAttnSoftmaxBackwardScores, d)
 }
 
-// attnRows launches attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window).
-func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32) error {
+// attnRows launches attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(q)
@@ -264,6 +290,7 @@ func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16
 	s[10] = uint64(uint32(ldk))
 	s[11] = uint64(math.Float32bits(scale))
 	s[12] = uint64(uint32(window))
+	s[13] = uint64(math.Float32bits(softcap))
 	return o.launch(kAttnRows, d)
 }
 
@@ -524,6 +551,91 @@ func (o *owner) swigluBackwardF32(d dims, dgate devptr[float32], dup devptr[floa
 	return o.launch(kSwigluBackwardF32, d)
 }
 
+// gegluForward launches geglu_forward(bf16* out, const bf16* gate, const bf16* up, i64 n).
+func (o *owner) gegluForward(d dims, out devptr[bf16], gate devptr[bf16], up devptr[bf16], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(gate)
+	s[2] = uint64(up)
+	s[3] = uint64(n)
+	return o.launch(kGegluForward, d)
+}
+
+// gegluForwardF32 launches geglu_forward_f32(float* out, const float* gate, const float* up, i64 n).
+func (o *owner) gegluForwardF32(d dims, out devptr[float32], gate devptr[float32], up devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(gate)
+	s[2] = uint64(up)
+	s[3] = uint64(n)
+	return o.launch(kGegluForwardF32, d)
+}
+
+// gegluBackward launches geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, i64 n).
+func (o *owner) gegluBackward(d dims, dgate devptr[bf16], dup devptr[bf16], dout devptr[bf16], gate devptr[bf16], up devptr[bf16], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(dgate)
+	s[1] = uint64(dup)
+	s[2] = uint64(dout)
+	s[3] = uint64(gate)
+	s[4] = uint64(up)
+	s[5] = uint64(n)
+	return o.launch(kGegluBackward, d)
+}
+
+// gegluBackwardF32 launches geglu_backward_f32(float* dgate, float* dup, const float* dout, const float* gate, const float* up, i64 n).
+func (o *owner) gegluBackwardF32(d dims, dgate devptr[float32], dup devptr[float32], dout devptr[float32], gate devptr[float32], up devptr[float32], n int64) error {
+	s := &o.args.slots
+	s[0] = uint64(dgate)
+	s[1] = uint64(dup)
+	s[2] = uint64(dout)
+	s[3] = uint64(gate)
+	s[4] = uint64(up)
+	s[5] = uint64(n)
+	return o.launch(kGegluBackwardF32, d)
+}
+
+// softcapForwardF32 launches softcap_forward_f32(float* out, const float* inp, i64 n, float cap).
+func (o *owner) softcapForwardF32(d dims, out devptr[float32], inp devptr[float32], n int64, cap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(inp)
+	s[2] = uint64(n)
+	s[3] = uint64(math.Float32bits(cap))
+	return o.launch(kSoftcapForwardF32, d)
+}
+
+// softcapBackwardF32 launches softcap_backward_f32(float* dinp, const float* dout, const float* out, i64 n, float cap).
+func (o *owner) softcapBackwardF32(d dims, dinp devptr[float32], dout devptr[float32], out devptr[float32], n int64, cap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dinp)
+	s[1] = uint64(dout)
+	s[2] = uint64(out)
+	s[3] = uint64(n)
+	s[4] = uint64(math.Float32bits(cap))
+	return o.launch(kSoftcapBackwardF32, d)
+}
+
+// softcapUncapF32 launches softcap_uncap_f32(float* d, const float* y, i64 n, float cap).
+func (o *owner) softcapUncapF32(d dims, d0 devptr[float32], y devptr[float32], n int64, cap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(d0)
+	s[1] = uint64(y)
+	s[2] = uint64(n)
+	s[3] = uint64(math.Float32bits(cap))
+	return o.launch(kSoftcapUncapF32, d)
+}
+
+// softcapUncapBF16 launches softcap_uncap_bf16(bf16* d, const float* y, i64 n, float cap).
+func (o *owner) softcapUncapBF16(d dims, d0 devptr[bf16], y devptr[float32], n int64, cap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(d0)
+	s[1] = uint64(y)
+	s[2] = uint64(n)
+	s[3] = uint64(math.Float32bits(cap))
+	return o.launch(kSoftcapUncapBF16, d)
+}
+
 // biasForward launches bias_forward(bf16* out, const float* bias, int rows, int cols).
 func (o *owner) biasForward(d dims, out devptr[bf16], bias devptr[float32], rows int32, cols int32) error {
 	s := &o.args.slots
@@ -769,8 +881,8 @@ func (o *owner) digitProbs(d dims, out devptr[float32], logits devptr[float32], 
 	return o.launch(kDigitProbs, d)
 }
 
-// rmsnormForward launches rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps).
-func (o *owner) rmsnormForward(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[float32], weight devptr[float32], rows int32, dim int32, eps float32) error {
+// rmsnormForward launches rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps, float offset).
+func (o *owner) rmsnormForward(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[float32], weight devptr[float32], rows int32, dim int32, eps float32, offset float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(rstd)
@@ -779,11 +891,12 @@ func (o *owner) rmsnormForward(d dims, out devptr[bf16], rstd devptr[float32], i
 	s[4] = uint64(uint32(rows))
 	s[5] = uint64(uint32(dim))
 	s[6] = uint64(math.Float32bits(eps))
+	s[7] = uint64(math.Float32bits(offset))
 	return o.launch(kRmsnormForward, d)
 }
 
-// rmsnormForwardF32 launches rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps).
-func (o *owner) rmsnormForwardF32(d dims, out devptr[float32], rstd devptr[float32], inp devptr[float32], weight devptr[float32], rows int32, dim int32, eps float32) error {
+// rmsnormForwardF32 launches rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps, float offset).
+func (o *owner) rmsnormForwardF32(d dims, out devptr[float32], rstd devptr[float32], inp devptr[float32], weight devptr[float32], rows int32, dim int32, eps float32, offset float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(rstd)
@@ -792,11 +905,12 @@ func (o *owner) rmsnormForwardF32(d dims, out devptr[float32], rstd devptr[float
 	s[4] = uint64(uint32(rows))
 	s[5] = uint64(uint32(dim))
 	s[6] = uint64(math.Float32bits(eps))
+	s[7] = uint64(math.Float32bits(offset))
 	return o.launch(kRmsnormForwardF32, d)
 }
 
-// rmsnormForwardBF16 launches rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps).
-func (o *owner) rmsnormForwardBF16(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[bf16], weight devptr[float32], rows int32, dim int32, eps float32) error {
+// rmsnormForwardBF16 launches rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps, float offset).
+func (o *owner) rmsnormForwardBF16(d dims, out devptr[bf16], rstd devptr[float32], inp devptr[bf16], weight devptr[float32], rows int32, dim int32, eps float32, offset float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(rstd)
@@ -805,11 +919,12 @@ func (o *owner) rmsnormForwardBF16(d dims, out devptr[bf16], rstd devptr[float32
 	s[4] = uint64(uint32(rows))
 	s[5] = uint64(uint32(dim))
 	s[6] = uint64(math.Float32bits(eps))
+	s[7] = uint64(math.Float32bits(offset))
 	return o.launch(kRmsnormForwardBF16, d)
 }
 
-// rmsnormBackward launches rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, int rows, int dim).
-func (o *owner) rmsnormBackward(d dims, dinp devptr[float32], dweight devptr[float32], dout devptr[float32], inp devptr[float32], weight devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
+// rmsnormBackward launches rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, int rows, int dim, float offset).
+func (o *owner) rmsnormBackward(d dims, dinp devptr[float32], dweight devptr[float32], dout devptr[float32], inp devptr[float32], weight devptr[float32], rstd devptr[float32], rows int32, dim int32, offset float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dinp)
 	s[1] = uint64(dweight)
@@ -819,11 +934,12 @@ func (o *owner) rmsnormBackward(d dims, dinp devptr[float32], dweight devptr[flo
 	s[5] = uint64(rstd)
 	s[6] = uint64(uint32(rows))
 	s[7] = uint64(uint32(dim))
+	s[8] = uint64(math.Float32bits(offset))
 	return o.launch(kRmsnormBackward, d)
 }
 
-// rmsnormBackwardBF16 launches rmsnorm_backward_bf16(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const float* weight, const float* rstd, int rows, int dim).
-func (o *owner) rmsnormBackwardBF16(d dims, dinp devptr[bf16], dweight devptr[float32], dout devptr[bf16], inp devptr[bf16], weight devptr[float32], rstd devptr[float32], rows int32, dim int32) error {
+// rmsnormBackwardBF16 launches rmsnorm_backward_bf16(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const float* weight, const float* rstd, int rows, int dim, float offset).
+func (o *owner) rmsnormBackwardBF16(d dims, dinp devptr[bf16], dweight devptr[float32], dout devptr[bf16], inp devptr[bf16], weight devptr[float32], rstd devptr[float32], rows int32, dim int32, offset float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dinp)
 	s[1] = uint64(dweight)
@@ -833,6 +949,7 @@ func (o *owner) rmsnormBackwardBF16(d dims, dinp devptr[bf16], dweight devptr[fl
 	s[5] = uint64(rstd)
 	s[6] = uint64(uint32(rows))
 	s[7] = uint64(uint32(dim))
+	s[8] = uint64(math.Float32bits(offset))
 	return o.launch(kRmsnormBackwardBF16, d)
 }
 
@@ -1005,8 +1122,8 @@ func (o *owner) gemv4BF16(d dims, y devptr[bf16], ldy int32, x devptr[bf16], ldx
 	return o.launch(kGemv4BF16, d)
 }
 
-// ropeForward launches rope_forward(bf16* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, float sign).
-func (o *owner) ropeForward(d dims, x devptr[bf16], pos devptr[int32], cosT devptr[float32], sinT devptr[float32], rows int32, heads int32, half int32, sign float32) error {
+// ropeForward launches rope_forward(bf16* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, int hd, float sign).
+func (o *owner) ropeForward(d dims, x devptr[bf16], pos devptr[int32], cosT devptr[float32], sinT devptr[float32], rows int32, heads int32, half int32, hd int32, sign float32) error {
 	s := &o.args.slots
 	s[0] = uint64(x)
 	s[1] = uint64(pos)
@@ -1015,12 +1132,13 @@ func (o *owner) ropeForward(d dims, x devptr[bf16], pos devptr[int32], cosT devp
 	s[4] = uint64(uint32(rows))
 	s[5] = uint64(uint32(heads))
 	s[6] = uint64(uint32(half))
-	s[7] = uint64(math.Float32bits(sign))
+	s[7] = uint64(uint32(hd))
+	s[8] = uint64(math.Float32bits(sign))
 	return o.launch(kRopeForward, d)
 }
 
-// ropeForwardF32 launches rope_forward_f32(float* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, float sign).
-func (o *owner) ropeForwardF32(d dims, x devptr[float32], pos devptr[int32], cosT devptr[float32], sinT devptr[float32], rows int32, heads int32, half int32, sign float32) error {
+// ropeForwardF32 launches rope_forward_f32(float* x, const int* pos, const float* cos_t, const float* sin_t, int rows, int heads, int half, int hd, float sign).
+func (o *owner) ropeForwardF32(d dims, x devptr[float32], pos devptr[int32], cosT devptr[float32], sinT devptr[float32], rows int32, heads int32, half int32, hd int32, sign float32) error {
 	s := &o.args.slots
 	s[0] = uint64(x)
 	s[1] = uint64(pos)
@@ -1029,7 +1147,8 @@ func (o *owner) ropeForwardF32(d dims, x devptr[float32], pos devptr[int32], cos
 	s[4] = uint64(uint32(rows))
 	s[5] = uint64(uint32(heads))
 	s[6] = uint64(uint32(half))
-	s[7] = uint64(math.Float32bits(sign))
+	s[7] = uint64(uint32(hd))
+	s[8] = uint64(math.Float32bits(sign))
 	return o.launch(kRopeForwardF32, d)
 }
 

@@ -104,7 +104,7 @@ func (dm *devModel) norm(t testing.TB, n model.Norm, out, mean, rstd, in Buf, ro
 	if n.B != nil {
 		must(t, dm.b.LayerNormForward(out, mean, rstd, in, dm.norms[n.W], dm.norms[n.B], rows, c.Dim, c.NormEps))
 	} else {
-		must(t, dm.b.RMSNormForward(out, rstd, in, dm.norms[n.W], rows, c.Dim, c.NormEps))
+		must(t, dm.b.RMSNormForward(out, rstd, in, dm.norms[n.W], rows, c.Dim, c.NormEps, 0))
 	}
 }
 
@@ -191,7 +191,7 @@ func (dm *devModel) logProbs(t testing.TB, seqs [][]int) [][]float32 {
 		must(t, b.queue(nil, func(o *owner) error { return o.logprobs(f32(lp), 0, f32(lg), i32(tb), rows, c.Vocab, 1) }))
 	} else {
 		dm.norm(t, dm.m.Final, n1, mean, rstd, x, rows)
-		must(t, b.HeadLogProbs(lp, Buf{}, n1, dm.head, tb, rows, D, c.Vocab, 1))
+		must(t, b.HeadLogProbs(lp, Buf{}, n1, dm.head, tb, rows, D, c.Vocab, 1, 0))
 	}
 	flat := down(t, b, lp)
 	out := make([][]float32, len(seqs))

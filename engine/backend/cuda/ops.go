@@ -100,6 +100,14 @@ func (o *owner) swigluBack(dgate, dup, dout, gate, up devptr[bf16], n int) error
 	return o.swigluBackward(o.flat(int64(n)), dgate, dup, dout, gate, up, int64(n))
 }
 
+func (o *owner) geglu(out, gate, up devptr[bf16], n int) error {
+	return o.gegluForward(o.flat(int64(n)), out, gate, up, int64(n))
+}
+
+func (o *owner) gegluBack(dgate, dup, dout, gate, up devptr[bf16], n int) error {
+	return o.gegluBackward(o.flat(int64(n)), dgate, dup, dout, gate, up, int64(n))
+}
+
 func (o *owner) bias(out devptr[bf16], b devptr[float32], rows, cols int) error {
 	return o.biasForward(cols2d(rows, cols), out, b, int32(rows), int32(cols))
 }
@@ -148,22 +156,22 @@ func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[float32], ids,
 
 // rmsnorm: the input float32 (the residual stream) with a bf16 or float32 output, or bf16
 // both; a bf16 input into float32 through a float32 copy.
-func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32], rows, dim int, eps float32) error {
+func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32], rows, dim int, eps, offset float32) error {
 	d := warpRows(rows)
 	switch {
 	case in.DType() == F32 && out.DType() == BF16:
-		return o.rmsnormForward(d, bf(out), rstd, f32(in), w, int32(rows), int32(dim), eps)
+		return o.rmsnormForward(d, bf(out), rstd, f32(in), w, int32(rows), int32(dim), eps, offset)
 	case in.DType() == F32 && out.DType() == F32:
-		return o.rmsnormForwardF32(d, f32(out), rstd, f32(in), w, int32(rows), int32(dim), eps)
+		return o.rmsnormForwardF32(d, f32(out), rstd, f32(in), w, int32(rows), int32(dim), eps, offset)
 	case in.DType() == BF16 && out.DType() == BF16:
-		return o.rmsnormForwardBF16(d, bf(out), rstd, bf(in), w, int32(rows), int32(dim), eps)
+		return o.rmsnormForwardBF16(d, bf(out), rstd, bf(in), w, int32(rows), int32(dim), eps, offset)
 	}
 	in32, release, err := o.f32In(in, rows*dim)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return o.rmsnormForwardF32(d, f32(out), rstd, in32, w, int32(rows), int32(dim), eps)
+	return o.rmsnormForwardF32(d, f32(out), rstd, in32, w, int32(rows), int32(dim), eps, offset)
 }
 
 // normBackDims spreads rows over a few blocks per multiprocessor when weight gradients are
@@ -182,19 +190,19 @@ func (o *owner) normBackDims(rows, dim, sharedPerDim int, weights bool) (dims, e
 
 // rmsnormBack: dinp, dout and inp all float32 or all bf16; other mixtures through float32
 // copies (see mixedBack).
-func (o *owner) rmsnormBack(din Buf, dw devptr[float32], dout, in Buf, w, rstd devptr[float32], rows, dim int) error {
+func (o *owner) rmsnormBack(din Buf, dw devptr[float32], dout, in Buf, w, rstd devptr[float32], rows, dim int, offset float32) error {
 	d, err := o.normBackDims(rows, dim, 1, dw != 0)
 	if err != nil {
 		return err
 	}
 	switch {
 	case din.DType() == F32 && dout.DType() == F32 && in.DType() == F32:
-		return o.rmsnormBackward(d, f32(din), dw, f32(dout), f32(in), w, rstd, int32(rows), int32(dim))
+		return o.rmsnormBackward(d, f32(din), dw, f32(dout), f32(in), w, rstd, int32(rows), int32(dim), offset)
 	case din.DType() == BF16 && dout.DType() == BF16 && in.DType() == BF16:
-		return o.rmsnormBackwardBF16(d, bf(din), dw, bf(dout), bf(in), w, rstd, int32(rows), int32(dim))
+		return o.rmsnormBackwardBF16(d, bf(din), dw, bf(dout), bf(in), w, rstd, int32(rows), int32(dim), offset)
 	}
 	return o.mixedBack(din, dout, in, rows*dim, func(din, dout, in devptr[float32]) error {
-		return o.rmsnormBackward(d, din, dw, dout, in, w, rstd, int32(rows), int32(dim))
+		return o.rmsnormBackward(d, din, dw, dout, in, w, rstd, int32(rows), int32(dim), offset)
 	})
 }
 
@@ -280,15 +288,17 @@ func (o *owner) layernormBack(din Buf, dw, db devptr[float32], dout, in Buf, w, 
 	})
 }
 
-// rope rotates x [rows, heads·2·half] in place by the tabulated angles of pos (sign −1: back).
-func (o *owner) rope(x devptr[bf16], pos devptr[int32], cos, sin devptr[float32], rows, heads, half int, sign float32) error {
+// rope rotates x [rows, heads·hd] in place by the tabulated angles of pos (sign −1: back),
+// each head's first 2·half dimensions.
+func (o *owner) rope(x devptr[bf16], pos devptr[int32], cos, sin devptr[float32], rows, heads, half, hd int, sign float32) error {
 	d := dims{grid: [3]uint32{uint32(min(rows, 1<<30)), uint32(min(heads, maxGridY)), 1}, block: [3]uint32{uint32(ceilDiv(half, 32) * 32), 1, 1}}
-	return o.ropeForward(d, x, pos, cos, sin, int32(rows), int32(heads), int32(half), sign)
+	return o.ropeForward(d, x, pos, cos, sin, int32(rows), int32(heads), int32(half), int32(hd), sign)
 }
 
-// softmaxCausal turns scores into probabilities in place (float32).
-func (o *owner) softmaxCausal(scores devptr[float32], heads, n, L, pos0, window int) error {
-	return o.attnSoftmaxForward(warpRows(heads*n), scores, scores, int32(heads), int32(n), int32(L), int32(pos0), int32(window))
+// softmaxCausal turns scores into probabilities in place (float32), soft-capping them first
+// when softcap > 0.
+func (o *owner) softmaxCausal(scores devptr[float32], heads, n, L, pos0, window int, softcap float32) error {
+	return o.attnSoftmaxForward(warpRows(heads*n), scores, scores, int32(heads), int32(n), int32(L), int32(pos0), int32(window), softcap)
 }
 
 // attentionRows computes attention for rows one at a time (decode steps, short spans): row
@@ -302,7 +312,7 @@ func (o *owner) attentionRows(out, q, k, v devptr[bf16], seq, pos devptr[int32],
 		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", a.hd)
 	}
 	d := dims{grid: [3]uint32{uint32(rows), uint32(a.heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
-	return o.attnRows(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window))
+	return o.attnRows(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window), a.softcap)
 }
 
 func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {

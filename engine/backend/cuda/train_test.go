@@ -97,7 +97,7 @@ func (tr *trainer) normBack(n model.Norm, dinp, dout, inp, mean, rstd Buf, rows 
 	if n.B != nil {
 		must(tr.t, tr.b.LayerNormBackward(dinp, Buf{}, Buf{}, dout, inp, tr.norms[n.W], mean, rstd, rows, c.Dim))
 	} else {
-		must(tr.t, tr.b.RMSNormBackward(dinp, Buf{}, dout, inp, tr.norms[n.W], rstd, rows, c.Dim))
+		must(tr.t, tr.b.RMSNormBackward(dinp, Buf{}, dout, inp, tr.norms[n.W], rstd, rows, c.Dim, 0))
 	}
 }
 
@@ -195,7 +195,7 @@ func (tr *trainer) step(seqs [][]int, dlogp [][]float32) {
 	dl := up(t, b, F32, rowGrad)
 	dh := al(F32, rows*D)
 	b.Zero(dh)
-	must(t, b.HeadLogProbsBackward(dh, hidden, tr.head, dl, tb, rows, D, c.Vocab, 1))
+	must(t, b.HeadLogProbsBackward(dh, hidden, tr.head, dl, tb, rows, D, c.Vocab, 1, 0))
 	dres := al(F32, rows*D)
 	b.Zero(dres)
 	tr.normBack(tr.m.Final, dres, dh, x, meanF, rstdF, rows)

@@ -32,7 +32,7 @@ def op_layernorm(t, a):
 
 def op_rmsnorm(t, a):
     x = t["x"]
-    return t["w"] * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + a["eps"]))
+    return (a.get("offset", 0) + t["w"]) * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + a["eps"]))
 
 
 def op_embedding(t, a):
@@ -47,9 +47,10 @@ def op_rope(t, a):
     ang = torch.tensor(a["pos"], dtype=torch.float64)[:, None] * inv[None, :]
     emb = torch.cat((ang, ang), dim=-1)
     cos, sin = emb.cos().float()[:, None, :], emb.sin().float()[:, None, :]
-    hd = 2 * len(a["inv_freq"])
-    xh = x.view(R, -1, hd)
-    return (xh * cos + rotate_half(xh) * sin).reshape(R, -1)
+    rot = 2 * len(a["inv_freq"])
+    xh = x.view(R, -1, a.get("head_dim", rot))  # dimensions past rot pass through (partial rotary)
+    xr, xp = xh[..., :rot], xh[..., rot:]
+    return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1).reshape(R, -1)
 
 
 def op_attention(t, a):
@@ -61,6 +62,8 @@ def op_attention(t, a):
         ks = k[start:start + n].view(n, KV, hd).transpose(0, 1).repeat_interleave(H // KV, dim=0)
         vs = v[start:start + n].view(n, KV, hd).transpose(0, 1).repeat_interleave(H // KV, dim=0)
         s = (qs @ ks.transpose(1, 2)) / math.sqrt(hd)
+        if a.get("softcap"):
+            s = a["softcap"] * torch.tanh(s / a["softcap"])
         i = torch.arange(n)[:, None]
         j = torch.arange(n)[None, :]
         mask = j > i
@@ -78,6 +81,23 @@ def op_gelu(t, a):
 
 def op_swiglu(t, a):
     return F.silu(t["gate"]) * t["up"]
+
+
+def op_geglu(t, a):
+    return op_gelu({"x": t["gate"]}, a) * t["up"]
+
+
+def op_softcap(t, a):
+    return a["cap"] * torch.tanh(t["x"] / a["cap"])
+
+
+def op_head_logprob(t, a):
+    logits = t["h"] @ t["w"].T
+    if a.get("softcap"):
+        logits = a["softcap"] * torch.tanh(logits / a["softcap"])
+    lp = torch.log_softmax(logits * a["inv_temp"], dim=-1)
+    tg = torch.tensor(a["targets"])
+    return torch.where(tg >= 0, lp.gather(1, tg.clamp(min=0)[:, None])[:, 0], torch.zeros(len(tg)))
 
 
 def op_residual(t, a):

@@ -4,12 +4,13 @@
 // short spans and decode steps use attn_rows, one block per (row, head) over the keys.
 
 // probs[h, i, :] = softmax(scores[h, i, :]) over keys k0..p (p = pos0+i, k0 = p−window+1
-// when a window is set), zeros elsewhere. scores [heads, n, L] float32 (already scaled);
+// when a window is set), zeros elsewhere, the scores soft-capped first when softcap > 0.
+// scores [heads, n, L] float32 (already scaled);
 // probs float32 (in place over the scores: the product with V then runs in float32, as
 // bf16 probabilities were measured to cost the built-in model a third of its log-prob error)
 // or bf16. One warp per row (rows = heads·n).
 template <typename T>
-__device__ void attn_softmax_fwd(T* probs, const float* scores, int heads, int n, int L, int pos0, int window) {
+__device__ void attn_softmax_fwd(T* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap) {
     int lane = threadIdx.x & 31;
     int rows = heads * n;
     for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
@@ -18,26 +19,27 @@ __device__ void attn_softmax_fwd(T* probs, const float* scores, int heads, int n
         const float* s = scores + (i64)row * L;
         T* o = probs + (i64)row * L;
         float m = NEG_INF;
-        for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, s[j]);
+        for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, softcapf(s[j], softcap));
         m = warp_max(m);
         float sum = 0.f;
-        for (int j = k0 + lane; j <= p; j += 32) sum += __expf(s[j] - m);
+        for (int j = k0 + lane; j <= p; j += 32) sum += __expf(softcapf(s[j], softcap) - m);
         float inv = 1.f / warp_sum(sum);
-        for (int j = lane; j < L; j += 32) stf(o + j, j >= k0 && j <= p ? __expf(s[j] - m) * inv : 0.f);
+        for (int j = lane; j < L; j += 32) stf(o + j, j >= k0 && j <= p ? __expf(softcapf(s[j], softcap) - m) * inv : 0.f);
     }
 }
 
-extern "C" __global__ void attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window) {
-    attn_softmax_fwd(probs, scores, heads, n, L, pos0, window);
+extern "C" __global__ void attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap) {
+    attn_softmax_fwd(probs, scores, heads, n, L, pos0, window, softcap);
 }
 
 // The backward's softmax, from recomputed float32 scores (as flash attention's backward
 // does, rather than from stored bf16 probabilities: dP − Σ P·dP cancels, and bf16's rounding
 // of P would show in it): P = softmax(scores) over the visible keys in float32,
-// dscores = P ⊙ (dP − Σ_j P·dP) rounded to bf16 once, and P in bf16 for dV = Pᵀ·dO.
+// dscores = P ⊙ (dP − Σ_j P·dP) (times the soft-cap's slope) rounded to bf16 once, and P in
+// bf16 for dV = Pᵀ·dO.
 // Layout as attn_softmax_forward; one warp per row.
 extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* probs, const float* scores, const float* dprobs,
-                                                        int heads, int n, int L, int pos0, int window) {
+                                                        int heads, int n, int L, int pos0, int window, float softcap) {
     int lane = threadIdx.x & 31;
     int rows = heads * n;
     for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
@@ -46,11 +48,11 @@ extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* pro
         const float* s = scores + (i64)row * L;
         const float* d = dprobs + (i64)row * L;
         float m = NEG_INF;
-        for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, s[j]);
+        for (int j = k0 + lane; j <= p; j += 32) m = fmaxf(m, softcapf(s[j], softcap));
         m = warp_max(m);
         float sum = 0.f, dot = 0.f;
         for (int j = k0 + lane; j <= p; j += 32) {
-            float e = __expf(s[j] - m);
+            float e = __expf(softcapf(s[j], softcap) - m);
             sum += e;
             dot += e * d[j];
         }
@@ -59,8 +61,9 @@ extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* pro
         bf16* ds = dscores + (i64)row * L;
         bf16* pr = probs + (i64)row * L;
         for (int j = lane; j < L; j += 32) {
-            float pj = (j >= k0 && j <= p) ? __expf(s[j] - m) * inv : 0.f;
-            ds[j] = f32_to_bf16(pj * (d[j] - dot));
+            float c = softcapf(s[j], softcap);
+            float pj = (j >= k0 && j <= p) ? __expf(c - m) * inv : 0.f;
+            ds[j] = f32_to_bf16(pj * (d[j] - dot) * softcap_slope(c, softcap));
             pr[j] = f32_to_bf16(pj);
         }
     }
@@ -69,14 +72,14 @@ extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* pro
 #define ROWS_MAX_DIMS 8  // head_dim ≤ 256: each lane holds dims lane, lane+32, …
 #define ROWS_WARPS 4
 
-// out[r, h·hd:(h+1)·hd] = softmax(scale·q·Kᵀ)·V for row r over keys k0..pos[r] of its
+// out[r, h·hd:(h+1)·hd] = softmax(cap(scale·q·Kᵀ))·V for row r over keys k0..pos[r] of its
 // sequence seq[r] (0 when seq is null), whose keys and values start at k and v plus
 // seq[r]·seq_stride (a KV-cache slot, or a span's own rows), key j at + j·ldk + kvh·hd. Grid (rows, heads), ROWS_WARPS
 // warps a block: warps take keys in turn with an online softmax each, then merge. Lanes
 // split the head dimension.
 extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
                                                             const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk,
-                                                            float scale, int window) {
+                                                            float scale, int window, float softcap) {
     __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
     __shared__ float sacc[ROWS_WARPS][ROWS_MAX_DIMS * 32];
     int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -103,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf1
             int d = lane + 32 * t;
             if (d < hd) s += qv[t] * bf16_to_f32(kj[d]);
         }
-        s = warp_sum(s);
+        s = softcapf(warp_sum(s), softcap);
         float mn = fmaxf(m, s);
         float c = __expf(m - mn), e = __expf(s - mn);
         l = l * c + e;

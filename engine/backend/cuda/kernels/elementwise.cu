@@ -92,6 +92,51 @@ extern "C" __global__ void swiglu_backward_f32(float* dgate, float* dup, const f
     swiglu_bwd(dgate, dup, dout, gate, up, n);
 }
 
+// GeGLU: out = GELU(gate)·up, GELU's tanh approximation (gemma's MLP).
+template <typename T>
+__device__ void geglu_fwd(T* out, const T* gate, const T* up, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        float g = ldf(gate + i);
+        stf(out + i, 0.5f * g * (1.f + gelu_tanh_inner(g)) * ldf(up + i));
+    }
+}
+extern "C" __global__ void geglu_forward(bf16* out, const bf16* gate, const bf16* up, i64 n) { geglu_fwd(out, gate, up, n); }
+extern "C" __global__ void geglu_forward_f32(float* out, const float* gate, const float* up, i64 n) { geglu_fwd(out, gate, up, n); }
+
+// dgate += dout·up·GELU'(g), dup += dout·GELU(g)
+template <typename T>
+__device__ void geglu_bwd(T* dgate, T* dup, const T* dout, const T* gate, const T* up, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        float x = ldf(gate + i), u = ldf(up + i), d = ldf(dout + i), t = gelu_tanh_inner(x);
+        float g = 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * 0.7978845608028654f * (1.f + 3.f * 0.044715f * x * x);
+        stf(dgate + i, ldf(dgate + i) + d * u * g);
+        stf(dup + i, ldf(dup + i) + d * 0.5f * x * (1.f + t));
+    }
+}
+extern "C" __global__ void geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, i64 n) {
+    geglu_bwd(dgate, dup, dout, gate, up, n);
+}
+extern "C" __global__ void geglu_backward_f32(float* dgate, float* dup, const float* dout, const float* gate, const float* up, i64 n) {
+    geglu_bwd(dgate, dup, dout, gate, up, n);
+}
+
+// Soft-capping (float32 logits): out = cap·tanh(x/cap) (out may be x), tanh as
+// 1 − 2/(e^{2u}+1) like the CPU; the backward from the output: dinp += dout·(1 − (out/cap)²).
+extern "C" __global__ void softcap_forward_f32(float* out, const float* inp, i64 n, float cap) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) out[i] = softcapf(inp[i], cap);
+}
+extern "C" __global__ void softcap_backward_f32(float* dinp, const float* dout, const float* out, i64 n, float cap) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) dinp[i] += dout[i] * softcap_slope(out[i], cap);
+}
+// d ·= 1 − (y/cap)²: the gradient of capped values y turned into that of the raw ones, in
+// place (the LM head's backward), d in float32 or bf16.
+template <typename T>
+__device__ void softcap_uncap(T* d, const float* y, i64 n, float cap) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) stf(d + i, ldf(d + i) * softcap_slope(y[i], cap));
+}
+extern "C" __global__ void softcap_uncap_f32(float* d, const float* y, i64 n, float cap) { softcap_uncap(d, y, n, cap); }
+extern "C" __global__ void softcap_uncap_bf16(bf16* d, const float* y, i64 n, float cap) { softcap_uncap(d, y, n, cap); }
+
 // out[r, :] += bias for rows r; grid (⌈cols/blockDim⌉, row groups), rows strided by gridDim.y.
 template <typename T>
 __device__ void bias_fwd(T* out, const float* bias, int rows, int cols) {

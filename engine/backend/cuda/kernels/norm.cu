@@ -4,9 +4,9 @@
 // are summed per block in dynamic shared memory (dim floats each) and added to the float32
 // gradient with atomics, so their last bits depend on the order blocks finish.
 
-// out = x·rstd·weight, rstd = 1/√(mean(x²)+eps)
+// out = x·rstd·(offset + weight), rstd = 1/√(mean(x²)+eps); offset 1 for gemma's (1 + w)
 template <typename TI, typename TO>
-__device__ void rmsnorm_fwd(TO* out, float* rstd, const TI* inp, const float* weight, int rows, int dim, float eps) {
+__device__ void rmsnorm_fwd(TO* out, float* rstd, const TI* inp, const float* weight, int rows, int dim, float eps, float offset) {
     int lane = threadIdx.x & 31;
     for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
         const TI* x = inp + (i64)row * dim;
@@ -18,24 +18,27 @@ __device__ void rmsnorm_fwd(TO* out, float* rstd, const TI* inp, const float* we
         ss = warp_sum(ss);
         float r = rsqrtf(ss / dim + eps);
         TO* o = out + (i64)row * dim;
-        for (int i = lane; i < dim; i += 32) stf(o + i, ldf(x + i) * r * weight[i]);
+        for (int i = lane; i < dim; i += 32) stf(o + i, ldf(x + i) * r * (offset + weight[i]));
         if (lane == 0) rstd[row] = r;
     }
 }
 
-extern "C" __global__ void rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps) {
-    rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps);
+extern "C" __global__ void rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps, float offset) {
+    rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps, offset);
 }
-extern "C" __global__ void rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps) {
-    rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps);
+extern "C" __global__ void rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps,
+                                               float offset) {
+    rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps, offset);
 }
-extern "C" __global__ void rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps) {
-    rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps);
+extern "C" __global__ void rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps,
+                                                float offset) {
+    rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps, offset);
 }
 
-// dx += rstd·g − x·rstd³·mean(g·x), g = dout·weight; dweight += Σ_rows dout·x·rstd
+// dx += rstd·g − x·rstd³·mean(g·x), g = dout·(offset + weight); dweight += Σ_rows dout·x·rstd
 template <typename T>
-__device__ void rmsnorm_bwd(T* dinp, float* dweight, const T* dout, const T* inp, const float* weight, const float* rstd, int rows, int dim) {
+__device__ void rmsnorm_bwd(T* dinp, float* dweight, const T* dout, const T* inp, const float* weight, const float* rstd, int rows, int dim,
+                            float offset) {
     DYNAMIC_SHARED(float, dw);
     int lane = threadIdx.x & 31;
     if (dweight) {
@@ -45,13 +48,13 @@ __device__ void rmsnorm_bwd(T* dinp, float* dweight, const T* dout, const T* inp
     for (int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows; row += gridDim.x * (blockDim.x >> 5)) {
         const T *x = inp + (i64)row * dim, *d = dout + (i64)row * dim;
         float rs = rstd[row], sgx = 0.f;
-        for (int i = lane; i < dim; i += 32) sgx += ldf(d + i) * weight[i] * ldf(x + i);
+        for (int i = lane; i < dim; i += 32) sgx += ldf(d + i) * (offset + weight[i]) * ldf(x + i);
         sgx = warp_sum(sgx);
         float c = sgx / dim * rs * rs * rs;
         T* dx = dinp + (i64)row * dim;
         for (int i = lane; i < dim; i += 32) {
             float xi = ldf(x + i), di = ldf(d + i);
-            stf(dx + i, ldf(dx + i) + di * weight[i] * rs - xi * c);
+            stf(dx + i, ldf(dx + i) + di * (offset + weight[i]) * rs - xi * c);
             if (dweight) atomicAdd(&dw[i], di * xi * rs);
         }
     }
@@ -62,12 +65,12 @@ __device__ void rmsnorm_bwd(T* dinp, float* dweight, const T* dout, const T* inp
 }
 
 extern "C" __global__ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                                            const float* rstd, int rows, int dim) {
-    rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, rows, dim);
+                                            const float* rstd, int rows, int dim, float offset) {
+    rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, rows, dim, offset);
 }
 extern "C" __global__ void rmsnorm_backward_bf16(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const float* weight,
-                                                 const float* rstd, int rows, int dim) {
-    rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, rows, dim);
+                                                 const float* rstd, int rows, int dim, float offset) {
+    rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, rows, dim, offset);
 }
 
 // out = (x−mean)·rstd·weight + bias

@@ -62,6 +62,14 @@ __device__ __forceinline__ float lo_bf16(u32 w) { return __uint_as_float(w << 16
 __device__ __forceinline__ float hi_bf16(u32 w) { return __uint_as_float(w & 0xffff0000u); }
 __device__ __forceinline__ u32 pack_bf16(float lo, float hi) { return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16); }
 
+// Soft-capping: cap·tanh(x/cap), tanh as 1 − 2/(e^{2u}+1) like the CPU; x itself when cap
+// is 0. softcap_slope is its derivative written with the capped value y: 1 − (y/cap)².
+__device__ __forceinline__ float softcapf(float x, float cap) { return cap > 0.f ? cap * (1.f - 2.f / (expf(x * (2.f / cap)) + 1.f)) : x; }
+__device__ __forceinline__ float softcap_slope(float y, float cap) {
+    float t = y / cap;
+    return cap > 0.f ? 1.f - t * t : 1.f;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
     return v;
