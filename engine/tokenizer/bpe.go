@@ -16,6 +16,7 @@ type bpe struct {
 
 	byteLevel bool       // pieces are raw bytes to map to the byte-level alphabet
 	byteIDs   [256]int32 // id of each byte's character, -1 when the vocabulary lacks it
+	fallback  [256]int32 // id of each byte's "<0xNN>" token, -1 when the vocabulary lacks it
 
 	unk          int // -1 without unk_token
 	fuseUnk      bool
@@ -41,27 +42,41 @@ const (
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
+// maxID bounds the ids of a tokenizer.json: tables are indexed by id, and the largest
+// vocabularies in use are near 2^18 (Gemma's 262,144).
+const maxID = 1<<22 - 1
+
 func newBPE(vocab map[string]int, merges [][2]string, byteLevel bool) (*bpe, error) {
 	m := &bpe{vocab: vocab, unk: -1, byteLevel: byteLevel, cache: map[string][]symbolOut{}}
-	maxID := -1
-	for _, id := range vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("model.vocab: negative id %d", id)
-		}
-		maxID = max(maxID, id)
-	}
-	m.tokens = make([]string, maxID+1)
+	top := -1
 	for tok, id := range vocab {
-		m.tokens[id] = tok
+		if id < 0 || id > maxID {
+			return nil, fmt.Errorf("model.vocab: %q has id %d, outside 0..%d", tok, id, maxID)
+		}
+		top = max(top, id)
+	}
+	m.tokens = make([]string, top+1)
+	has := make([]bool, top+1)
+	for tok, id := range vocab {
+		if has[id] {
+			a, b := m.tokens[id], tok
+			if b < a {
+				a, b = b, a
+			}
+			return nil, fmt.Errorf("model.vocab: %q and %q have the same id %d", a, b, id)
+		}
+		m.tokens[id], has[id] = tok, true
 	}
 	m.merges = make(map[uint64]mergeInfo, len(merges))
+	var buf []byte
 	for rank, mg := range merges {
 		a, ok1 := vocab[mg[0]]
 		b, ok2 := vocab[mg[1]]
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("model.merges[%d] %q %q: a part is not in the vocabulary", rank, mg[0], mg[1])
 		}
-		id, ok := vocab[mg[0]+mg[1]]
+		buf = append(append(buf[:0], mg[0]...), mg[1]...)
+		id, ok := vocab[string(buf)] // no allocation: the conversion is only a map key
 		if !ok {
 			return nil, fmt.Errorf("model.merges[%d] %q %q: the merged token is not in the vocabulary", rank, mg[0], mg[1])
 		}
@@ -69,12 +84,21 @@ func newBPE(vocab map[string]int, merges [][2]string, byteLevel bool) (*bpe, err
 		m.merges[pairKey(int32(a), int32(b))] = mergeInfo{int32(rank), int32(id)}
 	}
 	for b := range 256 {
-		m.byteIDs[b] = -1
+		m.byteIDs[b], m.fallback[b] = -1, -1
 		if id, ok := vocab[byteChar[b]]; ok {
 			m.byteIDs[b] = int32(id)
 		}
+		if id, ok := vocab[fallbackToken(byte(b))]; ok {
+			m.fallback[b] = int32(id)
+		}
 	}
 	return m, nil
+}
+
+// fallbackToken is the vocabulary entry of a byte under byte_fallback: "<0x0A>".
+func fallbackToken(b byte) string {
+	const hex = "0123456789ABCDEF"
+	return string([]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'})
 }
 
 // tokenize appends the tokens of one pre-token: raw bytes for a byte-level model,
@@ -107,7 +131,7 @@ func (m *bpe) tokenize(word string, dst []symbolOut) []symbolOut {
 type symbol struct {
 	id         int32
 	prev, next int32
-	n          int32 // bytes covered; 0 once merged into its left neighbour
+	n          int32 // bytes of the word covered; dead (merged into its left neighbour) when < 0
 }
 
 func (m *bpe) merge(word string, dst []symbolOut) []symbolOut {
@@ -125,80 +149,92 @@ func (m *bpe) merge(word string, dst []symbolOut) []symbolOut {
 		m.mergeAll(syms)
 	}
 	for _, s := range syms {
-		if s.n > 0 && s.id >= 0 {
+		if s.n >= 0 {
 			dst = append(dst, symbolOut{s.id, s.n})
 		}
 	}
 	return dst
 }
 
-// initialSymbols splits a word into the symbols merging starts from: bytes for a
-// byte-level model, characters otherwise (with unk, byte fallback and the
-// subword prefix and suffix of the model).
+// initialSymbols splits a word into the symbols merging starts from, as Hugging Face's
+// BPE::merge_word does: each character (each byte's character for a byte-level model)
+// with the model's continuing_subword_prefix and end_of_word_suffix; a character the
+// vocabulary lacks becomes its "<0xNN>" byte tokens under byte_fallback, else unk_token
+// (one for a run of them with fuse_unk; a pending unk is only written when a known
+// character follows, so byte tokens can come before it), else nothing.
 func (m *bpe) initialSymbols(word string) []symbol {
-	var syms []symbol
+	syms := make([]symbol, 0, len(word))
 	add := func(id int32, n int) {
 		k := int32(len(syms))
 		syms = append(syms, symbol{id: id, prev: k - 1, next: k + 1, n: int32(n)})
 	}
-	if m.byteLevel {
-		syms = make([]symbol, 0, len(word))
-		for i := 0; i < len(word); i++ {
-			id := m.byteIDs[word[i]]
-			if id < 0 {
-				id = int32(m.unk) // -1 without unk: the byte is dropped, as Hugging Face does
-			}
-			add(id, 1)
+	unkN := -1 // bytes of the pending unk, -1 when none
+	for i := 0; i < len(word); {
+		var ch string
+		n := 1
+		id := int32(-1)
+		if m.byteLevel {
+			ch = byteChar[word[i]]
+			id = m.byteIDs[word[i]]
+		} else {
+			_, n = utf8.DecodeRuneInString(word[i:])
+			ch = word[i : i+n]
 		}
-	} else {
-		lastUnk := false
-		for i := 0; i < len(word); {
-			_, n := utf8.DecodeRuneInString(word[i:])
-			s := word[i : i+n]
-			i0 := i
-			i += n
-			if i0 > 0 {
-				s = m.prefix + s
-			}
-			if i == len(word) {
-				s += m.suffix
-			}
-			if id, ok := m.vocab[s]; ok {
-				add(int32(id), n)
-				lastUnk = false
-				continue
-			}
-			if m.byteFallback {
-				ids := make([]int32, 0, n)
-				for k := 0; k < n; k++ {
-					if id, ok := m.vocab[fmt.Sprintf("<0x%02X>", word[i0+k])]; ok {
-						ids = append(ids, int32(id))
-					}
-				}
-				if len(ids) == n {
-					for _, id := range ids {
-						add(id, 1)
-					}
-					lastUnk = false
-					continue
-				}
-			}
-			if m.unk < 0 {
-				continue
-			}
-			if m.fuseUnk && lastUnk {
-				syms[len(syms)-1].n += int32(n)
-				continue
-			}
-			add(int32(m.unk), n)
-			lastUnk = true
+		first, last := i == 0, i+n == len(word)
+		i += n
+		s := ch
+		if !first && m.prefix != "" {
+			s = m.prefix + s
 		}
+		if last && m.suffix != "" {
+			s += m.suffix
+		}
+		if id < 0 || s != ch {
+			if v, ok := m.vocab[s]; ok {
+				id = int32(v)
+			} else {
+				id = -1
+			}
+		}
+		if id >= 0 {
+			if unkN >= 0 {
+				add(int32(m.unk), unkN)
+				unkN = -1
+			}
+			add(id, n)
+			continue
+		}
+		if m.byteFallback && m.fallbackCovers(s) {
+			// The prefix's and suffix's bytes are in s too; they cover no byte of the word.
+			lead := len(s) - len(ch)
+			if last {
+				lead -= len(m.suffix)
+			}
+			for k := 0; k < len(s); k++ {
+				add(m.fallback[s[k]], b2i(k >= lead && k < lead+len(ch)))
+			}
+			continue
+		}
+		switch {
+		case m.unk < 0:
+			add(-1, n) // dropped, as Hugging Face does; its bytes go to the next symbol
+		case unkN >= 0 && m.fuseUnk:
+			unkN += n
+		default:
+			if unkN >= 0 {
+				add(int32(m.unk), unkN)
+			}
+			unkN = n
+		}
+	}
+	if unkN >= 0 {
+		add(int32(m.unk), unkN)
 	}
 	if len(syms) > 0 {
 		syms[len(syms)-1].next = -1
 	}
-	// Symbols without an id (bytes the vocabulary lacks, with no unk) take no part
-	// in merges; their bytes are counted in the next symbol kept, for offsets.
+	// Symbols without an id (characters dropped) take no part in merges; their bytes are
+	// counted in the next symbol kept, for offsets.
 	k, carry := 0, int32(0)
 	for _, s := range syms {
 		if s.id < 0 {
@@ -223,6 +259,23 @@ func (m *bpe) initialSymbols(word string) []symbol {
 		}
 	}
 	return syms
+}
+
+// fallbackCovers reports whether every byte of s has a "<0xNN>" token.
+func (m *bpe) fallbackCovers(s string) bool {
+	for k := 0; k < len(s); k++ {
+		if m.fallback[s[k]] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // mergeCand is a queued merge: the pair starting at symbol pos.
@@ -250,7 +303,7 @@ func (m *bpe) mergeAll(syms []symbol) {
 	for len(q) > 0 {
 		top := q.pop()
 		cur := &syms[top.pos]
-		if cur.n == 0 || cur.next < 0 {
+		if cur.n < 0 || cur.next < 0 {
 			continue
 		}
 		right := syms[cur.next]
@@ -259,7 +312,7 @@ func (m *bpe) mergeAll(syms []symbol) {
 		}
 		cur.id = top.id
 		cur.n += right.n
-		syms[cur.next].n = 0
+		syms[cur.next].n = -1
 		cur.next = right.next
 		if right.next >= 0 {
 			syms[right.next].prev = top.pos

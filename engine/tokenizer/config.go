@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	sugar "github.com/sugarme/tokenizer"
 	"golang.org/x/text/unicode/norm"
@@ -19,6 +20,9 @@ type fileJSON struct {
 	Model         *modelJSON          `json:"model"`
 }
 
+// modelJSON is a BPE model. Other models lay out their vocabulary differently
+// (Unigram's is a list): the vocabulary reader leaves what is not an object unread,
+// for the type to be refused by name.
 type modelJSON struct {
 	Type                    string      `json:"type"`
 	UnkToken                *string     `json:"unk_token"`
@@ -41,28 +45,36 @@ type component struct {
 	Processors    []json.RawMessage `json:"processors"`
 	Decoders      []json.RawMessage `json:"decoders"`
 
-	// ByteLevel
-	AddPrefixSpace bool  `json:"add_prefix_space"`
+	// ByteLevel; Metaspace's older spelling of prepend_scheme
+	AddPrefixSpace *bool `json:"add_prefix_space"`
 	UseRegex       *bool `json:"use_regex"`
 
 	// Split, Replace
 	Pattern  map[string]string `json:"pattern"`
 	Behavior string            `json:"behavior"`
 	Invert   bool              `json:"invert"`
-	Content  string            `json:"content"`
+	Content  string            `json:"content"` // also Strip's (decoder) character
+
+	// Metaspace
+	Replacement   string  `json:"replacement"`
+	PrependScheme *string `json:"prepend_scheme"`
+	Split         *bool   `json:"split"`
 
 	// Digits
 	IndividualDigits bool `json:"individual_digits"`
 
-	// Strip
+	// Strip: the normalizer's sides, the decoder's counts
 	StripLeft  bool `json:"strip_left"`
 	StripRight bool `json:"strip_right"`
+	Start      int  `json:"start"`
+	Stop       int  `json:"stop"`
 
 	// Prepend
 	Prepend string `json:"prepend"`
 
 	// TemplateProcessing
 	Single        []map[string]templateRef `json:"single"`
+	Pair          []map[string]templateRef `json:"pair"`
 	SpecialTokens map[string]struct {
 		IDs []int `json:"ids"`
 	} `json:"special_tokens"`
@@ -81,6 +93,10 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
+// maxNesting bounds Sequence components inside Sequences (a file nesting deeper is
+// not a tokenizer anyone made, and recursion on it must not exhaust the stack).
+const maxNesting = 16
+
 // parse builds a Tokenizer from the bytes of a tokenizer.json.
 func parse(data []byte) (*Tokenizer, error) {
 	var f fileJSON
@@ -89,26 +105,34 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 	t := &Tokenizer{raw: data, hash: hashBytes(data)}
 	var err error
-	if t.normalizer, err = parseNormalizer(f.Normalizer); err != nil {
+	if t.normalizer, err = parseNormalizer(f.Normalizer, 0); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
 	var byteLevel bool
-	if t.pre, byteLevel, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+	if t.pre, byteLevel, err = parsePreTokenizer(f.PreTokenizer, 0); err != nil {
 		return nil, fmt.Errorf("pre_tokenizer: %w", err)
 	}
-	if t.byteDecoder, err = parseDecoder(f.Decoder); err != nil {
+	if t.decoder, err = parseDecoder(f.Decoder, 0); err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
+	t.byteDecoder = isByteLevelDecoder(t.decoder)
 	if t.model, err = parseModel(f.Model, byteLevel); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	t.addedByID = map[int]*addedToken{}
 	t.addedByText = map[string]*addedToken{}
 	for i, a := range f.AddedTokens {
-		if a.Content == "" || a.Id < 0 {
-			return nil, fmt.Errorf("added_tokens[%d]: empty content or negative id", i)
+		if a.Content == "" || a.Id < 0 || a.Id > maxID {
+			return nil, fmt.Errorf("added_tokens[%d]: empty content, or id %d outside 0..%d", i, a.Id, maxID)
 		}
-		tok := &addedToken{id: int(a.Id), content: a.Content, special: a.Special, singleWord: a.SingleWord,
+		id := int(a.Id)
+		if other, ok := t.addedByID[id]; ok && other.content != a.Content {
+			return nil, fmt.Errorf("added_tokens[%d]: %q and %q have the same id %d", i, other.content, a.Content, id)
+		}
+		if id < len(t.model.tokens) && t.model.tokens[id] != "" && t.model.tokens[id] != a.Content {
+			return nil, fmt.Errorf("added_tokens[%d]: %q has id %d, which model.vocab gives to %q", i, a.Content, id, t.model.tokens[id])
+		}
+		tok := &addedToken{id: id, content: a.Content, special: a.Special, singleWord: a.SingleWord,
 			lstrip: a.Lstrip, rstrip: a.Rstrip, normalized: a.Normalized}
 		t.added = append(t.added, tok)
 		t.addedByID[tok.id] = tok
@@ -135,18 +159,32 @@ func parse(data []byte) (*Tokenizer, error) {
 	for _, a := range t.added {
 		t.vocabSize = max(t.vocabSize, a.id+1)
 	}
-	if t.post, err = parsePostProcessor(f.PostProcessor); err != nil {
+	if t.post, err = parsePostProcessor(f.PostProcessor, 0); err != nil {
 		return nil, fmt.Errorf("post_processor: %w", err)
+	}
+	for _, tpl := range [][]tplItem{t.post.single, t.post.pair} {
+		for _, it := range tpl {
+			for _, id := range it.ids {
+				if id < 0 || id >= t.vocabSize {
+					return nil, fmt.Errorf("post_processor: special token id %d is not in the vocabulary (%d ids)", id, t.vocabSize)
+				}
+			}
+		}
 	}
 	return t, nil
 }
 
+// supportedModels says what parseModel reads, for the error on anything else.
+const supportedModels = `only BPE models are supported: byte-level (GPT-2, Llama-3, Qwen) and SentencePiece-style with byte_fallback (Llama-2, Mistral, Gemma)`
+
 func parseModel(m *modelJSON, byteLevel bool) (*bpe, error) {
-	if m == nil {
+	switch {
+	case m == nil:
 		return nil, fmt.Errorf("missing")
-	}
-	if m.Type != "BPE" && !(m.Type == "" && m.Merges != nil) {
-		return nil, fmt.Errorf("type %q is not supported (only BPE)", m.Type)
+	case m.Type == "Unigram":
+		return nil, fmt.Errorf("type \"Unigram\" (a SentencePiece unigram model, as T5, ALBERT or XLNet use) is not supported; %s", supportedModels)
+	case m.Type != "BPE" && !(m.Type == "" && m.Merges != nil):
+		return nil, fmt.Errorf("type %q is not supported; %s", m.Type, supportedModels)
 	}
 	if m.Vocab == nil {
 		return nil, fmt.Errorf("no vocab")
@@ -176,7 +214,7 @@ func parseModel(m *modelJSON, byteLevel bool) (*bpe, error) {
 	return b, nil
 }
 
-func parseNormalizer(raw json.RawMessage) (normalizer, error) {
+func parseNormalizer(raw json.RawMessage, depth int) (normalizer, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -200,15 +238,18 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	case "Prepend":
 		return prependNorm(c.Prepend), nil
 	case "Replace":
-		old, ok := c.Pattern["String"]
-		if !ok {
-			return nil, fmt.Errorf("Replace with a regex pattern is not supported")
+		m, err := parsePattern(c.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("Replace: %w", err)
 		}
-		return replaceNorm{old, c.Content}, nil
+		return replaceNorm{m, c.Content}, nil
 	case "Sequence":
+		if depth >= maxNesting {
+			return nil, fmt.Errorf("Sequence nested more than %d deep", maxNesting)
+		}
 		var seq sequenceNorm
 		for i, r := range c.Normalizers {
-			n, err := parseNormalizer(r)
+			n, err := parseNormalizer(r, depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("normalizers[%d]: %w", i, err)
 			}
@@ -218,12 +259,23 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		}
 		return seq, nil
 	}
-	return nil, fmt.Errorf("type %q is not supported", c.Type)
+	return nil, fmt.Errorf("type %q is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, Replace, Sequence)", c.Type)
+}
+
+// parsePattern reads a Split's or Replace's pattern: {"String": s} or {"Regex": r}.
+func parsePattern(p map[string]string) (matcher, error) {
+	if re, ok := p["Regex"]; ok {
+		return compilePattern(re)
+	}
+	if s, ok := p["String"]; ok {
+		return literalMatcher(s), nil
+	}
+	return nil, fmt.Errorf("pattern needs Regex or String")
 }
 
 // parsePreTokenizer also reports whether a ByteLevel step is present, which makes
 // the model work on bytes.
-func parsePreTokenizer(raw json.RawMessage) (preTokenizer, bool, error) {
+func parsePreTokenizer(raw json.RawMessage, depth int) (preTokenizer, bool, error) {
 	if isNull(raw) {
 		return nil, false, nil
 	}
@@ -233,7 +285,7 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, bool, error) {
 	}
 	switch c.Type {
 	case "ByteLevel":
-		b := &byteLevelPre{addPrefixSpace: c.AddPrefixSpace}
+		b := &byteLevelPre{addPrefixSpace: c.AddPrefixSpace != nil && *c.AddPrefixSpace}
 		if c.UseRegex == nil || *c.UseRegex { // use_regex defaults to true
 			b.split = &splitPre{m: gpt2Scanner, behavior: behaviorIsolated}
 		}
@@ -243,18 +295,17 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, bool, error) {
 		if !ok {
 			return nil, false, fmt.Errorf("Split: unknown behavior %q", c.Behavior)
 		}
-		var m matcher
-		if re, ok := c.Pattern["Regex"]; ok {
-			var err error
-			if m, err = compilePattern(re); err != nil {
-				return nil, false, err
-			}
-		} else if s, ok := c.Pattern["String"]; ok {
-			m = literalMatcher(s)
-		} else {
-			return nil, false, fmt.Errorf("Split: pattern needs Regex or String")
+		m, err := parsePattern(c.Pattern)
+		if err != nil {
+			return nil, false, fmt.Errorf("Split: %w", err)
 		}
 		return &splitPre{m: m, behavior: beh, invert: c.Invert}, false, nil
+	case "Metaspace":
+		repl, scheme, err := parseMetaspace(c)
+		if err != nil {
+			return nil, false, err
+		}
+		return &metaspacePre{repl: string(repl), prepend: scheme, split: c.Split == nil || *c.Split}, false, nil
 	case "Digits":
 		beh := behaviorContiguous
 		if c.IndividualDigits {
@@ -262,10 +313,13 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, bool, error) {
 		}
 		return &splitPre{m: digitMatcher{}, behavior: beh}, false, nil
 	case "Sequence":
+		if depth >= maxNesting {
+			return nil, false, fmt.Errorf("Sequence nested more than %d deep", maxNesting)
+		}
 		var seq sequencePre
 		byteLevel := false
 		for i, r := range c.Pretokenizers {
-			p, bl, err := parsePreTokenizer(r)
+			p, bl, err := parsePreTokenizer(r, depth+1)
 			if err != nil {
 				return nil, false, fmt.Errorf("pretokenizers[%d]: %w", i, err)
 			}
@@ -276,30 +330,116 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, bool, error) {
 		}
 		return seq, byteLevel, nil
 	}
-	return nil, false, fmt.Errorf("type %q is not supported", c.Type)
+	return nil, false, fmt.Errorf("type %q is not supported (supported: ByteLevel, Split, Metaspace, Digits, Sequence)", c.Type)
 }
 
-// parseDecoder reports whether decoding maps byte-level characters back to bytes.
-func parseDecoder(raw json.RawMessage) (bool, error) {
+// parseMetaspace reads the Metaspace pre-tokenizer's or decoder's replacement
+// character and prepend scheme ("always" unless said; the older add_prefix_space=false
+// means "never").
+func parseMetaspace(c component) (rune, prependScheme, error) {
+	r, n := utf8.DecodeRuneInString(c.Replacement)
+	if n == 0 || n != len(c.Replacement) || r == utf8.RuneError {
+		return 0, 0, fmt.Errorf("Metaspace: replacement %q is not one character", c.Replacement)
+	}
+	scheme := prependAlways
+	if c.PrependScheme != nil {
+		var ok bool
+		if scheme, ok = prependSchemes[*c.PrependScheme]; !ok {
+			return 0, 0, fmt.Errorf("Metaspace: prepend_scheme %q is not first, always or never", *c.PrependScheme)
+		}
+	}
+	if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
+		if c.PrependScheme != nil && scheme != prependNever {
+			return 0, 0, fmt.Errorf("Metaspace: add_prefix_space false contradicts prepend_scheme %q", *c.PrependScheme)
+		}
+		scheme = prependNever
+	}
+	return r, scheme, nil
+}
+
+func parseDecoder(raw json.RawMessage, depth int) (decoder, error) {
 	if isNull(raw) {
-		return false, nil
+		return nil, nil
 	}
 	var c component
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return false, err
+		return nil, err
 	}
 	switch c.Type {
 	case "ByteLevel":
-		return true, nil
-	case "Sequence":
-		if len(c.Decoders) == 1 {
-			return parseDecoder(c.Decoders[0])
+		return byteLevelDec{}, nil
+	case "Replace":
+		m, err := parsePattern(c.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("Replace: %w", err)
 		}
+		return replaceDec{m, c.Content}, nil
+	case "ByteFallback":
+		return byteFallbackDec{}, nil
+	case "Fuse":
+		return fuseDec{}, nil
+	case "Strip":
+		r, n := utf8.DecodeRuneInString(c.Content)
+		if n == 0 || n != len(c.Content) || r == utf8.RuneError {
+			return nil, fmt.Errorf("Strip: content %q is not one character", c.Content)
+		}
+		if c.Start < 0 || c.Stop < 0 {
+			return nil, fmt.Errorf("Strip: negative start or stop")
+		}
+		return stripDec{r, c.Start, c.Stop}, nil
+	case "Metaspace":
+		repl, scheme, err := parseMetaspace(c)
+		if err != nil {
+			return nil, err
+		}
+		return metaspaceDec{repl, scheme}, nil
+	case "Sequence":
+		if depth >= maxNesting {
+			return nil, fmt.Errorf("Sequence nested more than %d deep", maxNesting)
+		}
+		var seq sequenceDec
+		for i, r := range c.Decoders {
+			d, err := parseDecoder(r, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("decoders[%d]: %w", i, err)
+			}
+			if d != nil {
+				seq = append(seq, d)
+			}
+		}
+		return seq, nil
 	}
-	return false, fmt.Errorf("type %q is not supported (only ByteLevel)", c.Type)
+	return nil, fmt.Errorf("type %q is not supported (supported: ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)", c.Type)
 }
 
-func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
+// isByteLevelDecoder reports whether d is ByteLevel alone, which Decode and TokenBytes
+// do without building token strings.
+func isByteLevelDecoder(d decoder) bool {
+	switch d := d.(type) {
+	case byteLevelDec:
+		return true
+	case sequenceDec:
+		return len(d) == 1 && isByteLevelDecoder(d[0])
+	}
+	return false
+}
+
+// anyDecoder reports whether d is, or holds in its sequences, a decoder for which f
+// is true.
+func anyDecoder(d decoder, f func(decoder) bool) bool {
+	if q, ok := d.(sequenceDec); ok {
+		for _, x := range q {
+			if anyDecoder(x, f) {
+				return true
+			}
+		}
+		return false
+	}
+	return d != nil && f(d)
+}
+
+// parsePostProcessor reads the special tokens put around one sequence and a pair.
+func parsePostProcessor(raw json.RawMessage, depth int) (postProcessor, error) {
 	var p postProcessor
 	if isNull(raw) {
 		return p, nil
@@ -312,29 +452,14 @@ func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
 	case "ByteLevel":
 		return p, nil
 	case "TemplateProcessing":
-		seen := false
-		for i, item := range c.Single {
-			if ref, ok := item["Sequence"]; ok {
-				if ref.ID != "A" || seen {
-					return p, fmt.Errorf("single[%d]: only one sequence A is supported", i)
-				}
-				seen = true
-				continue
-			}
-			ref, ok := item["SpecialToken"]
-			if !ok {
-				return p, fmt.Errorf("single[%d]: want Sequence or SpecialToken", i)
-			}
-			st, ok := c.SpecialTokens[ref.ID]
-			if !ok {
-				return p, fmt.Errorf("single[%d]: special token %q is not in special_tokens", i, ref.ID)
-			}
-			if seen {
-				p.after = append(p.after, st.IDs...)
-			} else {
-				p.before = append(p.before, st.IDs...)
-			}
+		var err error
+		if p.single, err = parseTemplate(c, c.Single, false); err != nil {
+			return p, fmt.Errorf("single%w", err)
 		}
+		if p.pair, err = parseTemplate(c, c.Pair, true); err != nil {
+			return p, fmt.Errorf("pair%w", err)
+		}
+		p.templated = true
 		return p, nil
 	case "RobertaProcessing", "BertProcessing":
 		cls, err := tokenRef(c.Cls)
@@ -345,20 +470,69 @@ func parsePostProcessor(raw json.RawMessage) (postProcessor, error) {
 		if err != nil {
 			return p, fmt.Errorf("sep: %w", err)
 		}
-		return postProcessor{before: []int{cls}, after: []int{sep}}, nil
+		a, b := tplItem{seq: 0}, tplItem{seq: 1}
+		p.single = []tplItem{{seq: -1, ids: []int{cls}}, a, {seq: -1, ids: []int{sep}}}
+		if c.Type == "RobertaProcessing" { // <s> A </s></s> B </s>
+			p.pair = []tplItem{{seq: -1, ids: []int{cls}}, a, {seq: -1, ids: []int{sep, sep}}, b, {seq: -1, ids: []int{sep}}}
+		} else { // [CLS] A [SEP] B [SEP]
+			p.pair = []tplItem{{seq: -1, ids: []int{cls}}, a, {seq: -1, ids: []int{sep}}, b, {seq: -1, ids: []int{sep}}}
+		}
+		p.templated = true
+		return p, nil
 	case "Sequence":
+		if depth >= maxNesting {
+			return p, fmt.Errorf("Sequence nested more than %d deep", maxNesting)
+		}
+		// Hugging Face runs the processors in turn on the list of encodings; a template
+		// turns one encoding into several, which a second template cannot take.
 		for i, r := range c.Processors {
-			q, err := parsePostProcessor(r)
+			q, err := parsePostProcessor(r, depth+1)
 			if err != nil {
 				return p, fmt.Errorf("processors[%d]: %w", i, err)
 			}
-			// Each processor wraps what the previous ones made.
-			p.before = append(append([]int(nil), q.before...), p.before...)
-			p.after = append(p.after, q.after...)
+			if !q.templated {
+				continue
+			}
+			if p.templated {
+				return p, fmt.Errorf("processors[%d]: a second processor adding special tokens is not supported", i)
+			}
+			p = q
 		}
 		return p, nil
 	}
-	return p, fmt.Errorf("type %q is not supported", c.Type)
+	return p, fmt.Errorf("type %q is not supported (supported: TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)", c.Type)
+}
+
+// parseTemplate reads a TemplateProcessing template: sequences A (and B in a pair)
+// and special tokens, whose ids special_tokens gives.
+func parseTemplate(c component, items []map[string]templateRef, pair bool) ([]tplItem, error) {
+	var out []tplItem
+	for i, item := range items {
+		if len(item) != 1 {
+			return nil, fmt.Errorf("[%d]: want one of Sequence or SpecialToken", i)
+		}
+		if ref, ok := item["Sequence"]; ok {
+			switch {
+			case ref.ID == "A":
+				out = append(out, tplItem{seq: 0})
+			case ref.ID == "B" && pair:
+				out = append(out, tplItem{seq: 1})
+			default:
+				return nil, fmt.Errorf("[%d]: sequence %q (want A%s)", i, ref.ID, map[bool]string{true: " or B"}[pair])
+			}
+			continue
+		}
+		ref, ok := item["SpecialToken"]
+		if !ok {
+			return nil, fmt.Errorf("[%d]: want Sequence or SpecialToken", i)
+		}
+		st, ok := c.SpecialTokens[ref.ID]
+		if !ok {
+			return nil, fmt.Errorf("[%d]: special token %q is not in special_tokens", i, ref.ID)
+		}
+		out = append(out, tplItem{seq: -1, ids: st.IDs})
+	}
+	return out, nil
 }
 
 // tokenRef reads a [token, id] pair.

@@ -15,6 +15,9 @@ type vocabJSON map[string]int
 
 func (v *vocabJSON) UnmarshalJSON(raw []byte) error {
 	r := jsonReader{b: raw}
+	if r.peek() != '{' {
+		return nil // not a BPE vocabulary: parseModel names the model's type
+	}
 	m := map[string]int{}
 	if err := r.expect('{'); err != nil {
 		return err

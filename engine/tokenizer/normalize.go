@@ -170,27 +170,37 @@ func (p prependNorm) normalize(s string) (string, alignment) {
 	return string(p) + s, al
 }
 
-// replaceNorm replaces every occurrence of a fixed string.
-type replaceNorm struct{ old, new string }
+// replaceNorm replaces every match of a pattern; the bytes put in come from the match.
+type replaceNorm struct {
+	m       matcher
+	content string
+}
 
 func (r replaceNorm) normalize(s string) (string, alignment) {
-	if r.old == "" || !strings.Contains(s, r.old) {
+	if l, ok := r.m.(literalMatcher); ok && l != "" && !strings.Contains(s, string(l)) {
+		return s, nil
+	}
+	ms := r.m.matches(s, nil)
+	if len(ms) == 0 {
 		return s, nil
 	}
 	var b strings.Builder
-	var al alignment
-	for i := 0; i < len(s); {
-		if strings.HasPrefix(s[i:], r.old) {
-			b.WriteString(r.new)
-			for range len(r.new) {
-				al = append(al, [2]int32{int32(i), int32(i + len(r.old))})
-			}
-			i += len(r.old)
-			continue
+	al := make(alignment, 0, len(s)+len(ms)*len(r.content))
+	prev := 0
+	for _, m := range ms {
+		b.WriteString(s[prev:m[0]])
+		for i := prev; i < m[0]; i++ {
+			al = append(al, [2]int32{int32(i), int32(i + 1)})
 		}
-		b.WriteByte(s[i])
+		b.WriteString(r.content)
+		for range len(r.content) {
+			al = append(al, [2]int32{int32(m[0]), int32(m[1])})
+		}
+		prev = m[1]
+	}
+	b.WriteString(s[prev:])
+	for i := prev; i < len(s); i++ {
 		al = append(al, [2]int32{int32(i), int32(i + 1)})
-		i++
 	}
 	return b.String(), al
 }

@@ -6,17 +6,51 @@ import (
 	"strings"
 )
 
-// piece is a pre-token: the bytes [start,end) of the text being encoded, led by a
-// space that is not in the text when prefix is set (ByteLevel's add_prefix_space).
+// piece is a pre-token: the bytes [start,end) of the text being encoded, or, when a
+// pre-tokenizer changed them (a space made '▁', a prefix added), its own text.
 type piece struct {
 	start, end int
-	prefix     bool
+	t          *pieceText // nil: the piece is s[start:end]
 }
 
-// preTokenizer refines pieces of s into smaller ones, as one step of a Hugging Face
+// pieceText is the text of a changed piece; al[i] is the range of s that byte i of
+// text came from (empty for bytes added, such as a prefix).
+type pieceText struct {
+	text string
+	al   alignment
+}
+
+// preCtx is what a pre-tokenizer sees besides the pieces.
+type preCtx struct {
+	s string
+	// origin maps a byte offset of s to the offset in the caller's text it came from
+	// (Metaspace's prepend_scheme "first" looks for pieces at offset 0).
+	origin func(i int) int
+}
+
+func (c *preCtx) text(p piece) string {
+	if p.t != nil {
+		return p.t.text
+	}
+	return c.s[p.start:p.end]
+}
+
+// sub is the piece made of bytes [a,b) of p's text.
+func (c *preCtx) sub(p piece, a, b int) piece {
+	if p.t == nil {
+		return piece{p.start + a, p.start + b, nil}
+	}
+	lo, hi := p.t.al.span(a, b)
+	if text := p.t.text[a:b]; hi-lo == b-a && c.s[lo:hi] == text {
+		return piece{lo, hi, nil} // back to bytes of s as they are
+	}
+	return piece{lo, hi, &pieceText{p.t.text[a:b], p.t.al[a:b]}}
+}
+
+// preTokenizer refines pieces into smaller ones, as one step of a Hugging Face
 // pre_tokenizer does.
 type preTokenizer interface {
-	preTokenize(s string, in []piece) []piece
+	preTokenize(c *preCtx, in []piece) []piece
 }
 
 // matcher finds the matches of a pattern in s, as [start,end) pairs in order.
@@ -61,49 +95,128 @@ type byteLevelPre struct {
 
 type sequencePre []preTokenizer
 
-func (q sequencePre) preTokenize(s string, in []piece) []piece {
+func (q sequencePre) preTokenize(c *preCtx, in []piece) []piece {
 	for _, p := range q {
-		in = p.preTokenize(s, in)
+		in = p.preTokenize(c, in)
 	}
 	return in
 }
 
-func (b *byteLevelPre) preTokenize(s string, in []piece) []piece {
+func (b *byteLevelPre) preTokenize(c *preCtx, in []piece) []piece {
 	if b.addPrefixSpace {
-		for i := range in {
-			if !in[i].prefix && !strings.HasPrefix(s[in[i].start:in[i].end], " ") {
-				in[i].prefix = true
+		for i, p := range in {
+			if text := c.text(p); !strings.HasPrefix(text, " ") {
+				in[i].t = prefixed(p, " ", text)
 			}
 		}
 	}
 	if b.split != nil {
-		return b.split.preTokenize(s, in)
+		return b.split.preTokenize(c, in)
 	}
 	return in
 }
 
-func (p *splitPre) preTokenize(s string, in []piece) []piece {
-	out := make([]piece, 0, len(in)+len(s)/4)
+// prefixed is the text of p (given) led by prefix, which comes from no byte of s.
+func prefixed(p piece, prefix, text string) *pieceText {
+	al := make(alignment, 0, len(prefix)+len(text))
+	for range len(prefix) {
+		al = append(al, [2]int32{int32(p.start), int32(p.start)})
+	}
+	if p.t != nil {
+		al = append(al, p.t.al...)
+	} else {
+		for i := p.start; i < p.end; i++ {
+			al = append(al, [2]int32{int32(i), int32(i + 1)})
+		}
+	}
+	return &pieceText{prefix + text, al}
+}
+
+func (p *splitPre) preTokenize(c *preCtx, in []piece) []piece {
+	out := make([]piece, 0, len(in)+len(c.s)/4)
 	var ms [][2]int
 	var parts []part
 	for _, pc := range in {
-		text := s[pc.start:pc.end]
-		if pc.prefix {
-			text = " " + text
-		}
+		text := c.text(pc)
 		ms = p.m.matches(text, ms[:0])
 		parts = splitParts(len(text), ms, p.behavior, p.invert, parts[:0])
 		for _, r := range parts {
-			if !pc.prefix {
-				out = append(out, piece{pc.start + r.start, pc.start + r.end, false})
-				continue
-			}
-			// Positions in text are one past those in s, the prefix being at 0.
-			a := max(r.start-1, 0)
-			out = append(out, piece{pc.start + a, pc.start + r.end - 1, r.start == 0})
+			out = append(out, c.sub(pc, r.start, r.end))
 		}
 	}
 	return out
+}
+
+// metaspacePre is the Metaspace pre-tokenizer: spaces become the replacement
+// character, which leads each piece (prepend "always"), only the piece at the start
+// of the text ("first"), or none ("never"); with split, pieces are then cut before
+// each replacement character.
+type metaspacePre struct {
+	repl    string
+	prepend prependScheme
+	split   bool
+}
+
+type prependScheme int
+
+const (
+	prependAlways prependScheme = iota
+	prependFirst
+	prependNever
+)
+
+var prependSchemes = map[string]prependScheme{"always": prependAlways, "first": prependFirst, "never": prependNever}
+
+func (m *metaspacePre) preTokenize(c *preCtx, in []piece) []piece {
+	out := make([]piece, 0, len(in))
+	var ms [][2]int
+	var parts []part
+	for _, pc := range in {
+		text := c.text(pc)
+		if strings.IndexByte(text, ' ') >= 0 {
+			pc.t = replaceSpaces(c, pc, text, m.repl)
+			text = pc.t.text
+		}
+		if !strings.HasPrefix(text, m.repl) &&
+			(m.prepend == prependAlways || m.prepend == prependFirst && c.origin(pc.start) == 0) {
+			pc.t = prefixed(pc, m.repl, text)
+			text = pc.t.text
+		}
+		if !m.split {
+			out = append(out, pc)
+			continue
+		}
+		ms = literalMatcher(m.repl).matches(text, ms[:0])
+		parts = splitParts(len(text), ms, behaviorMergedWithNext, false, parts[:0])
+		for _, r := range parts {
+			out = append(out, c.sub(pc, r.start, r.end))
+		}
+	}
+	return out
+}
+
+// replaceSpaces is the text of p with each ' ' replaced by repl.
+func replaceSpaces(c *preCtx, p piece, text, repl string) *pieceText {
+	var b strings.Builder
+	al := make(alignment, 0, len(text)+2*strings.Count(text, " "))
+	for i := 0; i < len(text); i++ {
+		var src [2]int32
+		if p.t != nil {
+			src = p.t.al[i]
+		} else {
+			src = [2]int32{int32(p.start + i), int32(p.start + i + 1)}
+		}
+		if text[i] == ' ' {
+			b.WriteString(repl)
+			for range len(repl) {
+				al = append(al, src)
+			}
+			continue
+		}
+		b.WriteByte(text[i])
+		al = append(al, src)
+	}
+	return &pieceText{b.String(), al}
 }
 
 type part struct{ start, end int }
@@ -217,12 +330,16 @@ func (r regexMatcher) matches(s string, dst [][2]int) [][2]int {
 	return dst
 }
 
-// literalMatcher splits on a fixed string (a Split with a String pattern).
+// literalMatcher matches a fixed string (a String pattern). The empty string matches
+// at every character boundary, as the empty regex Hugging Face makes of it does.
 type literalMatcher string
 
 func (l literalMatcher) matches(s string, dst [][2]int) [][2]int {
 	if l == "" {
-		return dst
+		for i := range s {
+			dst = append(dst, [2]int{i, i})
+		}
+		return append(dst, [2]int{len(s), len(s)})
 	}
 	for off := 0; ; {
 		k := strings.Index(s[off:], string(l))

@@ -1,6 +1,8 @@
-// Package tokenizer reads Hugging Face tokenizer.json files and encodes text exactly
-// as the Hugging Face tokenizers library does for byte-level BPE (GPT-2, Llama-3,
-// Qwen2 and tokenizers trained here), and trains such tokenizers.
+// Package tokenizer reads Hugging Face tokenizer.json files and encodes and decodes
+// text exactly as the Hugging Face tokenizers library does for BPE models: byte-level
+// (GPT-2, Llama-3, Qwen2 and tokenizers trained here) and SentencePiece-style, with
+// '▁' for spaces and byte_fallback (Llama-2, Mistral, TinyLlama, Gemma); and trains
+// byte-level tokenizers.
 //
 // It is built on github.com/sugarme/tokenizer for the byte-level alphabet and the
 // file's added-token schema. The parts sugarme gets wrong or cannot run here are our
@@ -29,7 +31,8 @@ type Tokenizer struct {
 	normalizer  normalizer   // nil: none
 	pre         preTokenizer // nil: the whole text is one pre-token
 	post        postProcessor
-	byteDecoder bool // the decoder is ByteLevel; else tokens are joined with spaces
+	decoder     decoder // nil: tokens are joined with spaces
+	byteDecoder bool    // the decoder is ByteLevel alone (a fast path)
 
 	added       []*addedToken // by id
 	addedByID   map[int]*addedToken
@@ -121,43 +124,66 @@ func (t *Tokenizer) TokenBytes(id int) []byte {
 func (t *Tokenizer) buildTokenBytes() {
 	t.bytesByID = make([][]byte, t.vocabSize)
 	for id := range t.bytesByID {
-		tok := t.Token(id)
-		if tok == "" {
-			continue
+		if tok, ok := t.token(id); ok {
+			t.bytesByID[id] = t.tokenBytes(tok)
 		}
-		t.bytesByID[id] = t.tokenBytes(tok)
 	}
 }
 
-func (t *Tokenizer) tokenBytes(tok string) []byte {
-	if t.byteDecoder {
-		return unByteLevel(tok)
+// token is the string of an id, as Hugging Face's decode looks it up: added tokens
+// first, then the model's vocabulary.
+func (t *Tokenizer) token(id int) (string, bool) {
+	if a, ok := t.addedByID[id]; ok {
+		return a.content, true
 	}
-	return []byte(tok)
+	if id >= 0 && id < len(t.model.tokens) && t.model.tokens[id] != "" {
+		return t.model.tokens[id], true
+	}
+	return "", false
+}
+
+// tokenBytes is what a token stands for inside a text: its bytes under a ByteLevel
+// decoder, the byte of a "<0xNN>" token under ByteFallback, else the decoder's text for
+// the token alone, without the steps that only touch the ends of a text (Strip, the
+// first token's '▁' under Metaspace).
+func (t *Tokenizer) tokenBytes(tok string) []byte {
+	switch {
+	case t.byteDecoder || anyDecoder(t.decoder, func(d decoder) bool { _, ok := d.(byteLevelDec); return ok }):
+		return unByteLevel(tok)
+	case t.decoder == nil:
+		return []byte(tok)
+	}
+	if b, ok := fallbackByte(tok); ok && anyDecoder(t.decoder, func(d decoder) bool { _, ok := d.(byteFallbackDec); return ok }) {
+		return []byte{b}
+	}
+	return []byte(strings.Join(t.decoder.decodeChain([]string{tok}, true), ""))
 }
 
 // Decode turns ids back into text, as Hugging Face's decode does: unknown ids are
-// dropped, special tokens too when skipSpecial, bytes that are not valid UTF-8
-// become U+FFFD.
+// dropped, special tokens too when skipSpecial, and the rest go through the file's
+// decoder (bytes that are not valid UTF-8 become U+FFFD).
 func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
-	t.bytesOnce.Do(t.buildTokenBytes)
-	if !t.byteDecoder {
-		parts := make([]string, 0, len(ids))
+	if t.byteDecoder {
+		t.bytesOnce.Do(t.buildTokenBytes)
+		var buf []byte
 		for _, id := range ids {
-			if tok := t.Token(id); tok != "" && !(skipSpecial && t.IsSpecial(id)) {
-				parts = append(parts, tok)
+			if id < 0 || id >= len(t.bytesByID) || skipSpecial && t.IsSpecial(id) {
+				continue
 			}
+			buf = append(buf, t.bytesByID[id]...)
 		}
-		return strings.Join(parts, " ")
+		return lossyUTF8(buf)
 	}
-	var buf []byte
+	toks := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if id < 0 || id >= len(t.bytesByID) || skipSpecial && t.IsSpecial(id) {
-			continue
+		if tok, ok := t.token(id); ok && !(skipSpecial && t.IsSpecial(id)) {
+			toks = append(toks, tok)
 		}
-		buf = append(buf, t.bytesByID[id]...)
 	}
-	return lossyUTF8(buf)
+	if t.decoder == nil {
+		return strings.Join(toks, " ")
+	}
+	return strings.Join(t.decoder.decodeChain(toks, false), "")
 }
 
 // Encode tokenizes text. With addSpecial the post-processor's tokens (a BOS, say)
@@ -167,24 +193,58 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) Encoding {
 	if n := len(text)/4 + 8; len(text) > 4096 { // prose averages 4+ bytes a token
 		e.IDs, e.Offsets = make([]int, 0, n), make([][2]int, 0, n)
 	}
-	if addSpecial {
-		e.addSpecial(t.post.before)
+	if !addSpecial || !t.post.templated {
+		t.encodeInto(text, &e)
+		return e
 	}
+	for _, it := range t.post.single {
+		t.applyItem(it, &e, text, "")
+	}
+	return e
+}
+
+// EncodePair tokenizes a pair of texts, as Hugging Face's encode(a, b) does: with
+// addSpecial, laid out by the post-processor's pair template ("<s> A <s> B" for
+// Llama-2); otherwise, or without a template, A's tokens then B's. Offsets are byte
+// ranges of the text each token comes from.
+func (t *Tokenizer) EncodePair(a, b string, addSpecial bool) Encoding {
+	var e Encoding
+	if !addSpecial || !t.post.templated {
+		t.encodeInto(a, &e)
+		t.encodeInto(b, &e)
+		return e
+	}
+	for _, it := range t.post.pair {
+		t.applyItem(it, &e, a, b)
+	}
+	return e
+}
+
+func (t *Tokenizer) applyItem(it tplItem, e *Encoding, a, b string) {
+	switch it.seq {
+	case 0:
+		t.encodeInto(a, e)
+	case 1:
+		t.encodeInto(b, e)
+	default:
+		e.addSpecial(it.ids)
+	}
+}
+
+// encodeInto appends the tokens of text: added tokens as they are, the text between
+// them normalized, pre-tokenized and merged.
+func (t *Tokenizer) encodeInto(text string, e *Encoding) {
 	pos := 0
 	for _, m := range t.rawAdded.find(text, nil) {
 		if m.start > pos {
-			t.encodeSegment(text, pos, m.start, &e)
+			t.encodeSegment(text, pos, m.start, e)
 		}
 		e.add(m.tok.id, m.start, m.end)
 		pos = m.end
 	}
 	if pos < len(text) {
-		t.encodeSegment(text, pos, len(text), &e)
+		t.encodeSegment(text, pos, len(text), e)
 	}
-	if addSpecial {
-		e.addSpecial(t.post.after)
-	}
-	return e
 }
 
 func (e *Encoding) add(id, start, end int) {
@@ -210,41 +270,36 @@ func (t *Tokenizer) encodeSegment(text string, a, b int, e *Encoding) {
 		lo, hi := al.span(x, y)
 		e.add(id, a+lo, a+hi)
 	}
+	c := &preCtx{s: s, origin: func(i int) int { lo, _ := al.span(i, i); return a + lo }}
 	pos := 0
 	for _, m := range t.normAdded.find(s, nil) {
 		if m.start > pos {
-			t.encodeText(s, pos, m.start, emit)
+			t.encodeText(c, pos, m.start, emit)
 		}
 		emit(m.tok.id, m.start, m.end)
 		pos = m.end
 	}
 	if pos < len(s) {
-		t.encodeText(s, pos, len(s), emit)
+		t.encodeText(c, pos, len(s), emit)
 	}
 }
 
-// encodeText pre-tokenizes and merges s[a:b], reporting each token with its byte
-// range in s.
-func (t *Tokenizer) encodeText(s string, a, b int, emit func(id, x, y int)) {
-	pieces := []piece{{a, b, false}}
+// encodeText pre-tokenizes and merges c.s[a:b], reporting each token with its byte
+// range in c.s.
+func (t *Tokenizer) encodeText(c *preCtx, a, b int, emit func(id, x, y int)) {
+	pieces := []piece{{a, b, nil}}
 	if t.pre != nil {
-		pieces = t.pre.preTokenize(s, pieces)
+		pieces = t.pre.preTokenize(c, pieces)
 	}
 	var out []symbolOut
-	var word []byte
 	for _, pc := range pieces {
-		text := s[pc.start:pc.end]
-		if pc.prefix {
-			word = append(append(word[:0], ' '), text...)
-			text = string(word)
-		}
-		out = t.model.tokenize(text, out[:0])
-		p := 0 // position in text
+		out = t.model.tokenize(c.text(pc), out[:0])
+		p := 0 // position in the piece's text
 		for _, o := range out {
 			q := p + int(o.n)
 			x, y := pc.start+p, pc.start+q
-			if pc.prefix { // text is one byte ahead of s
-				x, y = pc.start+max(p-1, 0), pc.start+max(q-1, 0)
+			if pc.t != nil {
+				x, y = pc.t.al.span(p, q)
 			}
 			emit(int(o.id), x, y)
 			p = q
@@ -252,8 +307,18 @@ func (t *Tokenizer) encodeText(s string, a, b int, emit func(id, x, y int)) {
 	}
 }
 
-// postProcessor holds the special tokens put around a single sequence.
-type postProcessor struct{ before, after []int }
+// postProcessor holds the templates of special tokens put around one sequence and
+// around a pair.
+type postProcessor struct {
+	single, pair []tplItem
+	templated    bool // a processor that adds tokens was given (else a pair is A then B)
+}
+
+// tplItem is a sequence of a template (seq 0 for A, 1 for B) or special tokens (seq -1).
+type tplItem struct {
+	seq int
+	ids []int
+}
 
 // sortAdded orders added tokens by id.
 func sortAdded(list []*addedToken) {
