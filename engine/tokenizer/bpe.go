@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unicode/utf8"
 )
@@ -12,7 +13,7 @@ import (
 type bpe struct {
 	vocab  map[string]int
 	tokens []string // id → token, "" where an id has none
-	merges map[uint64]mergeInfo
+	merges *pairTable
 
 	byteLevel bool       // pieces are raw bytes to map to the byte-level alphabet
 	byteIDs   [256]int32 // id of each byte's character, -1 when the vocabulary lacks it
@@ -51,7 +52,7 @@ func newBPE(vocab map[string]int, merges [][2]string, byteLevel bool) (*bpe, err
 	top := -1
 	for tok, id := range vocab {
 		if id < 0 || id > maxID {
-			return nil, fmt.Errorf("model.vocab: %q has id %d, outside 0..%d", tok, id, maxID)
+			return nil, fmt.Errorf("vocab: %q has id %d, outside 0..%d", tok, id, maxID)
 		}
 		top = max(top, id)
 	}
@@ -63,25 +64,18 @@ func newBPE(vocab map[string]int, merges [][2]string, byteLevel bool) (*bpe, err
 			if b < a {
 				a, b = b, a
 			}
-			return nil, fmt.Errorf("model.vocab: %q and %q have the same id %d", a, b, id)
+			return nil, fmt.Errorf("vocab: %q and %q have the same id %d", a, b, id)
 		}
 		m.tokens[id], has[id] = tok, true
 	}
-	m.merges = make(map[uint64]mergeInfo, len(merges))
-	var buf []byte
-	for rank, mg := range merges {
-		a, ok1 := vocab[mg[0]]
-		b, ok2 := vocab[mg[1]]
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("model.merges[%d] %q %q: a part is not in the vocabulary", rank, mg[0], mg[1])
-		}
-		buf = append(append(buf[:0], mg[0]...), mg[1]...)
-		id, ok := vocab[string(buf)] // no allocation: the conversion is only a map key
-		if !ok {
-			return nil, fmt.Errorf("model.merges[%d] %q %q: the merged token is not in the vocabulary", rank, mg[0], mg[1])
-		}
+	recs, err := resolveMerges(vocab, merges)
+	if err != nil {
+		return nil, err
+	}
+	m.merges = newPairTable(len(recs))
+	for _, r := range recs {
 		// A repeated merge keeps its last rank, as Hugging Face's map building does.
-		m.merges[pairKey(int32(a), int32(b))] = mergeInfo{int32(rank), int32(id)}
+		m.merges.set(r.key, r.info)
 	}
 	for b := range 256 {
 		m.byteIDs[b], m.fallback[b] = -1, -1
@@ -93,6 +87,54 @@ func newBPE(vocab map[string]int, merges [][2]string, byteLevel bool) (*bpe, err
 		}
 	}
 	return m, nil
+}
+
+type mergeRec struct {
+	key  uint64
+	info mergeInfo
+}
+
+// resolveMerges looks up the ids of each merge's parts and result. Gemma-3 has 514,906
+// merges, three lookups each in a 262,144-entry map: the lookups run on all cores (the
+// map is only read), which is most of the time a large tokenizer takes to load.
+func resolveMerges(vocab map[string]int, merges [][2]string) ([]mergeRec, error) {
+	recs := make([]mergeRec, len(merges))
+	const chunk = 1 << 15
+	nChunks := (len(merges) + chunk - 1) / chunk
+	errs := make([]error, nChunks)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for c := range nChunks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var buf []byte
+			for rank := c * chunk; rank < min(len(merges), (c+1)*chunk); rank++ {
+				mg := merges[rank]
+				a, ok1 := vocab[mg[0]]
+				b, ok2 := vocab[mg[1]]
+				if !ok1 || !ok2 {
+					errs[c] = fmt.Errorf("merges[%d] %q %q: a part is not in the vocabulary", rank, mg[0], mg[1])
+					return
+				}
+				buf = append(append(buf[:0], mg[0]...), mg[1]...)
+				id, ok := vocab[string(buf)] // no allocation: the conversion is only a map key
+				if !ok {
+					errs[c] = fmt.Errorf("merges[%d] %q %q: the merged token is not in the vocabulary", rank, mg[0], mg[1])
+					return
+				}
+				recs[rank] = mergeRec{pairKey(int32(a), int32(b)), mergeInfo{int32(rank), int32(id)}}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first bad merge
+		}
+	}
+	return recs, nil
 }
 
 // fallbackToken is the vocabulary entry of a byte under byte_fallback: "<0x0A>".
@@ -296,7 +338,7 @@ func (a mergeCand) before(b mergeCand) bool {
 func (m *bpe) mergeAll(syms []symbol) {
 	var q minHeap[mergeCand]
 	for i := 0; i+1 < len(syms); i++ {
-		if mi, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
+		if mi, ok := m.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
 			q.push(mergeCand{mi.rank, int32(i), mi.id})
 		}
 	}
@@ -307,7 +349,7 @@ func (m *bpe) mergeAll(syms []symbol) {
 			continue
 		}
 		right := syms[cur.next]
-		if mi, ok := m.merges[pairKey(cur.id, right.id)]; !ok || mi.id != top.id {
+		if mi, ok := m.merges.get(pairKey(cur.id, right.id)); !ok || mi.id != top.id {
 			continue
 		}
 		cur.id = top.id
@@ -318,12 +360,12 @@ func (m *bpe) mergeAll(syms []symbol) {
 			syms[right.next].prev = top.pos
 		}
 		if cur.prev >= 0 {
-			if mi, ok := m.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
+			if mi, ok := m.merges.get(pairKey(syms[cur.prev].id, cur.id)); ok {
 				q.push(mergeCand{mi.rank, cur.prev, mi.id})
 			}
 		}
 		if cur.next >= 0 {
-			if mi, ok := m.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
+			if mi, ok := m.merges.get(pairKey(cur.id, syms[cur.next].id)); ok {
 				q.push(mergeCand{mi.rank, top.pos, mi.id})
 			}
 		}

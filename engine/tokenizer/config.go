@@ -20,19 +20,21 @@ type fileJSON struct {
 	Model         *modelJSON          `json:"model"`
 }
 
-// modelJSON is a BPE model. Other models lay out their vocabulary differently
-// (Unigram's is a list): the vocabulary reader leaves what is not an object unread,
-// for the type to be refused by name.
+// modelJSON is a BPE model (other models lay out their vocabulary differently).
 type modelJSON struct {
-	Type                    string      `json:"type"`
-	UnkToken                *string     `json:"unk_token"`
-	ContinuingSubwordPrefix *string     `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string     `json:"end_of_word_suffix"`
-	FuseUnk                 bool        `json:"fuse_unk"`
-	ByteFallback            bool        `json:"byte_fallback"`
-	IgnoreMerges            bool        `json:"ignore_merges"`
-	Vocab                   vocabJSON   `json:"vocab"`
-	Merges                  *mergesJSON `json:"merges"`
+	Type                    string  `json:"type"`
+	UnkToken                *string `json:"unk_token"`
+	ContinuingSubwordPrefix *string `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string `json:"end_of_word_suffix"`
+	FuseUnk                 bool    `json:"fuse_unk"`
+	ByteFallback            bool    `json:"byte_fallback"`
+	IgnoreMerges            bool    `json:"ignore_merges"`
+
+	// Read by hand (jsonfast.go).
+	vocab               map[string]int
+	vocabErr            error // the vocabulary is not an object: reported if the type is BPE
+	merges              [][2]string
+	hasVocab, hasMerges bool // not missing nor null
 }
 
 // component is any normalizer, pre-tokenizer, post-processor or decoder object.
@@ -99,12 +101,16 @@ const maxNesting = 16
 
 // parse builds a Tokenizer from the bytes of a tokenizer.json.
 func parse(data []byte) (*Tokenizer, error) {
-	var f fileJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	if !utf8.Valid(data) { // as Hugging Face, which reads the file as a Rust String
+		return nil, fmt.Errorf("not valid UTF-8 (byte %d)", firstInvalid(data))
+	}
+	hash := make(chan string, 1)
+	go func() { hash <- hashBytes(data) }() // 30 ms for Gemma-3's file, beside the parsing
+	f, err := readFile(string(data))
+	if err != nil {
 		return nil, fmt.Errorf("not a valid tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{raw: data, hash: hashBytes(data)}
-	var err error
+	t := &Tokenizer{raw: data}
 	if t.normalizer, err = parseNormalizer(f.Normalizer, 0); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
@@ -171,7 +177,20 @@ func parse(data []byte) (*Tokenizer, error) {
 			}
 		}
 	}
+	t.hash = <-hash
 	return t, nil
+}
+
+// firstInvalid is the offset of the first byte of data that is not valid UTF-8.
+func firstInvalid(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
 }
 
 // supportedModels says what parseModel reads, for the error on anything else.
@@ -183,22 +202,20 @@ func parseModel(m *modelJSON, byteLevel bool) (*bpe, error) {
 		return nil, fmt.Errorf("missing")
 	case m.Type == "Unigram":
 		return nil, fmt.Errorf("type \"Unigram\" (a SentencePiece unigram model, as T5, ALBERT or XLNet use) is not supported; %s", supportedModels)
-	case m.Type != "BPE" && !(m.Type == "" && m.Merges != nil):
+	case m.Type != "BPE" && !(m.Type == "" && m.hasMerges):
 		return nil, fmt.Errorf("type %q is not supported; %s", m.Type, supportedModels)
-	}
-	if m.Vocab == nil {
+	case m.vocabErr != nil:
+		return nil, fmt.Errorf("vocab: %w", m.vocabErr)
+	case !m.hasVocab:
 		return nil, fmt.Errorf("no vocab")
 	}
-	var merges [][2]string
-	if m.Merges != nil {
-		merges = *m.Merges
-	}
-	b, err := newBPE(m.Vocab, merges, byteLevel)
+	vocab := m.vocab
+	b, err := newBPE(vocab, m.merges, byteLevel)
 	if err != nil {
 		return nil, err
 	}
 	if m.UnkToken != nil {
-		id, ok := m.Vocab[*m.UnkToken]
+		id, ok := vocab[*m.UnkToken]
 		if !ok {
 			return nil, fmt.Errorf("unk_token %q is not in the vocabulary", *m.UnkToken)
 		}

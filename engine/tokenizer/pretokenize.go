@@ -324,6 +324,9 @@ func (sc *scanner) matches(s string, dst [][2]int) [][2]int { return sc.split(s,
 type regexMatcher struct{ re *regexp.Regexp }
 
 func (r regexMatcher) matches(s string, dst [][2]int) [][2]int {
+	if s == "" { // nothing matches in an empty text, as in Hugging Face's find_matches
+		return dst
+	}
 	for _, m := range r.re.FindAllStringIndex(s, -1) {
 		dst = append(dst, [2]int{m[0], m[1]})
 	}
@@ -331,10 +334,14 @@ func (r regexMatcher) matches(s string, dst [][2]int) [][2]int {
 }
 
 // literalMatcher matches a fixed string (a String pattern). The empty string matches
-// at every character boundary, as the empty regex Hugging Face makes of it does.
+// at every character boundary of a non-empty text, as the empty regex Hugging Face
+// makes of it does.
 type literalMatcher string
 
 func (l literalMatcher) matches(s string, dst [][2]int) [][2]int {
+	if s == "" {
+		return dst
+	}
 	if l == "" {
 		for i := range s {
 			dst = append(dst, [2]int{i, i})

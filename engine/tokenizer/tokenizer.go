@@ -14,7 +14,9 @@ package tokenizer
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -63,6 +65,14 @@ func Load(path string) (*Tokenizer, error) {
 		path = filepath.Join(path, "tokenizer.json")
 	}
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(path)
+		if _, e := os.Stat(filepath.Join(dir, "tokenizer.model")); e == nil {
+			return nil, fmt.Errorf("tokenizer: %s has a SentencePiece tokenizer.model but no tokenizer.json, the only file read here "+
+				"(transformers writes one: AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR))", dir)
+		}
+		return nil, fmt.Errorf("tokenizer: %s not found (a Hugging Face tokenizer.json is needed)", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
