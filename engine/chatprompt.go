@@ -49,9 +49,9 @@ func ChatTemplate(dir, setting, how string) (Chat, error) {
 // ErrNoTemplate is wrapped by the error of a conversational prompt met without a template.
 var ErrNoTemplate = errors.New("conversational prompts need a chat template")
 
-// Render renders the messages of every conversational example into its Prompt, with the
-// generation prompt (the assistant's turn opened for the completion): what the policy sees,
-// the samples show and the logs keep. Plain prompts are left as they are: a template applies
+// Render renders the messages of every conversational example into its Prompt as TRL does
+// (chat.Template.RenderPrompt: the generation prompt after a user message, an assistant
+// message continued): what the policy sees, the samples show and the logs keep. Plain prompts are left as they are: a template applies
 // to conversational data only, as in TRL. It returns how many it rendered; errors name the
 // entry.
 func (c Chat) Render(ex []data.Example) (int, error) {
@@ -64,7 +64,7 @@ func (c Chat) Render(ex []data.Example) (int, error) {
 		if c.Template == nil {
 			return n, fmt.Errorf("%s: %w: %s", x.Where(), ErrNoTemplate, c.Why)
 		}
-		s, err := c.Template.Render(x.Messages, true, c.Kwargs)
+		s, err := c.Template.RenderPrompt(x.Messages, c.Kwargs)
 		if err != nil {
 			return n, fmt.Errorf("%s: %w", x.Where(), err)
 		}
@@ -79,7 +79,7 @@ func (c Chat) UserPrompt(text string) (string, error) {
 	if c.Template == nil {
 		return "", fmt.Errorf("%w: %s", ErrNoTemplate, c.Why)
 	}
-	return c.Template.Render([]data.Message{{Role: "user", Content: text}}, true, c.Kwargs)
+	return c.Template.RenderPrompt([]data.Message{{Role: "user", Content: text}}, c.Kwargs)
 }
 
 // Conversational reports whether x's prompt is a conversation: once Render ran, its Prompt

@@ -125,6 +125,11 @@ func TestChatTemplateSetting(t *testing.T) {
 	if s, err := c.UserPrompt("Question: 2 + 2?"); err != nil || s != "<|endoftext|>Question: 2 + 2?\nAnswer: (brief)" {
 		t.Errorf("UserPrompt: %q %v", s, err)
 	}
+	// A prompt ending with an assistant message is continued, as TRL continues it.
+	cont := []data.Example{{Messages: []data.Message{{Role: "user", Content: "Question: 1 + 1?"}, {Role: "assistant", Content: "It is"}}}}
+	if _, err := c.Render(cont); err != nil || cont[0].Prompt != "<|endoftext|>Question: 1 + 1?\nAnswer: It is" {
+		t.Errorf("continued: %q %v", cont[0].Prompt, err)
+	}
 	ex := []data.Example{{Prompt: "plain"}, {Messages: []data.Message{{Role: "system", Content: "s"}}}}
 	AsUserMessages(ex)
 	if len(ex[0].Messages) != 1 || ex[0].Messages[0] != (data.Message{Role: "user", Content: "plain"}) || ex[1].Messages[0].Role != "system" {

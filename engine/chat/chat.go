@@ -140,9 +140,46 @@ func (t *Template) Render(msgs []data.Message, addGenerationPrompt bool, kwargs 
 	return out, nil
 }
 
-// RenderPrompt renders a prompt to be completed: msgs with the generation prompt.
+// RenderPrompt renders a conversation as a prompt to be completed, as TRL renders a
+// prompt-only example: one ending with a user (or tool) message gets the generation prompt,
+// which opens the assistant's turn; one ending with an assistant message is continued
+// (transformers' continue_final_message: the rendering is cut after that message's text, so
+// the completion extends it). A prompt ending with a system message is refused, as TRL
+// refuses it.
 func (t *Template) RenderPrompt(msgs []data.Message, kwargs map[string]any) (string, error) {
-	return t.Render(msgs, true, kwargs)
+	if len(msgs) == 0 {
+		return "", errors.New("no messages to render")
+	}
+	switch last := msgs[len(msgs)-1]; last.Role {
+	case "user", "tool":
+		return t.Render(msgs, true, kwargs)
+	case "assistant":
+		s, err := t.Render(msgs, false, kwargs)
+		if err != nil {
+			return "", err
+		}
+		return continueFinal(s, last.Content, t.Source)
+	default:
+		return "", fmt.Errorf("the last message is a %s message: a prompt ends with a user message (the model answers it) or an assistant message (the model continues it)", last.Role)
+	}
+}
+
+// continueFinal cuts a rendering after the final message's text, as transformers does for
+// continue_final_message: at the last place the text (stripped) appears, keeping its trailing
+// whitespace when the template kept it.
+func continueFinal(rendered, final, source string) (string, error) {
+	stripped := strings.TrimFunc(final, isSpace)
+	at := strings.LastIndex(rendered, stripped)
+	if at < 0 {
+		return "", fmt.Errorf("the chat template (%s) does not write the final assistant message as given, so it cannot be continued (the template changes its text)", source)
+	}
+	// transformers compares len(final.lstrip()) characters there with the whole message: they
+	// match only when the message has no leading whitespace and the template kept the rest.
+	n := len(strings.TrimLeftFunc(final, isSpace))
+	if at+n <= len(rendered) && rendered[at:at+n] == final {
+		return rendered[:at+n], nil
+	}
+	return rendered[:at+len(stripped)], nil
 }
 
 func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {

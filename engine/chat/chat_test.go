@@ -478,3 +478,49 @@ var whitespaceTemplates = []string{
 	"  \t{# indented comment #}\nafter",
 	"{{ 1 }}\n  {% if true %}{% endif %}|{{ 2 }} \n{% if true %}{% endif %}|",
 }
+
+// RenderPrompt renders prompts as TRL does: the generation prompt after a user message, an
+// assistant message continued (transformers' continue_final_message), a system message last
+// refused. Expected strings written out by hand from the templates.
+func TestRenderPrompt(t *testing.T) {
+	qwen, gemma := readModelFolder(t, "qwen3").Template, readModelFolder(t, "gemma3").Template
+	q := Message{Role: "user", Content: "What is 7 + 5?"}
+	for _, tc := range []struct {
+		tm   *Template
+		msgs []Message
+		want string
+	}{
+		{qwen, []Message{q}, "<|im_start|>user\nWhat is 7 + 5?<|im_end|>\n<|im_start|>assistant\n"},
+		{qwen, []Message{q, {Role: "assistant", Content: "The answer is"}}, "<|im_start|>user\nWhat is 7 + 5?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nThe answer is"},
+		// Gemma trims the message: its trailing space is gone from the rendering, and the cut
+		// comes after the stripped text.
+		{gemma, []Message{q, {Role: "assistant", Content: "The answer is "}}, "<bos><start_of_turn>user\nWhat is 7 + 5?<end_of_turn>\n<start_of_turn>model\nThe answer is"},
+	} {
+		got, err := tc.tm.RenderPrompt(tc.msgs, nil)
+		if err != nil || got != tc.want {
+			t.Errorf("%s %v:\n got %q, %v\nwant %q", tc.tm.Source, tc.msgs, got, err, tc.want)
+		}
+	}
+	raw, err := Parse("{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}", "raw", Tokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for final, want := range map[string]string{
+		"kept ":   "<user>q</user><assistant>kept ",  // trailing whitespace the template kept stays
+		"  lead ": "<user>q</user><assistant>  lead", // leading whitespace: cut after the stripped text
+		"":        "<user>q</user><assistant></assistant>",
+	} {
+		got, err := raw.RenderPrompt([]Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: final}}, nil)
+		if err != nil || got != want {
+			t.Errorf("continue %q: got %q, %v; want %q", final, got, err, want)
+		}
+	}
+	upper, err := Parse("{% for m in messages %}{{ m.content|upper }}{% endfor %}", "upper.jinja", Tokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = upper.RenderPrompt([]Message{q, {Role: "assistant", Content: "the answer"}}, nil)
+	wantError(t, err, "upper.jinja", "cannot be continued")
+	_, err = qwen.RenderPrompt([]Message{q, {Role: "system", Content: "s"}}, nil)
+	wantError(t, err, "the last message is a system message")
+}
