@@ -14,7 +14,7 @@ write it without transformers:
   update    clip_grad_norm_(1.0) and torch.optim.AdamW.
 
 A llama-family model (RMSNorm, RoPE rotate-half, SwiGLU, grouped-query attention, tied
-embeddings) with random weights, fp32, LoRA r 16 (alpha 32) on every linear but the head.
+embeddings; q/k/v biases as qwen2 has with qkv_bias) with random weights, fp32, LoRA r 16 (alpha 32) on every linear but the head.
 
   /usr/bin/python3 bench/grpo_step.py --preset 25m [--steps 1] [--warmup 1] [--threads 2]
   /usr/bin/python3 bench/grpo_step.py --shape '{"vocab": 2048, "dim": 192, ...}'
@@ -48,6 +48,9 @@ PRESETS = {
     "builtin": {"vocab": 2048, "dim": 192, "layers": 4, "heads": 6, "kv_heads": 2, "hidden": 512},
     # About 25M parameters (29M with the tied 8192×512 embedding).
     "25m": {"vocab": 8192, "dim": 512, "layers": 8, "heads": 8, "kv_heads": 4, "hidden": 1536},
+    # Qwen2.5-0.5B's shape: q/k/v biases, tied head (494M parameters; run it with --prompts 1).
+    "qwen05b": {"vocab": 151936, "dim": 896, "layers": 24, "heads": 14, "kv_heads": 2, "hidden": 4864,
+                "qkv_bias": True, "rope_theta": 1e6, "norm_eps": 1e-6},
 }
 
 
@@ -75,6 +78,8 @@ class Model:
             for name, o, i in (("q", qd, D), ("k", kvd, D), ("v", kvd, D), ("o", D, qd),
                                ("gate", F_, D), ("up", F_, D), ("down", D, F_)):
                 L[name] = w(o, i)
+                if s.get("qkv_bias") and name in ("q", "k", "v"):
+                    L[name + ".bias"] = torch.zeros(o)  # zeros, as the Go side's random model
                 bound = 1 / math.sqrt(i)  # PEFT: A Kaiming-uniform(a=sqrt 5), B zeros
                 a = ((torch.rand(r, i, generator=gen) * 2 - 1) * bound).requires_grad_(True)
                 b = torch.zeros(o, r).requires_grad_(True)
@@ -95,6 +100,8 @@ class Model:
 
     def lin(self, L, name, x, adapters):
         y = x @ L[name].T
+        if name + ".bias" in L:
+            y = y + L[name + ".bias"]
         if adapters:
             a, b = L[name + ".lora"]
             y = y + ((x @ a.T) @ b.T) * self.scale

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,14 +21,19 @@ import (
 	"rlhfstation/internal/testref"
 )
 
-// Sizes of the benchmarked GRPO step (bench/README.md): 2 prompts × 8 generations, prompts of
-// 32 tokens, 64 new tokens each with no stop token, so both sides do the same work.
-const (
-	benchPrompts = 2
-	benchGens    = 8
-	benchPromptN = 32
-	benchNew     = 64
-)
+// benchSize is the work of one benchmarked GRPO step (bench/README.md): prompts × gens
+// sequences, prompts of promptN random ids, new tokens each with no stop token, so both sides
+// do the same work.
+type benchSize struct{ prompts, gens, promptN, new int }
+
+// tokens is the prompt and completion tokens of every sequence of a step.
+func (z benchSize) tokens() int { return z.prompts * z.gens * (z.promptN + z.new) }
+
+// benchStep is the step of the small models: 2 prompts × 8 generations, 32 + 64 tokens.
+var benchStep = benchSize{prompts: 2, gens: 8, promptN: 32, new: 64}
+
+// benchStepQwen05B is the step at a real model's size: 1 prompt × 8 generations.
+var benchStepQwen05B = benchSize{prompts: 1, gens: 8, promptN: 32, new: 64}
 
 // benchBuiltinShape stands in for the built-in model when engine/builtin/model is absent.
 var benchBuiltinShape = model.Config{ModelType: "llama", Vocab: 2048, Dim: 192, Layers: 4, Heads: 6, KVHeads: 2,
@@ -36,9 +43,15 @@ var benchBuiltinShape = model.Config{ModelType: "llama", Vocab: 2048, Dim: 192, 
 var bench25MShape = model.Config{ModelType: "llama", Vocab: 8192, Dim: 512, Layers: 8, Heads: 8, KVHeads: 4,
 	Hidden: 1536, MaxPos: 512, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, BOS: -1}
 
+// benchQwen05BShape is Qwen2.5-0.5B's shape (its config.json: q/k/v biases, tied head,
+// rope_theta 1e6, rms_norm_eps 1e-6): 494,032,768 parameters.
+var benchQwen05BShape = model.Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2,
+	Hidden: 4864, MaxPos: 32768, NormEps: 1e-6, RopeTheta: 1e6, TieEmbed: true, BOS: -1}
+
 // grpoBench is one GRPO step's state: an fp32 base (no NF4, as PyTorch's side has none), LoRA
 // r 16 / alpha 32 on every linear, AdamW, a reused training tape.
 type grpoBench struct {
+	size    benchSize
 	m       *model.Model
 	params  []*optim.Param
 	opt     *optim.AdamW
@@ -46,10 +59,10 @@ type grpoBench struct {
 	prompts [][]int
 }
 
-func newGRPOBench(m *model.Model) *grpoBench {
+func newGRPOBench(m *model.Model, size benchSize) *grpoBench {
 	lc := lora.Config{R: 16, Alpha: 32, TargetModules: []string{"all-linear"}}
 	rng := rand.New(rand.NewPCG(1, 2))
-	s := &grpoBench{m: m, tape: m.NewTape()}
+	s := &grpoBench{size: size, m: m, tape: m.NewTape()}
 	for _, l := range m.Linears() {
 		ll, err := lora.NewLayer(m.Backend(), l.Name, l.In, l.Out, lc, rng)
 		if err != nil {
@@ -64,12 +77,12 @@ func newGRPOBench(m *model.Model) *grpoBench {
 	if s.opt, err = optim.NewAdamW(m.Backend(), s.params, 0.9, 0.999, 1e-8, 0); err != nil {
 		panic(err)
 	}
-	for p := 0; p < benchPrompts; p++ {
-		ids := make([]int, benchPromptN)
+	for p := 0; p < size.prompts; p++ {
+		ids := make([]int, size.promptN)
 		for i := range ids {
 			ids[i] = rng.IntN(m.Config.Vocab)
 		}
-		for g := 0; g < benchGens; g++ {
+		for g := 0; g < size.gens; g++ {
 			s.prompts = append(s.prompts, ids)
 		}
 	}
@@ -88,7 +101,7 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 	m := s.m
 	t0 := time.Now()
 	m.AdaptersOff = false
-	gen, err := m.Generate(s.prompts, model.GenerateOptions{MaxNewTokens: benchNew, Temperature: 1, Seed: seed, NoEOS: true})
+	gen, err := m.Generate(s.prompts, model.GenerateOptions{MaxNewTokens: s.size.new, Temperature: 1, Seed: seed, NoEOS: true})
 	if err != nil {
 		return ph, err
 	}
@@ -115,7 +128,7 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 		rewards[i] /= float64(len(toks))
 		total += len(toks)
 	}
-	adv, _, err := grpo.Advantages(rewards, benchGens, grpo.ScaleGroup)
+	adv, _, err := grpo.Advantages(rewards, s.size.gens, grpo.ScaleGroup)
 	if err != nil {
 		return ph, err
 	}
@@ -158,41 +171,55 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 	return phases{t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), t3.Sub(t2).Seconds(), t4.Sub(t3).Seconds()}, nil
 }
 
+// benchModel is one preset of BenchmarkGRPOStep. An explicit one runs only when -bench names
+// it (its step takes minutes and each side holds its fp32 weights, 2 GB for qwen05B), so the
+// usual -bench GRPOStep stays quick.
+type benchModel struct {
+	name     string
+	size     benchSize
+	explicit bool
+	load     func() (*model.Model, error)
+}
+
 // benchModels are the benchmarked models: the built-in one (its shape with random weights
-// when engine/builtin/model is absent) and a random ~25M llama.
-func benchModels() []struct {
-	name string
-	load func() (*model.Model, error)
-} {
-	return []struct {
-		name string
-		load func() (*model.Model, error)
-	}{
-		{"builtin", func() (*model.Model, error) {
+// when engine/builtin/model is absent), a random ~25M llama and a random Qwen2.5-0.5B.
+func benchModels() []benchModel {
+	return []benchModel{
+		{"builtin", benchStep, false, func() (*model.Model, error) {
 			dir := filepath.Join("builtin", "model")
 			if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 				return model.Load(dir)
 			}
 			return model.NewRandom(benchBuiltinShape, 1)
 		}},
-		{"llama25M", func() (*model.Model, error) { return model.NewRandom(bench25MShape, 1) }},
+		{"llama25M", benchStep, false, func() (*model.Model, error) { return model.NewRandom(bench25MShape, 1) }},
+		{"qwen05B", benchStepQwen05B, true, func() (*model.Model, error) { return model.NewRandom(benchQwen05BShape, 1) }},
 	}
+}
+
+// benchNamed reports whether the -bench pattern names the sub-benchmark sub itself.
+func benchNamed(sub string) bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && strings.Contains(f.Value.String(), sub)
 }
 
 // BenchmarkGRPOStep times one GRPO step (rollout, scoring, loss+backward, update) on each
 // model, after one warm-up step, and reports tokens/s (prompt + completion tokens of every
 // sequence per second of the step), each phase's seconds and the process's CPU seconds per
-// step. Unless -short, it then runs the same step in PyTorch (bench/grpo_step.py: one warm-up
+// step. qwen05B runs only when named (-bench GRPOStep/qwen05B). Unless -short, it then runs the same step in PyTorch (bench/grpo_step.py: one warm-up
 // and as many timed steps, with GOMAXPROCS threads, or $RLHFSTATION_TORCH_THREADS) and reports
 // its figures and x-torch, the ratio of the two speeds. See bench/README.md.
 func BenchmarkGRPOStep(b *testing.B) {
 	for _, bm := range benchModels() {
 		b.Run(bm.name, func(b *testing.B) {
+			if bm.explicit && !benchNamed(bm.name) {
+				b.Skipf("%s runs only when -bench names it (-bench GRPOStep/%s): minutes a step", bm.name, bm.name)
+			}
 			m, err := bm.load()
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := newGRPOBench(m)
+			s := newGRPOBench(m, bm.size)
 			if _, err := s.step(0); err != nil { // warm-up: buffers and tape grow once
 				b.Fatal(err)
 			}
@@ -212,7 +239,7 @@ func BenchmarkGRPOStep(b *testing.B) {
 			b.StopTimer()
 			n := float64(b.N)
 			cpu := (cpuSeconds() - cpu0) / n
-			tokens := float64(len(s.prompts) * (benchPromptN + benchNew))
+			tokens := float64(bm.size.tokens())
 			goRate := tokens * n / sum.total()
 			b.ReportMetric(goRate, "tokens/s")
 			b.ReportMetric(sum.rollout/n, "rollout-s")
@@ -228,7 +255,7 @@ func BenchmarkGRPOStep(b *testing.B) {
 			if py == "" {
 				return
 			}
-			t, err := torchStep(py, &m.Config, b.N)
+			t, err := torchStep(py, &m.Config, bm.size, b.N)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -280,17 +307,20 @@ func torchPython(b *testing.B) string {
 }
 
 // torchStep runs the PyTorch step with py on a model of c's shape.
-func torchStep(py string, c *model.Config, steps int) (torchResult, error) {
+func torchStep(py string, c *model.Config, size benchSize, steps int) (torchResult, error) {
+	if c.OBias || c.MLPBias || c.Family() != model.Llama {
+		return torchResult{}, fmt.Errorf("bench/grpo_step.py has no %s with those biases", c.ModelType)
+	}
 	shape, _ := json.Marshal(map[string]any{"vocab": c.Vocab, "dim": c.Dim, "layers": c.Layers, "heads": c.Heads,
 		"kv_heads": c.KVHeads, "head_dim": c.HeadDim, "hidden": c.Hidden, "tie": c.TieEmbed, "rope_theta": c.RopeTheta,
-		"norm_eps": c.NormEps})
+		"norm_eps": c.NormEps, "qkv_bias": c.QKVBias})
 	threads := os.Getenv("RLHFSTATION_TORCH_THREADS")
 	if threads == "" {
 		threads = fmt.Sprint(runtime.GOMAXPROCS(0)) // go test -cpu 1,2 compares thread for thread
 	}
 	cmd := exec.Command(py, filepath.Join("..", "bench", "grpo_step.py"), "--shape", string(shape),
-		"--prompts", fmt.Sprint(benchPrompts), "--generations", fmt.Sprint(benchGens),
-		"--prompt-len", fmt.Sprint(benchPromptN), "--new", fmt.Sprint(benchNew),
+		"--prompts", fmt.Sprint(size.prompts), "--generations", fmt.Sprint(size.gens),
+		"--prompt-len", fmt.Sprint(size.promptN), "--new", fmt.Sprint(size.new),
 		"--steps", fmt.Sprint(steps), "--warmup", "1", "--threads", threads)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -301,7 +331,7 @@ func torchStep(py string, c *model.Config, steps int) (torchResult, error) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		return r, fmt.Errorf("bench/grpo_step.py output: %w", err)
 	}
-	if want := benchPrompts * benchGens * (benchPromptN + benchNew); r.Tokens != want {
+	if want := size.tokens(); r.Tokens != want {
 		return r, fmt.Errorf("bench/grpo_step.py processed %d tokens a step, the Go step %d", r.Tokens, want)
 	}
 	return r, nil
