@@ -1,0 +1,197 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+
+	"rlhfstation/engine/backend"
+)
+
+// side is one backend's half of a case: the buffers made on it, each a view at an odd offset
+// into a larger allocation whose other elements hold a guard value, so that a write outside
+// an output, or any write to an input, shows.
+type side struct {
+	e      *env
+	b      backend.Backend
+	ref    bool
+	allocs []*alloc
+	failed bool
+}
+
+type alloc struct {
+	base, view backend.Buf
+	input      bool // the whole allocation must be left as uploaded
+	f32        []float32
+	i32        []int32
+	f64        []float64
+}
+
+const (
+	padFront = 3
+	padBack  = 5
+	guard    = 12288 // exactly representable in bf16
+)
+
+// fail reports a backend's error in this side's case.
+func (s *side) fail(what string, err error) {
+	s.e.t.Helper()
+	if err == nil {
+		return
+	}
+	s.failed = true
+	s.e.errorf("%s: %s: %v", s.b.Name(), what, err)
+}
+
+// do reports an op's error.
+func (s *side) do(op string, err error) { s.e.t.Helper(); s.fail(op, err) }
+
+func (s *side) alloc(dt backend.DType, n int) *alloc {
+	s.e.t.Helper()
+	base, err := s.b.Alloc(dt, padFront+n+padBack)
+	s.fail("Alloc", err)
+	if err != nil {
+		base, _ = s.e.ref.Alloc(dt, padFront+n+padBack) // keeps the case going on the host
+	}
+	a := &alloc{base: base, view: base.Slice(padFront, n)}
+	s.allocs = append(s.allocs, a)
+	return a
+}
+
+// floats uploads x into a guarded float32 view; values marks an input (all of it must stay).
+func (s *side) floats(x []float32, input bool) backend.Buf {
+	s.e.t.Helper()
+	a := s.alloc(backend.F32, len(x))
+	a.input = input
+	a.f32 = make([]float32, padFront+len(x)+padBack)
+	for i := range a.f32 {
+		a.f32[i] = guard
+	}
+	copy(a.f32[padFront:], x)
+	s.fail("Upload", s.b.Upload(a.base, a.f32))
+	return a.view
+}
+
+// in is a float32 input.
+func (s *side) in(x []float32) backend.Buf { return s.floats(x, true) }
+
+// out is a float32 output of n values, NaN until the op writes them.
+func (s *side) out(n int) backend.Buf {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(math.NaN())
+	}
+	return s.floats(x, false)
+}
+
+// acc is a float32 output the op accumulates into (or rewrites in place), starting at init.
+func (s *side) acc(init []float32) backend.Buf { return s.floats(init, false) }
+
+// i32 is an int32 input.
+func (s *side) i32(x []int32) backend.Buf {
+	s.e.t.Helper()
+	a := s.alloc(backend.I32, len(x))
+	a.input = true
+	a.i32 = make([]int32, padFront+len(x)+padBack)
+	for i := range a.i32 {
+		a.i32[i] = -7
+	}
+	copy(a.i32[padFront:], x)
+	s.fail("Upload", s.b.Upload(a.base, a.i32))
+	return a.view
+}
+
+// outI32 is an int32 output of n values.
+func (s *side) outI32(n int) backend.Buf {
+	s.e.t.Helper()
+	a := s.alloc(backend.I32, n)
+	a.i32 = make([]int32, padFront+n+padBack)
+	for i := range a.i32 {
+		a.i32[i] = -7
+	}
+	s.fail("Upload", s.b.Upload(a.base, a.i32))
+	return a.view
+}
+
+// f64 is a float64 input.
+func (s *side) f64(x []float64) backend.Buf {
+	s.e.t.Helper()
+	a := s.alloc(backend.F64, len(x))
+	a.input = true
+	a.f64 = make([]float64, padFront+len(x)+padBack)
+	for i := range a.f64 {
+		a.f64[i] = guard
+	}
+	copy(a.f64[padFront:], x)
+	s.fail("Upload", s.b.Upload(a.base, a.f64))
+	return a.view
+}
+
+// get downloads a float32 (or bf16) buffer.
+func (s *side) get(x backend.Buf) []float32 {
+	s.e.t.Helper()
+	h := make([]float32, x.Len())
+	s.fail("Download", s.b.Download(h, x))
+	return h
+}
+
+// getI32 downloads an int32 buffer.
+func (s *side) getI32(x backend.Buf) []int32 {
+	s.e.t.Helper()
+	h := make([]int32, x.Len())
+	s.fail("Download", s.b.Download(h, x))
+	return h
+}
+
+// checkUntouched checks the guards around every view and every input.
+func (s *side) checkUntouched() {
+	s.e.t.Helper()
+	for k, a := range s.allocs {
+		n := a.base.Len()
+		outside := func(i int) bool { return i < padFront || i >= n-padBack || a.input }
+		var bad string
+		switch {
+		case a.f32 != nil:
+			h := make([]float32, n)
+			s.fail("Download", s.b.Download(h, a.base))
+			for i := range h {
+				if outside(i) && math.Float32bits(h[i]) != math.Float32bits(a.f32[i]) {
+					bad = fmt.Sprintf("element %d is %v, was %v", i-padFront, h[i], a.f32[i])
+					break
+				}
+			}
+		case a.i32 != nil:
+			h := make([]int32, n)
+			s.fail("Download", s.b.Download(h, a.base))
+			for i := range h {
+				if outside(i) && h[i] != a.i32[i] {
+					bad = fmt.Sprintf("element %d is %v, was %v", i-padFront, h[i], a.i32[i])
+					break
+				}
+			}
+		case a.f64 != nil:
+			h := make([]float64, n)
+			s.fail("Download", s.b.Download(h, a.base))
+			for i := range h {
+				if outside(i) && h[i] != a.f64[i] {
+					bad = fmt.Sprintf("element %d is %v, was %v", i-padFront, h[i], a.f64[i])
+					break
+				}
+			}
+		}
+		if bad != "" {
+			what := "beside output"
+			if a.input {
+				what = "input"
+			}
+			s.failed = true
+			s.e.errorf("%s: %s buffer %d (%d values at offset %d) written: %s", s.b.Name(), what, k, a.view.Len(), padFront, bad)
+		}
+	}
+}
+
+func (s *side) free() {
+	for _, a := range s.allocs {
+		s.b.Free(a.base)
+	}
+	s.allocs = nil
+}
