@@ -26,6 +26,7 @@ func memoryOps(e *env) {
 		})
 		e.check("Zero", fmt.Sprintf("n=%d", n), func() {
 			x := e.randn(n, 1)
+			e.zerosOK = true
 			got := e.twin(func(s *side) []backend.Buf {
 				out := s.acc(x)
 				s.b.Zero(out)
