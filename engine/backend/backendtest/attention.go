@@ -13,23 +13,27 @@ func init() {
 }
 
 // ropeOps: rotary embeddings in place, forward and backward, from one pair per head to a
-// head of 128, positions up to the end of the table.
+// head of 128, rotating whole heads or their first dimensions only (partial rotary),
+// positions up to the end of the table.
 func ropeOps(e *env) {
-	for _, c := range pick(e, []struct{ rows, heads, half, maxPos int }{
-		{1, 1, 1, 4}, {7, 3, 4, 64}, {33, 14, 32, 128}, {5, 2, 64, 4097}, {300, 2, 8, 512},
+	for _, c := range pick(e, []struct{ rows, heads, half, hd, maxPos int }{
+		{1, 1, 1, 2, 4}, {7, 3, 4, 8, 64}, {33, 14, 32, 64, 128}, {9, 3, 8, 24, 32}, {5, 2, 64, 128, 4097}, {300, 2, 8, 16, 512},
 	}) {
-		shape := fmt.Sprintf("rows=%d heads=%d head=%d positions=%d", c.rows, c.heads, 2*c.half, c.maxPos)
+		shape := fmt.Sprintf("rows=%d heads=%d head=%d rotated=%d positions=%d", c.rows, c.heads, c.hd, 2*c.half, c.maxPos)
 		inv := make([]float64, c.half)
 		for i := range inv {
 			inv[i] = math.Pow(10000, -float64(2*i)/float64(2*c.half))
 		}
 		pos := e.ids(c.rows, c.maxPos)
 		pos[c.rows-1] = int32(c.maxPos - 1)
-		n := c.rows * c.heads * 2 * c.half
+		n := c.rows * c.heads * c.hd
 		x := e.randn(n, 1)
 		table := func(s *side) *backend.RoPETable {
 			r, err := s.b.NewRoPETable(inv, c.maxPos)
 			s.fail("NewRoPETable", err)
+			if r != nil && c.hd != 2*c.half {
+				r.HeadDim = c.hd // partial rotary (phi3): the rest of each head passes through
+			}
 			return r
 		}
 		for _, op := range []string{"RoPEForward", "RoPEBackward"} {
@@ -52,8 +56,8 @@ func ropeOps(e *env) {
 				if got == nil {
 					return
 				}
-				want := make([]float64, n)
-				hd, w := 2*c.half, c.heads*2*c.half
+				want := f64s(x)
+				hd, w := c.hd, c.heads*c.hd
 				for r, p := range pos {
 					for h := 0; h < c.heads; h++ {
 						for i := 0; i < c.half; i++ {
@@ -69,6 +73,9 @@ func ropeOps(e *env) {
 			})
 		}
 		rt, _ := e.ref.NewRoPETable(inv, c.maxPos)
+		if c.hd != 2*c.half {
+			rt.HeadDim = c.hd
+		}
 		e.fd("RoPEBackward", shape, fdCase{
 			inputs: [][]float32{x}, diff: []int{0},
 			forward: func(xs [][]float32) []float32 {
@@ -90,6 +97,7 @@ func ropeOps(e *env) {
 type attnCase struct {
 	heads, kv, hd, window int
 	runs                  [][2]int // (n, pos) per span; n = 0 is an empty run
+	softcap               float32
 }
 
 func (c attnCase) String() string {
@@ -97,11 +105,14 @@ func (c attnCase) String() string {
 	if c.window > 0 {
 		s += fmt.Sprintf(" window=%d", c.window)
 	}
+	if c.softcap > 0 {
+		s += fmt.Sprintf(" softcap=%g", c.softcap)
+	}
 	return s + fmt.Sprintf(" runs(n,pos)=%v", c.runs)
 }
 
 func (c attnCase) attention() backend.Attention {
-	return backend.Attention{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))), Window: c.window}
+	return backend.Attention{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))), Window: c.window, Softcap: c.softcap}
 }
 
 // layout returns the rows, the cache's capacity per slot and its total values.
@@ -135,14 +146,15 @@ func (c attnCase) spans(k, v, dk, dv backend.Buf) []backend.Span {
 
 // attnCases: grouped-query ratios 1, 2 and 7 (Qwen2.5-0.5B's 14 over 2), odd head sizes, a
 // sliding window, runs continuing a cache (pos > 0), one-row runs (decode steps), runs of
-// fewer than 8 rows and of more, and an empty run.
+// fewer than 8 rows and of more, an empty run, and soft-capped scores.
 var attnCases = []attnCase{
-	{4, 4, 8, 0, [][2]int{{9, 0}, {12, 0}, {1, 0}}},
-	{4, 2, 10, 0, [][2]int{{13, 0}, {0, 4}, {8, 5}}},
-	{7, 1, 7, 4, [][2]int{{11, 0}, {2, 6}, {1, 20}}},
-	{14, 2, 64, 0, [][2]int{{40, 0}, {1, 39}, {3, 2}}},
-	{2, 1, 16, 0, [][2]int{{1, 0}}},
-	{6, 3, 5, 3, [][2]int{{5, 9}, {20, 0}}},
+	{4, 4, 8, 0, [][2]int{{9, 0}, {12, 0}, {1, 0}}, 0},
+	{4, 2, 10, 0, [][2]int{{13, 0}, {0, 4}, {8, 5}}, 0},
+	{7, 1, 7, 4, [][2]int{{11, 0}, {2, 6}, {1, 20}}, 0},
+	{14, 2, 64, 0, [][2]int{{40, 0}, {1, 39}, {3, 2}}, 0},
+	{2, 1, 16, 0, [][2]int{{1, 0}}, 0},
+	{6, 3, 5, 3, [][2]int{{5, 9}, {20, 0}}, 0},
+	{4, 2, 16, 5, [][2]int{{12, 0}, {1, 13}, {3, 4}}, 1.5}, // gemma2: scores soft-capped, a window
 }
 
 // attentionOps: the attention of training and prefill (with the probabilities kept for the
@@ -278,6 +290,9 @@ func attentionF64(q, k, v []float32, c attnCase) (out, probs []float64) {
 						d += float64(q[(row+i)*qw+h*hd+t]) * float64(k[base+j*kw+kvo+t])
 					}
 					sc[j] = d * float64(a.Scale)
+					if c.softcap > 0 {
+						sc[j] = float64(c.softcap) * math.Tanh(sc[j]/float64(c.softcap))
+					}
 					mx = math.Max(mx, sc[j])
 				}
 				var sum float64

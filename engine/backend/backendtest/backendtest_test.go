@@ -23,11 +23,11 @@ func (b broken) GEMM(ta, tb bool, m, n, k int, alpha float32, a backend.Buf, lda
 	return b.Backend.GEMM(ta, tb, m, n, k, alpha, a, lda, x, ldb, beta, c, ldc)
 }
 
-func (b broken) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buf, rows, dim int) error {
+func (b broken) RMSNormBackward(dinp, dweight, dout, inp, weight, rstd backend.Buf, rows, dim int, offset float32) error {
 	if b.bug == "RMSNormBackward overwrites" {
 		clear(dinp.F32()[:rows*dim])
 	}
-	return b.Backend.RMSNormBackward(dinp, dweight, dout, inp, weight, rstd, rows, dim)
+	return b.Backend.RMSNormBackward(dinp, dweight, dout, inp, weight, rstd, rows, dim, offset)
 }
 
 func (b broken) AttentionForward(out, probs, q backend.Buf, spans []backend.Span, a backend.Attention) error {
@@ -65,13 +65,13 @@ func (b broken) GELUForward(out, inp backend.Buf, n int) error {
 	return err
 }
 
-func (b broken) HeadLogProbsBackward(dh, h, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT float32) error {
+func (b broken) HeadLogProbsBackward(dh, h, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if b.bug == "HeadLogProbsBackward drops the last row" {
 		d := append([]float32(nil), dlogp.F32()[:rows]...)
 		d[rows-1] = 0
 		dlogp = backend.HostF32(d)
 	}
-	return b.Backend.HeadLogProbsBackward(dh, h, head, dlogp, targets, rows, dim, vocab, invT)
+	return b.Backend.HeadLogProbsBackward(dh, h, head, dlogp, targets, rows, dim, vocab, invT, softcap)
 }
 
 func (b broken) CopyRows(dst backend.Buf, dstRows []int64, ldd int, src backend.Buf, srcRows []int64, lds int, n, cols int) error {
@@ -143,14 +143,14 @@ func TestFiniteDifferencesSeeBugs(t *testing.T) {
 			inputs: [][]float32{x}, diff: []int{0},
 			forward: func(xs [][]float32) []float32 {
 				out, r := zeros(rows*dim), zeros(rows)
-				ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(w), rows, dim, 1e-5)
+				ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(w), rows, dim, 1e-5, 0)
 				return out
 			},
 			backward: func(xs [][]float32, g []float32) [][]float32 {
 				out, r := zeros(rows*dim), zeros(rows)
-				ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(w), rows, dim, 1e-5)
+				ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(w), rows, dim, 1e-5, 0)
 				dx := zeros(rows * dim)
-				ref.RMSNormBackward(hf(dx), backend.Buf{}, hf(g), hf(xs[0]), hf(w), hf(r), rows, dim)
+				ref.RMSNormBackward(hf(dx), backend.Buf{}, hf(g), hf(xs[0]), hf(w), hf(r), rows, dim, 0)
 				switch bug {
 				case "scaled":
 					for i := range dx {

@@ -11,8 +11,8 @@ func init() { register("elementwise", elementwiseOps) }
 
 var hf = backend.HostF32
 
-// elementwiseOps: residual, Add, GELU, SwiGLU, bias and dropout, forward and backward, over
-// lengths from one element to more than a parallel split.
+// elementwiseOps: residual, Add, GELU, SwiGLU, GeGLU, soft-capping, bias and dropout,
+// forward and backward, over lengths from one element to more than a parallel split.
 func elementwiseOps(e *env) {
 	for _, n := range pick(e, []int{1, 17, 4097, 70001}) {
 		shape := fmt.Sprintf("n=%d", n)
@@ -78,8 +78,7 @@ func elementwiseOps(e *env) {
 			if got != nil {
 				w := make([]float64, n)
 				for i, v := range x {
-					xv := float64(v)
-					w[i] = 0.5 * xv * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(xv+0.044715*xv*xv*xv)))
+					w[i] = geluF64(float64(v))
 				}
 				e.oracle("GELU (tanh form)", got[0], w, 1e-6, 1e-5)
 			}
@@ -138,6 +137,84 @@ func elementwiseOps(e *env) {
 				dg, du := zeros(n), zeros(n)
 				e.ref.SwiGLUBackward(hf(dg), hf(du), hf(w), hf(xs[0]), hf(xs[1]), n)
 				return [][]float32{dg, du}
+			},
+		})
+
+		e.check("GeGLUForward", shape, func() {
+			got := e.twin(func(s *side) []backend.Buf {
+				out := s.out(n)
+				s.do("GeGLUForward", s.b.GeGLUForward(out, s.in(gate), s.in(up), n))
+				return []backend.Buf{out}
+			})
+			if got != nil {
+				w := make([]float64, n)
+				for i, g := range gate {
+					w[i] = geluF64(float64(g)) * float64(up[i])
+				}
+				// 1 + tanh cancels in float32 where gate ≪ 0: an absolute error of a few ulps of |gate·up|
+				e.oracle("GELU(gate)·up", got[0], w, 4e-6, 1e-5)
+			}
+		})
+		e.check("GeGLUBackward", shape, func() {
+			e.twin(func(s *side) []backend.Buf {
+				dg, du := s.acc(da0), s.acc(db0)
+				s.do("GeGLUBackward", s.b.GeGLUBackward(dg, du, s.in(dout), s.in(gate), s.in(up), n))
+				return []backend.Buf{dg, du}
+			})
+		})
+		e.fd("GeGLUBackward", shape, fdCase{
+			inputs: [][]float32{gate, up}, diff: []int{0, 1},
+			forward: func(xs [][]float32) []float32 {
+				out := make([]float32, n)
+				e.ref.GeGLUForward(hf(out), hf(xs[0]), hf(xs[1]), n)
+				return out
+			},
+			backward: func(xs [][]float32, w []float32) [][]float32 {
+				dg, du := zeros(n), zeros(n)
+				e.ref.GeGLUBackward(hf(dg), hf(du), hf(w), hf(xs[0]), hf(xs[1]), n)
+				return [][]float32{dg, du}
+			},
+		})
+
+		const softcap = 2.5
+		capped := make([]float32, n) // the forward's output, which the backward reads
+		e.check("SoftcapForward", shape, func() {
+			got := e.twin(func(s *side) []backend.Buf {
+				out := s.out(n)
+				s.do("SoftcapForward", s.b.SoftcapForward(out, s.in(gate), n, softcap))
+				inPlace := s.acc(gate)
+				s.do("SoftcapForward in place", s.b.SoftcapForward(inPlace, inPlace, n, softcap))
+				return []backend.Buf{out, inPlace}
+			})
+			if got != nil {
+				copy(capped, got[0])
+				w := make([]float64, n)
+				for i, g := range gate {
+					w[i] = softcap * math.Tanh(float64(g)/softcap)
+				}
+				e.oracle("cap·tanh(x/cap)", got[0], w, 2e-6, 1e-5)
+				e.oracle("cap·tanh(x/cap) in place", got[1], w, 2e-6, 1e-5)
+			}
+		})
+		e.check("SoftcapBackward", shape, func() {
+			e.twin(func(s *side) []backend.Buf {
+				dx := s.acc(da0)
+				s.do("SoftcapBackward", s.b.SoftcapBackward(dx, s.in(dout), s.in(capped), n, softcap))
+				return []backend.Buf{dx}
+			})
+		})
+		e.fd("SoftcapBackward", shape, fdCase{
+			inputs: [][]float32{gate}, diff: []int{0},
+			forward: func(xs [][]float32) []float32 {
+				out := make([]float32, n)
+				e.ref.SoftcapForward(hf(out), hf(xs[0]), n, softcap)
+				return out
+			},
+			backward: func(xs [][]float32, w []float32) [][]float32 {
+				out, dx := make([]float32, n), zeros(n)
+				e.ref.SoftcapForward(hf(out), hf(xs[0]), n, softcap)
+				e.ref.SoftcapBackward(hf(dx), hf(w), hf(out), n, softcap)
+				return [][]float32{dx}
 			},
 		})
 
@@ -236,4 +313,9 @@ func elementwiseOps(e *env) {
 			},
 		})
 	}
+}
+
+// geluF64 is GELU's tanh approximation (gelu_new, gelu_pytorch_tanh).
+func geluF64(x float64) float64 {
+	return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
 }

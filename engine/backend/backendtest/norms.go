@@ -12,8 +12,8 @@ func init() {
 	register("embedding", embeddingOps)
 }
 
-// normOps: RMSNorm and LayerNorm, forward and backward, with trainable and frozen weights,
-// on one row, odd widths, rows of 4097 and enough rows for a parallel split.
+// normOps: RMSNorm (plain, and gemma's 1 + w) and LayerNorm, forward and backward, with
+// trainable and frozen weights, on one row, odd widths, rows of 4097 and enough rows for a parallel split.
 func normOps(e *env) {
 	for _, c := range pick(e, [][2]int{{1, 2}, {1, 7}, {3, 64}, {5, 4097}, {300, 17}, {67, 896}}) {
 		rows, dim := c[0], c[1]
@@ -27,61 +27,71 @@ func normOps(e *env) {
 		dx0, dw0, db0 := e.randn(rows*dim, 0.3), e.randn(dim, 0.3), e.randn(dim, 0.3)
 		const eps = 1e-5
 
-		var rstd []float32
-		e.check("RMSNormForward", shape, func() {
-			got := e.twin(func(s *side) []backend.Buf {
-				out, r := s.out(rows*dim), s.out(rows)
-				s.do("RMSNormForward", s.b.RMSNormForward(out, r, s.in(x), s.in(w), rows, dim, eps))
-				return []backend.Buf{out, r}
-			})
-			if got == nil {
-				return
+		for _, offset := range []float32{0, 1} {
+			oshape := shape
+			if offset != 0 {
+				oshape += fmt.Sprintf(" offset=%g", offset)
 			}
-			rstd = got[1]
-			wo, wr := make([]float64, rows*dim), make([]float64, rows)
-			for r := 0; r < rows; r++ {
-				var ss float64
-				for j := 0; j < dim; j++ {
-					ss += float64(x[r*dim+j]) * float64(x[r*dim+j])
-				}
-				wr[r] = 1 / math.Sqrt(ss/float64(dim)+eps)
-				for j := 0; j < dim; j++ {
-					wo[r*dim+j] = float64(x[r*dim+j]) * wr[r] * float64(w[j])
-				}
+			wn := w
+			if offset != 0 { // gemma's weights sit around 0, the norm scales by 1 + w
+				wn = e.randn(dim, 0.3)
 			}
-			e.oracle("x·rstd·w", got[0], wo, 1e-6, 1e-6)
-			e.oracle("rstd", got[1], wr, 0, 1e-6)
-		})
-		if rstd != nil {
-			e.check("RMSNormBackward", shape, func() {
-				e.twin(func(s *side) []backend.Buf {
-					dx, dw, dx1 := s.acc(dx0), s.acc(dw0), s.acc(dx0)
-					s.do("RMSNormBackward", s.b.RMSNormBackward(dx, dw, s.in(dout), s.in(x), s.in(w), s.in(rstd), rows, dim))
-					s.do("RMSNormBackward, weight frozen", s.b.RMSNormBackward(dx1, backend.Buf{}, s.in(dout), s.in(x), s.in(w), s.in(rstd), rows, dim))
-					return []backend.Buf{dx, dw, dx1}
+			var rstd []float32
+			e.check("RMSNormForward", oshape, func() {
+				got := e.twin(func(s *side) []backend.Buf {
+					out, r := s.out(rows*dim), s.out(rows)
+					s.do("RMSNormForward", s.b.RMSNormForward(out, r, s.in(x), s.in(wn), rows, dim, eps, offset))
+					return []backend.Buf{out, r}
 				})
+				if got == nil {
+					return
+				}
+				rstd = got[1]
+				wo, wr := make([]float64, rows*dim), make([]float64, rows)
+				for r := 0; r < rows; r++ {
+					var ss float64
+					for j := 0; j < dim; j++ {
+						ss += float64(x[r*dim+j]) * float64(x[r*dim+j])
+					}
+					wr[r] = 1 / math.Sqrt(ss/float64(dim)+eps)
+					for j := 0; j < dim; j++ {
+						wo[r*dim+j] = float64(x[r*dim+j]) * wr[r] * (float64(offset) + float64(wn[j]))
+					}
+				}
+				e.oracle("x·rstd·(offset+w)", got[0], wo, 1e-6, 1e-6)
+				e.oracle("rstd", got[1], wr, 0, 1e-6)
+			})
+			if rstd != nil {
+				e.check("RMSNormBackward", oshape, func() {
+					e.twin(func(s *side) []backend.Buf {
+						dx, dw, dx1 := s.acc(dx0), s.acc(dw0), s.acc(dx0)
+						s.do("RMSNormBackward", s.b.RMSNormBackward(dx, dw, s.in(dout), s.in(x), s.in(wn), s.in(rstd), rows, dim, offset))
+						s.do("RMSNormBackward, weight frozen", s.b.RMSNormBackward(dx1, backend.Buf{}, s.in(dout), s.in(x), s.in(wn), s.in(rstd), rows, dim, offset))
+						return []backend.Buf{dx, dw, dx1}
+					})
+				})
+			}
+			e.fd("RMSNormBackward", oshape, fdCase{
+				inputs: [][]float32{x, wn}, diff: []int{0, 1},
+				forward: func(xs [][]float32) []float32 {
+					out, r := zeros(rows*dim), zeros(rows)
+					e.ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(xs[1]), rows, dim, eps, offset)
+					return out
+				},
+				backward: func(xs [][]float32, g []float32) [][]float32 {
+					out, r := zeros(rows*dim), zeros(rows)
+					e.ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(xs[1]), rows, dim, eps, offset)
+					dx, dw := zeros(rows*dim), zeros(dim)
+					e.ref.RMSNormBackward(hf(dx), hf(dw), hf(g), hf(xs[0]), hf(xs[1]), hf(r), rows, dim, offset)
+					return [][]float32{dx, dw}
+				},
 			})
 		}
-		e.fd("RMSNormBackward", shape, fdCase{
-			inputs: [][]float32{x, w}, diff: []int{0, 1},
-			forward: func(xs [][]float32) []float32 {
-				out, r := zeros(rows*dim), zeros(rows)
-				e.ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(xs[1]), rows, dim, eps)
-				return out
-			},
-			backward: func(xs [][]float32, g []float32) [][]float32 {
-				out, r := zeros(rows*dim), zeros(rows)
-				e.ref.RMSNormForward(hf(out), hf(r), hf(xs[0]), hf(xs[1]), rows, dim, eps)
-				dx, dw := zeros(rows*dim), zeros(dim)
-				e.ref.RMSNormBackward(hf(dx), hf(dw), hf(g), hf(xs[0]), hf(xs[1]), hf(r), rows, dim)
-				return [][]float32{dx, dw}
-			},
-		})
 
 		if dim < 3 {
 			continue // LayerNorm of two values is ±1 scaled: all curvature, no use to differences
 		}
-		var mean []float32
+		var mean, rstd []float32
 		e.check("LayerNormForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				out, m, r := s.out(rows*dim), s.out(rows), s.out(rows)
