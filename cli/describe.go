@@ -25,6 +25,9 @@ func otherRewards(p presets.Preset) string {
 			tau += "→" + num(p.NTL.TauEnd) + " " + p.NTL.Schedule
 		}
 		parts = append(parts, fmt.Sprintf("ntl ×%s (%s, %s, %s)", num(p.NTL.Weight), mode, p.NTL.Loss, tau))
+		if p.NTL.LossWeight > 0 {
+			parts = append(parts, fmt.Sprintf("ntl loss ×%s", num(p.NTL.LossWeight)))
+		}
 	}
 	if p.Correctness != nil {
 		parts = append(parts, fmt.Sprintf("correctness ×%s (%s)", num(p.Correctness.Weight), p.Correctness.Extraction))

@@ -123,7 +123,8 @@ func printPresetsJSON(w io.Writer, infos []presets.Info) error {
 				TauEnd              float64         `json:"tau_end"`
 				TemperatureSchedule string          `json:"temperature_schedule"`
 				ConfidenceWeight    float64         `json:"confidence_weight"`
-			}{p.NTL.Weight, p.NTL.Mode, p.NTL.Loss, p.NTL.Tau, p.NTL.TauEnd, p.NTL.Schedule, p.NTL.ConfidenceWeight}
+				LossWeight          float64         `json:"loss_weight"`
+			}{p.NTL.Weight, p.NTL.Mode, p.NTL.Loss, p.NTL.Tau, p.NTL.TauEnd, p.NTL.Schedule, p.NTL.ConfidenceWeight, p.NTL.LossWeight}
 		}
 		if p.Correctness != nil {
 			pj.Rewards["correctness"] = struct {

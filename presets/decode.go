@@ -34,6 +34,7 @@ type fileLayout struct {
 		TauEnd              *float64 `toml:"tau_end"`
 		TemperatureSchedule *string  `toml:"temperature_schedule"`
 		ConfidenceWeight    *float64 `toml:"confidence_weight"`
+		LossWeight          *float64 `toml:"loss_weight"`
 	} `toml:"ntl"`
 	Correctness *struct {
 		Weight     *float64 `toml:"weight"`
@@ -209,6 +210,12 @@ func decode(name, source string, data []byte, depth int) (Preset, *fileLayout, e
 				bad("ntl.confidence_weight", "confidence_weight %v must be in [0, 1]", *s.ConfidenceWeight)
 			}
 			p.NTL.ConfidenceWeight = *s.ConfidenceWeight
+		}
+		if s.LossWeight != nil {
+			if !validWeight(*s.LossWeight) {
+				bad("ntl.loss_weight", "loss_weight %v must be a finite number not below 0", *s.LossWeight)
+			}
+			p.NTL.LossWeight = *s.LossWeight
 		}
 	}
 	if s := f.Correctness; s != nil {

@@ -72,6 +72,9 @@ type NTL struct {
 	TauEnd   float64
 	// ConfidenceWeight is hybrid mode's weight of the confidence term.
 	ConfidenceWeight float64
+	// LossWeight is λ of NTL as an auxiliary loss: λ·NTL of the policy's digit probabilities
+	// at the aligned answer positions is added to the GRPO loss (0: NTL is a reward only).
+	LossWeight float64
 }
 
 // Correctness is the answer-correctness reward's settings.

@@ -150,6 +150,7 @@ func TestDecodeErrors(t *testing.T) {
 			`f.toml:2: ntl.mode: unknown NTL mode "digits"`, `f.toml:3: ntl.loss: unknown NTL loss "l1"`, `f.toml:4: ntl.tau: tau 0`}},
 		{"[ntl]\ntemperature_schedule = \"step\"\nconfidence_weight = 2.0\n", []string{
 			`f.toml:2: ntl.temperature_schedule: unknown temperature_schedule "step"`, `f.toml:3: ntl.confidence_weight: confidence_weight 2`}},
+		{"[ntl]\nloss_weight = -0.1\n", []string{`f.toml:2: ntl.loss_weight: loss_weight -0.1 must be a finite number not below 0`}},
 		{"[correctness]\nextraction = \"fuzzy\"\n", []string{`f.toml:2: correctness.extraction: unknown extraction "fuzzy"`}},
 		{"[ntl]\n\ntau = \"a\"\n", []string{`f.toml:3: ntl.tau: incompatible types`}},
 		{"[ppl]\nword = 1\nword = 2\n", []string{`f.toml:3: `}},
@@ -258,7 +259,7 @@ func TestExtends(t *testing.T) {
 		return p
 	}
 	write("math", "extends = \"math\"\n[ntl]\nmode = \"hybrid\"\nconfidence_weight = 0.3\n[grpo]\nbeta = 0.01\n")
-	write("cool", "extends = \"math\"\n[ntl]\ntemperature_schedule = \"cosine\"\ntau = 2.0\ntau_end = 0.5\n[grpo]\ntemperature = 0.9\n")
+	write("cool", "extends = \"math\"\n[ntl]\ntemperature_schedule = \"cosine\"\ntau = 2.0\ntau_end = 0.5\nloss_weight = 0.25\n[grpo]\ntemperature = 0.9\n")
 	aPath := write("a", "extends = \"b\"\n")
 	write("b", "extends = \"a\"\n")
 	badPath := write("bad", "extends = \"math-forgiving\"\n[ntl]\ntau_end = -1\n")
@@ -276,7 +277,7 @@ func TestExtends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NTL.Mode != rewards.HybridMode || c.NTL.Schedule != rewards.ScheduleCosine || c.NTL.Tau != 2 || c.NTL.TauEnd != 0.5 ||
+	if c.NTL.Mode != rewards.HybridMode || c.NTL.Schedule != rewards.ScheduleCosine || c.NTL.Tau != 2 || c.NTL.TauEnd != 0.5 || c.NTL.LossWeight != 0.25 ||
 		c.GRPO["beta"] != 0.01 || c.GRPO["temperature"] != 0.9 || c.PPL.Levels.Sentence != 0.5 || c.Root != "math" {
 		t.Errorf("cool: %+v ntl %+v grpo %v", c, c.NTL, c.GRPO)
 	}

@@ -105,6 +105,53 @@ func (v *DigitVocab) DigitProbs(logits []float32) ([10]float64, error) {
 	return p, nil
 }
 
+// CostGrad is loss l at a position with target digit y, from the digit-token logits there (in
+// IDs order), and adds its derivative with respect to each logit to grad. Through the softmax
+// over the digit tokens, ∂cost/∂z_k = p_k·(g(d_k) − Σ_j p_j·g(d_j)) with g(d) = ∂cost/∂p(d):
+// 2(m − y)·d for mse (m = Σ_d d·p(d)), |d − y| for wasserstein. NTL as an auxiliary loss
+// (DESIGN §6.2) sends this into the LM head.
+func (v *DigitVocab) CostGrad(l NTLLoss, logits []float32, y int, grad []float64) (float64, error) {
+	p, err := v.DigitProbs(logits)
+	if err != nil {
+		return 0, err
+	}
+	if len(grad) != len(logits) {
+		return 0, fmt.Errorf("rewards: %d gradient slots for %d digit logits", len(grad), len(logits))
+	}
+	var g [10]float64
+	for d := range g {
+		if l == MSE {
+			mean := 0.0
+			for e, pe := range p {
+				mean += float64(e) * pe
+			}
+			g[d] = 2 * (mean - float64(y)) * float64(d)
+		} else {
+			g[d] = math.Abs(float64(d - y))
+		}
+	}
+	// Per-token probabilities, as DigitProbs forms them.
+	maxL := math.Inf(-1)
+	for _, z := range logits {
+		maxL = math.Max(maxL, float64(z))
+	}
+	pk := make([]float64, len(logits))
+	sum := 0.0
+	for k, z := range logits {
+		pk[k] = math.Exp(float64(z) - maxL)
+		sum += pk[k]
+	}
+	avg := 0.0
+	for k := range pk {
+		pk[k] /= sum
+		avg += pk[k] * g[v.Digits[k]]
+	}
+	for k := range pk {
+		grad[k] += pk[k] * (g[v.Digits[k]] - avg)
+	}
+	return l.Cost(p, y), nil
+}
+
 // NTLMode chooses the positions NTL scores.
 type NTLMode string
 
@@ -354,26 +401,29 @@ func (n NTL) allTokens(in NTLInput, skip Span) ([]digitPos, error) {
 	return pos, nil
 }
 
-// finalAnswer aligns the answer's digits with the ground truth's, right-aligned on the units
-// (and left-aligned after the decimal point). Target digits the completion lacks cost the
-// maximum; digits the completion has beyond the target's are compared with 0, the value the
-// target has there. The sign is not compared (correctness does that). It also returns the
-// answer's bytes (empty when the completion has no number).
-func (n NTL) finalAnswer(in NTLInput) ([]digitPos, Span, error) {
+// slot is one aligned position of the final answer: the byte of the completion's digit there
+// (−1 when the completion lacks it) and the target digit.
+type slot struct{ b, target int }
+
+// align lines the answer's digits up with the ground truth's, right-aligned on the units (and
+// left-aligned after the decimal point). Target digits the completion lacks have no byte;
+// digits the completion has beyond the target's are compared with 0, the value the target
+// has there. The sign is not compared (correctness does that). It also returns the answer's
+// bytes (empty when the completion has no number); ok is false without a numeric ground truth.
+func align(in NTLInput) (slots []slot, span Span, ok bool) {
 	truth, ok := normalizeNumber(GroundTruth(in.Answer))
 	if !ok {
-		return nil, Span{}, nil // no numeric ground truth: not applicable
+		return nil, Span{}, false
 	}
 	tInt, tFrac := splitDigits(truth)
 	ans, found := FinalAnswer(in.Text)
 	if !found {
-		pos := make([]digitPos, len(tInt)+len(tFrac))
-		for k := range pos {
-			pos[k].absent = true
+		for k := 0; k < len(tInt)+len(tFrac); k++ {
+			slots = append(slots, slot{b: -1})
 		}
-		return pos, Span{}, nil
+		return slots, Span{}, true
 	}
-	span := Span{ans.Start, ans.End}
+	span = Span{ans.Start, ans.End}
 	// The answer's digits with their byte offsets, integer and fraction parts.
 	var aInt, aFrac []int
 	dot := strings.LastIndexByte(in.Text[ans.Start:ans.End], '.')
@@ -386,49 +436,88 @@ func (n NTL) finalAnswer(in NTLInput) ([]digitPos, Span, error) {
 			}
 		}
 	}
-	var pos []digitPos
-	add := func(at int, target int, hasTarget bool) error {
-		if at < 0 {
-			pos = append(pos, digitPos{target: target, absent: true})
-			return nil
-		}
-		p, err := n.probsAtByte(in, at)
-		if err != nil {
-			return err
-		}
-		if !hasTarget {
-			target = 0
-		}
-		pos = append(pos, digitPos{p: p, target: target})
-		return nil
-	}
 	// Integer part, from the units leftwards.
 	for k := 0; k < max(len(aInt), len(tInt)); k++ {
-		at, target := -1, 0
+		s := slot{b: -1}
 		if k < len(aInt) {
-			at = aInt[len(aInt)-1-k]
+			s.b = aInt[len(aInt)-1-k]
 		}
 		if k < len(tInt) {
-			target = tInt[len(tInt)-1-k]
+			s.target = tInt[len(tInt)-1-k]
 		}
-		if err := add(at, target, k < len(tInt)); err != nil {
-			return nil, span, err
-		}
+		slots = append(slots, s)
 	}
 	// Fraction part, from the tenths rightwards.
 	for k := 0; k < max(len(aFrac), len(tFrac)); k++ {
-		at, target := -1, 0
+		s := slot{b: -1}
 		if k < len(aFrac) {
-			at = aFrac[k]
+			s.b = aFrac[k]
 		}
 		if k < len(tFrac) {
-			target = tFrac[k]
+			s.target = tFrac[k]
 		}
-		if err := add(at, target, k < len(tFrac)); err != nil {
+		slots = append(slots, s)
+	}
+	return slots, span, true
+}
+
+// finalAnswer scores the aligned positions of align: a target digit the completion lacks
+// costs the maximum.
+func (n NTL) finalAnswer(in NTLInput) ([]digitPos, Span, error) {
+	slots, span, ok := align(in)
+	if !ok {
+		return nil, Span{}, nil // no numeric ground truth: not applicable
+	}
+	pos := make([]digitPos, len(slots))
+	for k, s := range slots {
+		pos[k].target = s.target
+		if s.b < 0 {
+			pos[k].absent = true
+			continue
+		}
+		p, err := n.probsAtByte(in, s.b)
+		if err != nil {
 			return nil, span, err
 		}
+		pos[k].p = p
 	}
 	return pos, span, nil
+}
+
+// AnswerDigit is one digit of a completion's final answer that sits on a digit token of its
+// own, with the ground truth's digit it is aligned with.
+type AnswerDigit struct {
+	Pos    int // index of its token in NTLInput.IDs
+	Target int
+}
+
+// AnswerDigits are the aligned answer positions of final_answer mode that have a distribution
+// over digits: what NTL as an auxiliary loss trains (a digit inside a longer token, or one the
+// completion lacks, has none). nil without a numeric ground truth or an answer. DigitLogits
+// is not read.
+func (n NTL) AnswerDigits(in NTLInput) []AnswerDigit {
+	slots, _, _ := align(in)
+	var out []AnswerDigit
+	for _, s := range slots {
+		if s.b < 0 {
+			continue
+		}
+		if i, ok := n.tokenAt(in, s.b); ok {
+			out = append(out, AnswerDigit{Pos: i, Target: s.target})
+		}
+	}
+	return out
+}
+
+// tokenAt is the index of the token holding byte b, when that token is a digit token.
+func (n NTL) tokenAt(in NTLInput, b int) (int, bool) {
+	i := sort.Search(len(in.Spans), func(i int) bool { return in.Spans[i].End > b })
+	if i < len(in.Spans) && in.Spans[i].Start <= b {
+		if _, ok := n.Vocab.Index(in.IDs[i]); ok {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // splitDigits gives the digit values of a normalised number's integer and fraction parts.
@@ -448,11 +537,8 @@ func splitDigits(num string) (intPart, frac []int) {
 // it is a digit token, its distribution; when the character sits in a longer token (GPT-2's
 // "72"), that token has no digit distribution of its own and the character counts as certain.
 func (n NTL) probsAtByte(in NTLInput, b int) ([10]float64, error) {
-	i := sort.Search(len(in.Spans), func(i int) bool { return in.Spans[i].End > b })
-	if i < len(in.Spans) && in.Spans[i].Start <= b {
-		if _, ok := n.Vocab.Index(in.IDs[i]); ok {
-			return n.probsAt(in, i)
-		}
+	if i, ok := n.tokenAt(in, b); ok {
+		return n.probsAt(in, i)
 	}
 	var p [10]float64
 	p[in.Text[b]-'0'] = 1

@@ -373,3 +373,93 @@ func TestTauSchedule(t *testing.T) {
 		t.Error("tau_end 0 accepted")
 	}
 }
+
+// AnswerDigits are final_answer's aligned positions that sit on digit tokens: the answer
+// "#### 172" against 72 trains the hundreds (target 0), tens and units; a missing digit and a
+// digit inside a longer token are left out.
+func TestNTLAnswerDigits(t *testing.T) {
+	v := testDigitVocab(t)
+	n := NTL{Vocab: v, Mode: FinalAnswerMode, Loss: MSE, Tau: 1}
+	for _, c := range []struct {
+		name   string
+		ids    []int
+		answer string
+		want   []AnswerDigit
+	}{
+		{"extra digit", []int{14, 12, 8, 3}, "72", []AnswerDigit{{3, 2}, {2, 7}, {1, 0}}},
+		{"missing digit", []int{14, 15, 3}, "72", []AnswerDigit{{2, 2}}},
+		{"multi-digit token", []int{14, 15, 13, 4}, "723", []AnswerDigit{{3, 3}}},
+		{"no ground truth", []int{14, 15, 3}, "", nil},
+		{"no number", []int{16, 17}, "5", nil},
+	} {
+		text, ids, spans := completion(c.ids...)
+		got := n.AnswerDigits(NTLInput{Text: text, IDs: ids, Spans: spans, Answer: c.answer})
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s (%q against %q): %v, want %v", c.name, text, c.answer, got, c.want)
+		}
+	}
+}
+
+// CostGrad's gradient with respect to the digit-token logits against central finite
+// differences of the cost, for both losses, with digits shared by two tokens.
+func TestNTLCostGrad(t *testing.T) {
+	v := testDigitVocab(t)
+	logits := make([]float32, len(v.IDs))
+	for k := range logits {
+		logits[k] = float32(math.Sin(float64(3*k+1))) * 2
+	}
+	cost := func(l NTLLoss, z []float64, y int) float64 {
+		row := make([]float32, len(z))
+		for k := range z {
+			row[k] = float32(z[k])
+		}
+		// float64 softmax for the differences (DigitProbs rounds the logits to float32)
+		maxL := math.Inf(-1)
+		for _, x := range z {
+			maxL = math.Max(maxL, x)
+		}
+		var p [10]float64
+		sum := 0.0
+		for k, x := range z {
+			e := math.Exp(x - maxL)
+			p[v.Digits[k]] += e
+			sum += e
+		}
+		for d := range p {
+			p[d] /= sum
+		}
+		return l.Cost(p, y)
+	}
+	for _, l := range []NTLLoss{MSE, Wasserstein} {
+		for _, y := range []int{0, 4, 7, 9} {
+			grad := make([]float64, len(logits))
+			got, err := v.CostGrad(l, logits, y, grad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := v.DigitProbs(logits)
+			if want := l.Cost(p, y); got != want {
+				t.Errorf("%s y=%d: cost %v, Cost gives %v", l, y, got, want)
+			}
+			z := make([]float64, len(logits))
+			for k := range z {
+				z[k] = float64(logits[k])
+			}
+			const h = 1e-5
+			for k := range z {
+				z[k] += h
+				up := cost(l, z, y)
+				z[k] -= 2 * h
+				down := cost(l, z, y)
+				z[k] += h
+				fd := (up - down) / (2 * h)
+				if math.Abs(fd-grad[k]) > 1e-6*math.Max(1, math.Abs(fd)) {
+					t.Errorf("%s y=%d: ∂cost/∂z[%d] = %.9g, finite differences %.9g", l, y, k, grad[k], fd)
+				}
+			}
+		}
+	}
+	if _, err := v.CostGrad(MSE, logits, 3, make([]float64, 2)); err == nil {
+		t.Error("a gradient of the wrong length accepted")
+	}
+}
