@@ -239,3 +239,43 @@ func TestBatchOnConversationalData(t *testing.T) {
 	}
 	t.Errorf("no samples logged")
 }
+
+// Gemma-3's own folder: its template writes <bos> and its tokenizer adds one too; --chat
+// encodes the rendering with one (id 2).
+func TestTokenizeChatGemma3(t *testing.T) {
+	dir := testref.SharedData(t, "tokenizers/gemma3")
+	code, out, errOut := runCaptured(t, "tokenize", "--model", dir, "--chat", "--json", "What is 7 + 5?")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	// gemma3.json's first case.
+	if want := "<bos><start_of_turn>user\nWhat is 7 + 5?<end_of_turn>\n<start_of_turn>model\n"; doc.Text != want {
+		t.Errorf("text %q, want %q", doc.Text, want)
+	}
+	bos := func(ids []int) int {
+		n := 0
+		for _, id := range ids {
+			if id == 2 {
+				n++
+			}
+		}
+		return n
+	}
+	if len(doc.IDs) == 0 || doc.IDs[0] != 2 || bos(doc.IDs) != 1 {
+		t.Errorf("ids %v: want one <bos> (2), first", doc.IDs)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bos(tok.Encode(doc.Text, true).IDs); n != 2 {
+		t.Errorf("the test cannot fail: encoding the rendering with special tokens gives %d <bos>, want 2", n)
+	}
+}
