@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"sort"
 	"unicode"
 	"unicode/utf8"
 )
@@ -19,18 +18,17 @@ type addedToken struct {
 
 // addedMatcher finds added tokens in a text, as Hugging Face's AddedVocabulary does:
 // leftmost-longest matches, not overlapping; single_word tokens only between word
-// boundaries; lstrip/rstrip take the whitespace beside a match into it.
+// boundaries; lstrip/rstrip take the whitespace beside a match into it. The patterns
+// are a byte trie (Gemma-3 has 6,415 added tokens, 6,322 of them starting with '<').
 type addedMatcher struct {
-	byFirst map[byte][]*matchable // candidates by first byte, longest first
-}
-
-type matchable struct {
-	pattern string // the content, normalized for normalized tokens
-	tok     *addedToken
+	root  [256]int32       // first byte → node, 0 where none
+	next  map[uint64]int32 // node<<8 | byte → node
+	token []*addedToken    // by node: the token whose pattern ends there, or nil
+	empty bool             // no patterns
 }
 
 func newAddedMatcher(toks []*addedToken, norm func(string) string) *addedMatcher {
-	m := &addedMatcher{byFirst: map[byte][]*matchable{}}
+	m := &addedMatcher{next: map[uint64]int32{}, token: []*addedToken{nil}, empty: true}
 	for _, t := range toks {
 		p := t.content
 		if norm != nil {
@@ -39,12 +37,54 @@ func newAddedMatcher(toks []*addedToken, norm func(string) string) *addedMatcher
 		if p == "" {
 			continue
 		}
-		m.byFirst[p[0]] = append(m.byFirst[p[0]], &matchable{p, t})
-	}
-	for _, list := range m.byFirst {
-		sort.SliceStable(list, func(i, j int) bool { return len(list[i].pattern) > len(list[j].pattern) })
+		m.empty = false
+		node := &m.root[p[0]]
+		if *node == 0 {
+			*node = m.newNode()
+		}
+		at := *node
+		for i := 1; i < len(p); i++ {
+			key := uint64(at)<<8 | uint64(p[i])
+			n, ok := m.next[key]
+			if !ok {
+				n = m.newNode()
+				m.next[key] = n
+			}
+			at = n
+		}
+		if m.token[at] == nil || t.id < m.token[at].id { // two tokens, one pattern: the first by id
+			m.token[at] = t
+		}
 	}
 	return m
+}
+
+func (m *addedMatcher) newNode() int32 {
+	m.token = append(m.token, nil)
+	return int32(len(m.token) - 1)
+}
+
+// longest returns the longest pattern that starts s, and its length.
+func (m *addedMatcher) longest(s string) (*addedToken, int) {
+	at := m.root[s[0]]
+	if at == 0 {
+		return nil, 0
+	}
+	best, n := m.token[at], 1
+	for i := 1; i < len(s); i++ {
+		next, ok := m.next[uint64(at)<<8|uint64(s[i])]
+		if !ok {
+			break
+		}
+		at = next
+		if m.token[at] != nil {
+			best, n = m.token[at], i+1
+		}
+	}
+	if best == nil {
+		return nil, 0
+	}
+	return best, n
 }
 
 // tokenSpan is an added token found at [start,end) of a text.
@@ -54,24 +94,21 @@ type tokenSpan struct {
 }
 
 func (m *addedMatcher) find(s string, dst []tokenSpan) []tokenSpan {
-	if m == nil || len(m.byFirst) == 0 {
+	if m == nil || m.empty {
 		return dst
 	}
 	done := 0 // end of the last span taken
 	for i := 0; i < len(s); {
-		var hit *matchable
-		for _, c := range m.byFirst[s[i]] {
-			if len(c.pattern) <= len(s)-i && s[i:i+len(c.pattern)] == c.pattern {
-				hit = c
-				break
-			}
-		}
-		if hit == nil {
+		if m.root[s[i]] == 0 {
 			i++
 			continue
 		}
-		start, stop := i, i+len(hit.pattern)
-		t := hit.tok
+		t, n := m.longest(s[i:])
+		if t == nil {
+			i++
+			continue
+		}
+		start, stop := i, i+n
 		i = stop // a rejected match is passed over whole, as Aho-Corasick's iterator does
 		if t.singleWord && (endsWithWordChar(s[:start]) || startsWithWordChar(s[stop:])) {
 			continue

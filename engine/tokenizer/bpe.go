@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -28,7 +29,20 @@ type bpe struct {
 
 	mu    sync.RWMutex
 	cache map[string][]symbolOut
+
+	// A SentencePiece-style word is the whole text between special tokens. It is
+	// merged in chunks cut before a '▁' that no merge can join to the character before
+	// it: one no token of the vocabulary has right before a '▁' (joined). The chunks
+	// evolve apart under Hugging Face's merge order, so the result is the same, and
+	// repeated words come from the cache. Off (meta == "") for byte-level models and
+	// where the merge of a whole word differs from its chunks' (subword affixes,
+	// ignore_merges).
+	meta   string
+	joined map[string]bool
 }
+
+// chunkMin is the length from which a SentencePiece-style word is merged in chunks.
+const chunkMin = 32
 
 type mergeInfo struct{ rank, id int32 }
 
@@ -149,6 +163,14 @@ func (m *bpe) tokenize(word string, dst []symbolOut) []symbolOut {
 	if word == "" {
 		return dst
 	}
+	if m.meta != "" && len(word) >= chunkMin {
+		return m.tokenizeChunks(word, dst)
+	}
+	return m.tokenizeCached(word, dst)
+}
+
+// tokenizeCached merges a word, or takes it from the cache.
+func (m *bpe) tokenizeCached(word string, dst []symbolOut) []symbolOut {
 	if len(word) <= cacheMaxPiece {
 		m.mu.RLock()
 		hit, ok := m.cache[word]
@@ -167,6 +189,47 @@ func (m *bpe) tokenize(word string, dst []symbolOut) []symbolOut {
 		m.mu.Unlock()
 	}
 	return dst
+}
+
+// prepareChunks turns chunked merging on for a SentencePiece-style vocabulary.
+func (m *bpe) prepareChunks() {
+	const meta = "▁"
+	if _, ok := m.vocab[meta]; !ok || m.byteLevel || m.ignoreMerges || m.prefix != "" || m.suffix != "" {
+		return
+	}
+	m.meta, m.joined = meta, map[string]bool{}
+	for tok := range m.vocab {
+		for i := 1; i < len(tok); i++ {
+			k := strings.Index(tok[i:], meta)
+			if k < 0 {
+				break
+			}
+			i += k
+			_, n := utf8.DecodeLastRuneInString(tok[:i])
+			m.joined[tok[i-n:i]] = true
+		}
+	}
+}
+
+// tokenizeChunks merges a long word in chunks cut before each '▁' whose preceding
+// character is a token of its own (so it starts as itself, not as bytes or unk) that
+// no token has before a '▁'.
+func (m *bpe) tokenizeChunks(word string, dst []symbolOut) []symbolOut {
+	start, prev := 0, 0 // the chunk's start, the previous character's
+	for i := 0; i < len(word); {
+		_, n := utf8.DecodeRuneInString(word[i:])
+		if i > start && strings.HasPrefix(word[i:], m.meta) {
+			if c := word[prev:i]; c != m.meta && !m.joined[c] {
+				if _, ok := m.vocab[c]; ok {
+					dst = m.tokenizeCached(word[start:i], dst)
+					start = i
+				}
+			}
+		}
+		prev = i
+		i += n
+	}
+	return m.tokenizeCached(word[start:], dst)
 }
 
 // symbol is a node of the doubly linked list a word is merged in.

@@ -228,6 +228,7 @@ func parseModel(m *modelJSON, byteLevel bool) (*bpe, error) {
 		b.suffix = *m.EndOfWordSuffix
 	}
 	b.fuseUnk, b.byteFallback, b.ignoreMerges = m.FuseUnk, m.ByteFallback, m.IgnoreMerges
+	b.prepareChunks()
 	return b, nil
 }
 

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -267,5 +268,39 @@ func TestTokenBytes(t *testing.T) {
 	}
 	if string(b) != " "+text {
 		t.Errorf("token bytes %q, want %q", b, " "+text)
+	}
+}
+
+// TestChunkedMerge: merging a long SentencePiece-style word in chunks gives what
+// merging it whole gives (Hugging Face's way), on the shared novel and random texts.
+func TestChunkedMerge(t *testing.T) {
+	novel, err := os.ReadFile(testref.SharedData(t, "corpus/moby-dick.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(7))
+	texts := randomTexts(rng, 300)
+	for i := range texts {
+		texts[i] = strings.Repeat(texts[i]+" ", 1+rng.Intn(4))
+	}
+	texts = append(texts, string(novel[:20000]), string(novel[300000:310000]))
+	for _, name := range []string{"mistral", "gemma3"} {
+		tok := loadShared(t, name)
+		if tok.model.meta == "" {
+			t.Fatalf("%s: merging in chunks is off", name)
+		}
+		chunked := 0
+		for _, text := range texts {
+			word, _ := tok.normalizer.normalize(text)
+			got := tok.model.tokenize(word, nil)
+			want := tok.model.merge(word, nil)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: %q: chunks give %v, the whole word %v", name, text, got, want)
+			}
+			if len(word) >= chunkMin {
+				chunked++
+			}
+		}
+		t.Logf("%s: %d words merged in chunks, %d runes join a '▁'", name, chunked, len(tok.model.joined))
 	}
 }
