@@ -51,9 +51,10 @@ type Tokenizer struct {
 // Offsets[i] is the byte range [start,end) of the text that token i stands for.
 // Tokens added by the post-processor (BOS and the like) get [0,0). A byte-level token
 // covers exactly the bytes it encodes, so a character split over two tokens is shared
-// between them byte by byte; a space added by add_prefix_space covers nothing. When a
-// normalizer changed the text, ranges are those of the source characters the token's
-// normalized bytes came from (tokens inside one changed character share its range).
+// between them byte by byte; a space added by add_prefix_space, or a '▁' put before a
+// text (Prepend, Metaspace), covers nothing. When a normalizer or pre-tokenizer changed
+// the text, ranges are those of the source characters the token's bytes came from
+// (tokens inside one changed character share its range; '▁' covers the space it replaced).
 type Encoding struct {
 	IDs     []int
 	Offsets [][2]int
