@@ -279,3 +279,49 @@ func TestTokenizeChatGemma3(t *testing.T) {
 		t.Errorf("the test cannot fail: encoding the rendering with special tokens gives %d <bos>, want 2", n)
 	}
 }
+
+// The must-show of issue 15: a --batch run on a conversational Parquet file in verl's layout
+// (written by an npm writer, not parquet-go), whose first logged sample shows the prompt as the
+// template rendered it.
+func TestBatchOnConversationalParquet(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	file := filepath.Join(testref.ParquetFixtures(t), "verl.parquet")
+	dir, _ := chatModel(t)
+	cfg := filepath.Join(t.TempDir(), "run.toml")
+	os.WriteFile(cfg, []byte("[data]\nprompt_key = \"prompt\"\nanswer_key = \"reward_model.ground_truth\"\n"), 0o644)
+	out := t.TempDir()
+	code, stdout, stderr := runCaptured(t, "--batch", "--model", dir, "--data", file, "--config", cfg, "--out", out, "--run-name", "r",
+		"--steps", "1", "--batch-size", "1", "--num-generations", "2", "--max-completion-length", "4", "--preset", "math")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// verl.parquet's prompts as chatTemplate renders them, written out by hand.
+	rendered := []string{
+		"<|endoftext|>[Think step by step.]\nNatalia sold 48 clips. How many?\nAnswer:",
+		"<|endoftext|>Ünïcödé: 7×6 = ?\nAnswer:",
+		"<|endoftext|>What is 1,000 + 1?\nAnswer:",
+		"<|endoftext|>[]\nSay \"yes\"\nthen stop.\nAnswer:",
+		"<|endoftext|>Last one?\nAnswer:",
+	}
+	for _, want := range []string{"rendered 5 conversational prompts",
+		"the first prompt (" + file + " row 1) as the model sees it: " + strconv.Quote(rendered[0])} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the run's first lines lack %q:\n%s", want, stderr)
+		}
+	}
+	evs, err := events.ReadFile(filepath.Join(out, "r", "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Type == events.Samples {
+			if p := ev.Samples[0].Prompt; !slices.Contains(rendered, p) {
+				t.Errorf("first logged sample's prompt %q is none of the renderings", p)
+			} else {
+				t.Logf("first logged sample's prompt: %q", p)
+			}
+			return
+		}
+	}
+	t.Errorf("no samples logged")
+}

@@ -236,7 +236,7 @@ func (e *Engine) applyChatTemplate(ex []data.Example) error {
 		if len(c.Kwargs) > 0 {
 			kw = fmt.Sprintf(", chat_template_kwargs %v", c.Kwargs)
 		}
-		e.logf("chat template: %s rendered %d conversational prompts (with the generation prompt%s; encoded without adding special tokens again)", c.Template.Source, n, kw)
+		e.logf("chat template: %s rendered %d conversational prompts (encoded without adding special tokens again%s)", c.Template.Source, n, kw)
 		for _, x := range ex {
 			if Conversational(x) {
 				e.logf("chat template: the first prompt (%s) as the model sees it: %q", x.Where(), x.Prompt)

@@ -1,11 +1,9 @@
 package data
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -16,25 +14,11 @@ import (
 	"rlhfstation/internal/testref"
 )
 
-// Parquet test files come from npm writers independent of parquet-go (testdata/parquet/
-// write.mjs), installed by .ci/run with npm ci into the cache folder ParquetWriters names.
+// The Parquet test files (testref.WriteParquetFixtures), written once per test binary.
 var fixtures struct {
 	once sync.Once
 	dir  string
 	err  string // why they could not be made
-}
-
-// ParquetWriters is the folder holding the writers' node_modules:
-// $RLHFSTATION_NPM_PARQUET, else <user cache>/rlhfstation/npm-parquet.
-func parquetWriters() string {
-	if d := os.Getenv("RLHFSTATION_NPM_PARQUET"); d != "" {
-		return d
-	}
-	c, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(c, "rlhfstation", "npm-parquet")
 }
 
 func TestMain(m *testing.M) {
@@ -59,31 +43,20 @@ func parquetFixtures(t *testing.T) string {
 	return fixtures.dir
 }
 
-// makeFixtures runs write.mjs once, setting fixtures.dir or fixtures.err.
+// makeFixtures writes the files once, setting fixtures.dir or fixtures.err.
 func makeFixtures() {
 	fixtures.once.Do(func() {
-		node, err := exec.LookPath("node")
-		if err != nil {
-			fixtures.err = "node not found (apt-get install nodejs npm)"
-			return
-		}
-		mods := parquetWriters()
-		src := filepath.Join("testdata", "parquet")
-		want, _ := os.ReadFile(filepath.Join(src, "package-lock.json"))
-		have, _ := os.ReadFile(filepath.Join(mods, "package-lock.json"))
-		if _, err := os.Stat(filepath.Join(mods, "node_modules", "hyparquet-writer")); err != nil || !bytes.Equal(want, have) {
-			fixtures.err = "the npm Parquet writers are not installed in " + mods + " (run .ci/run, or: mkdir -p " + mods +
-				" && cp engine/data/testdata/parquet/package*.json " + mods + " && npm ci --prefix " + mods + ")"
-			return
-		}
 		dir, err := os.MkdirTemp("", "rlhfstation-parquet-")
 		if err != nil {
 			fixtures.err = err.Error()
 			return
 		}
 		fixtures.dir = dir
-		if out, err := exec.Command(node, filepath.Join(src, "write.mjs"), dir, mods).CombinedOutput(); err != nil {
-			fixtures.err = "write.mjs failed: " + err.Error() + "\n" + string(out)
+		missing, err := testref.WriteParquetFixtures(dir)
+		if err != nil {
+			fixtures.err = err.Error()
+		} else {
+			fixtures.err = missing
 		}
 	})
 }
