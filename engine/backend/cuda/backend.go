@@ -61,6 +61,21 @@ func (b *Backend) Precision() backend.Precision {
 	return backend.Precision{Act: backend.BF16, Stream: backend.F32, Weight: backend.BF16}
 }
 
+// String names the device for the run's events and the dashboard.
+func (b *Backend) String() string { return "cuda: " + b.d.Info.String() }
+
+// DeviceBytes is the device memory the backend holds from the driver (buffers in use and its
+// cache of freed ones): what the dashboard shows as GPU memory.
+func (b *Backend) DeviceBytes() int64 {
+	b.d.mem.mu.Lock()
+	defer b.d.mem.mu.Unlock()
+	return b.d.mem.reserved
+}
+
+// CheckFits refuses a run whose estimated peak memory exceeds 90% of the device's free
+// memory, before anything of it is allocated (see EstimateMemory).
+func (b *Backend) CheckFits(s RunShape) error { return b.d.CheckFits(s) }
+
 // NewBackend opens the device (see Open).
 func NewBackend() (*Backend, error) {
 	d, err := Open()

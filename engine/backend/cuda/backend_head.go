@@ -301,8 +301,9 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 				if err := o.uncap(dlb, devptr[float32](lg), n*vocab, softcap); err != nil {
 					return err
 				}
-				if err := o.gemm(&gemmArgs{m: n, n: dim, k: vocab, alpha: 1, beta: 1, a: dl, aType: blasType(dlb), lda: vocab,
-					b: head.Addr(), bType: blasType(head), ldb: dim, c: dhidden.Slice(r0*dim, n*dim).Addr(), cType: blasType(dhidden), ldc: dim}); err != nil {
+				if err := o.gemmMixed(&gemmArgs{m: n, n: dim, k: vocab, alpha: 1, beta: 1, a: dl, aType: blasType(dlb), lda: vocab,
+					b: head.Addr(), bType: blasType(head), ldb: dim, c: dhidden.Slice(r0*dim, n*dim).Addr(), cType: blasType(dhidden), ldc: dim},
+					n*vocab, vocab*dim); err != nil {
 					return err
 				}
 			}

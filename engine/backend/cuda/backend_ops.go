@@ -117,11 +117,15 @@ func (b *Backend) Add(acc, x Buf, alpha float32, n int) error {
 	return b.queue(firstErr(act("acc", acc, n), act("x", x, n)), func(o *owner) error { return o.add(acc, x, alpha, n) })
 }
 
-// The element-wise ops take bf16 or float32, all operands of one type.
+// The element-wise ops take bf16 or float32: all of one type to their kernels, mixtures
+// through float32 copies (inF32).
 
 // GELUForward sets out = GELU(inp) (tanh approximation).
 func (b *Backend) GELUForward(out, inp Buf, n int) error {
-	return b.queue(firstErr(act("out", out, n), act("inp", inp, n), sameType("GELU", out, inp)), func(o *owner) error {
+	if mixedTypes(out, inp) {
+		return b.inF32([]Buf{out}, nil, []Buf{inp}, func(o, a, i []Buf) error { return b.GELUForward(o[0], i[0], n) })
+	}
+	return b.queue(firstErr(act("out", out, n), act("inp", inp, n)), func(o *owner) error {
 		if out.DType() == F32 {
 			return o.geluForwardF32(o.flat(int64(n)), f32(out), f32(inp), int64(n))
 		}
@@ -131,7 +135,10 @@ func (b *Backend) GELUForward(out, inp Buf, n int) error {
 
 // GELUBackward accumulates dinp += dout·GELU'(inp).
 func (b *Backend) GELUBackward(dinp, dout, inp Buf, n int) error {
-	return b.queue(firstErr(act("dinp", dinp, n), act("dout", dout, n), act("inp", inp, n), sameType("GELU backward", dinp, dout, inp)),
+	if mixedTypes(dinp, dout, inp) {
+		return b.inF32(nil, []Buf{dinp}, []Buf{dout, inp}, func(o, a, i []Buf) error { return b.GELUBackward(a[0], i[0], i[1], n) })
+	}
+	return b.queue(firstErr(act("dinp", dinp, n), act("dout", dout, n), act("inp", inp, n)),
 		func(o *owner) error {
 			if dinp.DType() == F32 {
 				return o.geluBackwardF32(o.flat(int64(n)), f32(dinp), f32(dout), f32(inp), int64(n))
@@ -142,7 +149,10 @@ func (b *Backend) GELUBackward(dinp, dout, inp Buf, n int) error {
 
 // SwiGLUForward sets out = SiLU(gate)·up.
 func (b *Backend) SwiGLUForward(out, gate, up Buf, n int) error {
-	return b.queue(firstErr(act("out", out, n), act("gate", gate, n), act("up", up, n), sameType("SwiGLU", out, gate, up)),
+	if mixedTypes(out, gate, up) {
+		return b.inF32([]Buf{out}, nil, []Buf{gate, up}, func(o, a, i []Buf) error { return b.SwiGLUForward(o[0], i[0], i[1], n) })
+	}
+	return b.queue(firstErr(act("out", out, n), act("gate", gate, n), act("up", up, n)),
 		func(o *owner) error {
 			if out.DType() == F32 {
 				return o.swigluForwardF32(o.flat(int64(n)), f32(out), f32(gate), f32(up), int64(n))
@@ -153,8 +163,10 @@ func (b *Backend) SwiGLUForward(out, gate, up Buf, n int) error {
 
 // SwiGLUBackward accumulates dgate and dup.
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up Buf, n int) error {
-	return b.queue(firstErr(act("dgate", dgate, n), act("dup", dup, n), act("dout", dout, n), act("gate", gate, n), act("up", up, n),
-		sameType("SwiGLU backward", dgate, dup, dout, gate, up)),
+	if mixedTypes(dgate, dup, dout, gate, up) {
+		return b.inF32(nil, []Buf{dgate, dup}, []Buf{dout, gate, up}, func(o, a, i []Buf) error { return b.SwiGLUBackward(a[0], a[1], i[0], i[1], i[2], n) })
+	}
+	return b.queue(firstErr(act("dgate", dgate, n), act("dup", dup, n), act("dout", dout, n), act("gate", gate, n), act("up", up, n)),
 		func(o *owner) error {
 			if dgate.DType() == F32 {
 				return o.swigluBackwardF32(o.flat(int64(n)), f32(dgate), f32(dup), f32(dout), f32(gate), f32(up), int64(n))
@@ -165,7 +177,10 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up Buf, n int) error {
 
 // GeGLUForward sets out = GELU(gate)·up (tanh approximation).
 func (b *Backend) GeGLUForward(out, gate, up Buf, n int) error {
-	return b.queue(firstErr(act("out", out, n), act("gate", gate, n), act("up", up, n), sameType("GeGLU", out, gate, up)),
+	if mixedTypes(out, gate, up) {
+		return b.inF32([]Buf{out}, nil, []Buf{gate, up}, func(o, a, i []Buf) error { return b.GeGLUForward(o[0], i[0], i[1], n) })
+	}
+	return b.queue(firstErr(act("out", out, n), act("gate", gate, n), act("up", up, n)),
 		func(o *owner) error {
 			if out.DType() == F32 {
 				return o.gegluForwardF32(o.flat(int64(n)), f32(out), f32(gate), f32(up), int64(n))
@@ -176,8 +191,10 @@ func (b *Backend) GeGLUForward(out, gate, up Buf, n int) error {
 
 // GeGLUBackward accumulates dgate and dup.
 func (b *Backend) GeGLUBackward(dgate, dup, dout, gate, up Buf, n int) error {
-	return b.queue(firstErr(act("dgate", dgate, n), act("dup", dup, n), act("dout", dout, n), act("gate", gate, n), act("up", up, n),
-		sameType("GeGLU backward", dgate, dup, dout, gate, up)),
+	if mixedTypes(dgate, dup, dout, gate, up) {
+		return b.inF32(nil, []Buf{dgate, dup}, []Buf{dout, gate, up}, func(o, a, i []Buf) error { return b.GeGLUBackward(a[0], a[1], i[0], i[1], i[2], n) })
+	}
+	return b.queue(firstErr(act("dgate", dgate, n), act("dup", dup, n), act("dout", dout, n), act("gate", gate, n), act("up", up, n)),
 		func(o *owner) error {
 			if dgate.DType() == F32 {
 				return o.gegluBackwardF32(o.flat(int64(n)), f32(dgate), f32(dup), f32(dout), f32(gate), f32(up), int64(n))
@@ -260,7 +277,12 @@ func (b *Backend) GEMMBatched(transA, transB bool, m, n, k int, alpha float32, a
 	if transB {
 		br, bc = n, k
 	}
-	span := func(rows, cols, ld, stride int) int { return (batch-1)*stride + (rows-1)*ld + cols }
+	span := func(rows, cols, ld, stride int) int {
+		if rows == 0 || cols == 0 {
+			return 0
+		}
+		return (batch-1)*stride + (rows-1)*ld + cols
+	}
 	if lda < ac || ldb < bc || ldc < n {
 		return fmt.Errorf("cuda: GEMM leading dimensions %d, %d, %d below the rows' %d, %d, %d", lda, ldb, ldc, ac, bc, n)
 	}
@@ -273,6 +295,15 @@ func (b *Backend) GEMMBatched(transA, transB bool, m, n, k int, alpha float32, a
 	if a.Len() < span(ar, ac, lda, strideA) || bb.Len() < span(br, bc, ldb, strideB) || c.Len() < span(m, n, ldc, strideC) {
 		return fmt.Errorf("cuda: GEMM operands too short (%d, %d, %d elements)", a.Len(), bb.Len(), c.Len())
 	}
+	if err := firstErr(onDevice("A", a, 0), onDevice("B", bb, 0), onDevice("C", c, 0)); err != nil {
+		return err
+	}
+	if k > 0 && (a.Nil() || bb.Nil()) || c.Nil() {
+		return fmt.Errorf("cuda: GEMM with an absent operand (A %v, B %v, C %v)", a, bb, c)
+	}
+	if k == 0 { // no product: C = beta·C, as BLAS defines it
+		return b.scaleRows(c, beta, m, n, ldc, strideC, batch)
+	}
 	g := &gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a.Addr(), aType: at, lda: lda, strideA: int64(strideA), b: bb.Addr(), bType: bt, ldb: ldb, strideB: int64(strideB),
 		c: c.Addr(), cType: ct, ldc: ldc, strideC: int64(strideC), batch: batch}
@@ -281,10 +312,36 @@ func (b *Backend) GEMMBatched(transA, transB bool, m, n, k int, alpha float32, a
 	return nil
 }
 
-// gemmMixed runs a product whose A and B may differ in type: the float32 one (aN or bN
-// values) is rounded to bf16 in scratch first, so that the product runs on tensor cores.
+// scaleRows sets C = beta·C over batch items of m rows of n values (ld apart).
+func (b *Backend) scaleRows(c Buf, beta float32, m, n, ld, stride, batch int) error {
+	scale := func(x Buf) error {
+		if beta == 0 {
+			b.Zero(x)
+			return nil
+		}
+		return b.Add(x, x, beta-1, x.Len())
+	}
+	switch {
+	case beta == 1 || m == 0 || n == 0:
+		return nil
+	case ld == n && (batch == 1 || stride == m*n): // contiguous: one op
+		return scale(c.Slice(0, batch*m*n))
+	}
+	for bi := 0; bi < batch; bi++ {
+		for r := 0; r < m; r++ {
+			if err := scale(c.Slice(bi*stride+r*ld, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// gemmMixed runs a product whose operands' types cuBLAS may not take together: A and B of
+// different types, or float32 A and B into a bf16 C. The float32 inputs (aN or bN values) are
+// rounded to bf16 in scratch first, so that the product runs on tensor cores.
 func (o *owner) gemmMixed(g *gemmArgs, aN, bN int) error {
-	if g.aType == g.bType {
+	if g.aType == g.bType && (g.aType == dtBF16 || g.cType == dtF32) {
 		return o.gemm(g)
 	}
 	h := *g
@@ -306,7 +363,8 @@ func (o *owner) gemmMixed(g *gemmArgs, aN, bN int) error {
 		}
 		defer o.done(h.a)
 		h.aType = dtBF16
-	} else {
+	}
+	if h.bType == dtF32 {
 		if h.b, err = conv(g.b, bN); err != nil {
 			return err
 		}
@@ -607,10 +665,13 @@ func (b *Backend) Cast(dst, src Buf) error {
 // Copy2D copies rows×cols values between row-major views with leading dimensions (the
 // split and merge of a fused QKV projection); bf16 or float32 both.
 func (b *Backend) Copy2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) error {
+	if mixedTypes(dst, src) {
+		return b.inF32([]Buf{dst}, nil, []Buf{src}, func(o, a, i []Buf) error { return b.Copy2D(o[0], ldd, i[0], lds, rows, cols) })
+	}
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	return b.queue(firstErr(act("dst", dst, (rows-1)*ldd+cols), act("src", src, (rows-1)*lds+cols), sameType("Copy2D", dst, src)),
+	return b.queue(firstErr(act("dst", dst, (rows-1)*ldd+cols), act("src", src, (rows-1)*lds+cols)),
 		func(o *owner) error {
 			if dst.DType() == F32 {
 				return o.copy2dF32(cols2d(rows, cols), f32(dst), int32(ldd), f32(src), int32(lds), int32(rows), int32(cols))
@@ -621,10 +682,13 @@ func (b *Backend) Copy2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) err
 
 // Add2D adds src to dst between row-major views (the backward of Copy2D).
 func (b *Backend) Add2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) error {
+	if mixedTypes(dst, src) {
+		return b.inF32(nil, []Buf{dst}, []Buf{src}, func(o, a, i []Buf) error { return b.Add2D(a[0], ldd, i[0], lds, rows, cols) })
+	}
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	return b.queue(firstErr(act("dst", dst, (rows-1)*ldd+cols), act("src", src, (rows-1)*lds+cols), sameType("Add2D", dst, src)),
+	return b.queue(firstErr(act("dst", dst, (rows-1)*ldd+cols), act("src", src, (rows-1)*lds+cols)),
 		func(o *owner) error {
 			if dst.DType() == F32 {
 				return o.add2dF32(cols2d(rows, cols), f32(dst), int32(ldd), f32(src), int32(lds), int32(rows), int32(cols))
@@ -636,10 +700,13 @@ func (b *Backend) Add2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) erro
 // CopyRows copies row srcRows[i] of src to row dstRows[i] of dst for every i (nil index
 // slices mean the identity): KV-cache appends, selected rows, last rows.
 func (b *Backend) CopyRows(dst Buf, dstRows []int64, ldd int, src Buf, srcRows []int64, lds int, n, cols int) error {
+	if mixedTypes(dst, src) {
+		return b.inF32([]Buf{dst}, nil, []Buf{src}, func(o, a, i []Buf) error { return b.CopyRows(o[0], dstRows, ldd, i[0], srcRows, lds, n, cols) })
+	}
 	if n == 0 || cols == 0 {
 		return nil
 	}
-	if err := firstErr(act("dst", dst, cols), act("src", src, cols), sameType("CopyRows", dst, src)); err != nil {
+	if err := firstErr(act("dst", dst, cols), act("src", src, cols)); err != nil {
 		return err
 	}
 	if dstRows != nil && len(dstRows) < n || srcRows != nil && len(srcRows) < n {
@@ -715,7 +782,10 @@ func (b *Backend) uploadTemp(x []int64) (Buf, error) {
 // DropoutForward sets out = x·mask/(1−p) with the mask of seed (backend.DropoutKeep's);
 // DropoutBackward accumulates the gradient through the same mask.
 func (b *Backend) DropoutForward(out, x Buf, n int, seed uint64, p float32) error {
-	return b.queue(firstErr(act("out", out, n), act("x", x, n), sameType("dropout", out, x)), func(o *owner) error {
+	if mixedTypes(out, x) {
+		return b.inF32([]Buf{out}, nil, []Buf{x}, func(o, a, i []Buf) error { return b.DropoutForward(o[0], i[0], n, seed, p) })
+	}
+	return b.queue(firstErr(act("out", out, n), act("x", x, n)), func(o *owner) error {
 		if out.DType() == F32 {
 			return o.dropoutForwardF32(o.flat(int64(n)), f32(out), f32(x), int64(n), seed, dropoutThreshold(p), 1/(1-p))
 		}
@@ -724,7 +794,10 @@ func (b *Backend) DropoutForward(out, x Buf, n int, seed uint64, p float32) erro
 }
 
 func (b *Backend) DropoutBackward(dx, dout Buf, n int, seed uint64, p float32) error {
-	return b.queue(firstErr(act("dx", dx, n), act("dout", dout, n), sameType("dropout backward", dx, dout)), func(o *owner) error {
+	if mixedTypes(dx, dout) {
+		return b.inF32(nil, []Buf{dx}, []Buf{dout}, func(o, a, i []Buf) error { return b.DropoutBackward(a[0], i[0], n, seed, p) })
+	}
+	return b.queue(firstErr(act("dx", dx, n), act("dout", dout, n)), func(o *owner) error {
 		if dx.DType() == F32 {
 			return o.dropoutBackwardF32(o.flat(int64(n)), f32(dx), f32(dout), int64(n), seed, dropoutThreshold(p), 1/(1-p))
 		}

@@ -31,11 +31,13 @@ type temps struct {
 	err  error
 }
 
-func (t *temps) alloc(b *Backend, n int) Buf {
+func (t *temps) alloc(b *Backend, n int) Buf { return t.allocT(b, BF16, n) }
+
+func (t *temps) allocT(b *Backend, dt DType, n int) Buf {
 	if t.err != nil {
 		return Buf{}
 	}
-	x, err := b.Alloc(BF16, n)
+	x, err := b.Alloc(dt, n)
 	if err != nil {
 		t.err = err
 		return Buf{}
@@ -67,6 +69,66 @@ func (t *temps) grad(b *Backend, x Buf) Buf {
 		b.Zero(c)
 	}
 	return c
+}
+
+// f32 is x itself when float32 or absent, else a float32 copy (holding x's values when fill).
+func (t *temps) f32(b *Backend, x Buf, fill bool) Buf {
+	if x.Nil() || x.DType() == F32 {
+		return x
+	}
+	c := t.allocT(b, F32, x.Len())
+	if fill && t.err == nil {
+		t.err = b.Cast(c, x)
+	}
+	return c
+}
+
+// f32grad is x itself when float32 or absent, else a zeroed float32 buffer to accumulate
+// into (acc adds it to x afterwards).
+func (t *temps) f32grad(b *Backend, x Buf) Buf {
+	if x.Nil() || x.DType() == F32 {
+		return x
+	}
+	c := t.allocT(b, F32, x.Len())
+	if t.err == nil {
+		b.Zero(c)
+	}
+	return c
+}
+
+// mixedTypes reports whether the operands are not all of one type.
+func mixedTypes(xs ...Buf) bool { return sameType("", xs...) != nil }
+
+// inF32 runs an element-wise op whose operands mix bf16 and float32 on float32 copies: outs
+// are overwritten (copied back), accs accumulated into (their copies added back), ins read.
+// run gets the float32 forms in the same order.
+func (b *Backend) inF32(outs, accs, ins []Buf, run func(outs, accs, ins []Buf) error) error {
+	var t temps
+	defer t.free(b)
+	o2, a2, i2 := make([]Buf, len(outs)), make([]Buf, len(accs)), make([]Buf, len(ins))
+	for i, x := range outs {
+		o2[i] = t.f32(b, x, true) // filled: an op may write part of it (strided views)
+	}
+	for i, x := range accs {
+		a2[i] = t.f32grad(b, x)
+	}
+	for i, x := range ins {
+		i2[i] = t.f32(b, x, true)
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if err := run(o2, a2, i2); err != nil {
+		return err
+	}
+	var err error
+	for i, x := range outs {
+		err = firstErr(err, t.back(b, x, o2[i]))
+	}
+	for i, x := range accs {
+		err = firstErr(err, t.acc(b, x, a2[i]))
+	}
+	return err
 }
 
 // back stores a copy's values in x (nothing when c is x).

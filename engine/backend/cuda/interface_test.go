@@ -147,6 +147,21 @@ func TestInterfaceFloat32Operands(t *testing.T) {
 		must(t, b.ResidualForward(res, in(x, BF16), in(y), n))
 		return []Buf{res}
 	})
+	twin(t, "element-wise ops over mixed types", 1e-5, bfTol, func(b backend.Backend, in twinIn) []Buf {
+		out, dx := in(make([]float32, n)), in(g, BF16)
+		must(t, b.DropoutForward(out, in(x, BF16), n, 77, 0.3))
+		must(t, b.DropoutBackward(dx, in(y), n, 77, 0.3))
+		dgate, dup := in(g, BF16), in(g)
+		must(t, b.SwiGLUBackward(dgate, dup, in(y), in(x, BF16), in(y), n))
+		dst := in(g[:rows*10], BF16)
+		must(t, b.Copy2D(dst, 10, in(x).From(5), dim, rows, 10))
+		return []Buf{out, dx, dgate, dup, dst}
+	})
+	twin(t, "GEMM of float32 operands into bf16", 1e-3, bfTol, func(b backend.Backend, in twinIn) []Buf {
+		c := in(g[:rows*rows], BF16)
+		must(t, b.GEMM(false, true, rows, rows, dim, 0.5, in(x), dim, in(y), dim, 1, c, rows))
+		return []Buf{c}
+	})
 	twin(t, "dropout (the same masks)", 1e-6, 1e-6, func(b backend.Backend, in twinIn) []Buf {
 		out, dx := in(make([]float32, n)), in(g)
 		must(t, b.DropoutForward(out, in(x), n, 77, 0.3))
@@ -278,5 +293,28 @@ func TestSelectCUDA(t *testing.T) {
 	must(t, b.Download(got, x))
 	if got[2] != 3 {
 		t.Fatalf("round trip through Select(cuda): %v", got)
+	}
+}
+
+// TestCheckFits: the stand-in's 16 GiB take the Qwen2.5-0.5B benchmark's run and refuse 64
+// completions of 4096 tokens, saying what to lower; DeviceBytes counts what the backend holds.
+func TestCheckFits(t *testing.T) {
+	b := testBackend(t)
+	s := RunShape{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, QDim: 896, KVDim: 128, Hidden: 4864, TiedHead: true,
+		LinearParams: 24 * (896*(896+2*128+896) + 3*896*4864), Quantized: true, LoRAParams: 8798208, Seqs: 8, SeqLen: 96}
+	must(t, b.CheckFits(s))
+	s.Seqs, s.SeqLen = 64, 4096
+	err := b.CheckFits(s)
+	if err == nil || !strings.Contains(err.Error(), "per_device_train_batch_size") {
+		t.Errorf("64 × 4096 tokens of Qwen2.5-0.5B on 16 GiB: %v, want a refusal naming what to lower", err)
+	}
+	x, err := b.Alloc(F32, 1<<20)
+	must(t, err)
+	defer b.Free(x)
+	if got := b.DeviceBytes(); got < 4<<20 {
+		t.Errorf("DeviceBytes %d while a 4 MiB buffer is held", got)
+	}
+	if !strings.HasPrefix(b.String(), "cuda: ") {
+		t.Errorf("String() = %q", b.String())
 	}
 }

@@ -315,12 +315,22 @@ func (o *owner) attentionRows(out, q, k, v devptr[bf16], seq, pos devptr[int32],
 	return o.attnRows(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window), a.softcap)
 }
 
+// rowThreads is the block of the block-per-row log-prob kernels: about 16 logits a thread
+// (a power of two from 64 to 512), so that a small vocabulary does not leave most threads idle.
+func rowThreads(vocab int) int {
+	t := 64
+	for t < 512 && t*16 < vocab {
+		t *= 2
+	}
+	return t
+}
+
 func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
-	return o.logprobForward(grid1(min(rows, 1<<20), 512), logp, ent, logits, targets, int32(rows), int32(vocab), invT)
+	return o.logprobForward(grid1(min(rows, 1<<20), rowThreads(vocab)), logp, ent, logits, targets, int32(rows), int32(vocab), invT)
 }
 
 func (o *owner) logprobsBack(dlogits Buf, logits, dlogp devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
-	g := grid1(min(rows, 1<<20), 512)
+	g := grid1(min(rows, 1<<20), rowThreads(vocab))
 	if dlogits.DType() == F32 {
 		return o.logprobBackwardF32(g, f32(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
 	}
