@@ -108,7 +108,7 @@ func TestScoreAdapterMatchesMergedReference(t *testing.T) {
 		if want.Merged != len(c.m.Linears()) {
 			t.Fatalf("%s: the reference merged %d modules of %d", c.name, want.Merged, len(c.m.Linears()))
 		}
-		base, _ := c.m.LogProbs([][]int{seq}, 1)
+		base, _ := c.m.LogProbs([][]int{seq}, 1, model.AdaptersOn)
 		moved := 0.0
 		for i, lp := range got.LogProbs {
 			k := len(got.Context) + i

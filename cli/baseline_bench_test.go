@@ -61,7 +61,6 @@ func BenchmarkMultiLevelScoring(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.AdaptersOff = true
 	const g, p, n = 64, 32, 128
 	samples := benchGroup(b, tok, g, p, n)
 	ppl := rewards.PPL{Weights: rewards.Weights{Word: 0.1, Phrase: 0.3, Sentence: 0.6}, Baselines: rewards.Levels{Word: 4000, Phrase: 4000, Sentence: 4000},

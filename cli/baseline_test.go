@@ -48,7 +48,7 @@ func llamaTestDir(t *testing.T) (string, *model.Model, *tokenizer.Tokenizer) {
 func directWordPerplexity(t *testing.T, m *model.Model, context, ids []int, text string) float64 {
 	t.Helper()
 	seq := append(append([]int(nil), context...), ids...)
-	logits, err := m.Forward(m.NewCache(1, len(seq)), [][]int{seq}, false)
+	logits, err := m.Forward(m.NewCache(1, len(seq)), [][]int{seq}, false, model.AdaptersOn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestScoreRewards(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	text := "the cat sat. the dog ran!"
 	ids := tok.Encode(text, false).IDs
-	lp, err := m.LogProbs([][]int{append([]int{0}, ids...)}, 1)
+	lp, err := m.LogProbs([][]int{append([]int{0}, ids...)}, 1, model.AdaptersOn)
 	if err != nil {
 		t.Fatal(err)
 	}

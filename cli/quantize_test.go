@@ -336,11 +336,11 @@ func TestQuantizedFolderRuns(t *testing.T) {
 	if len(seq) < 5 {
 		t.Fatalf("only %d tokens", len(seq))
 	}
-	want, err := d.LogProbs([][]int{seq}, 1)
+	want, err := d.LogProbs([][]int{seq}, 1, model.AdaptersOn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	origLP, _ := orig.LogProbs([][]int{seq}, 1)
+	origLP, _ := orig.LogProbs([][]int{seq}, 1, model.AdaptersOn)
 	var drift float64
 	for i, lp := range ts.LogProbs {
 		j := len(ts.Context) + i
@@ -407,7 +407,7 @@ func TestQuantizedGPT2FolderLoads(t *testing.T) {
 	}
 	seq := []int{3, 17, 42, 8, 95, 0, 61, 12, 30}
 	logits := func(m *model.Model) []float32 {
-		lg, err := m.Forward(m.NewCache(1, len(seq)), [][]int{seq}, false)
+		lg, err := m.Forward(m.NewCache(1, len(seq)), [][]int{seq}, false, model.AdaptersOn)
 		if err != nil {
 			t.Fatal(err)
 		}

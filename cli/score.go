@@ -150,7 +150,7 @@ func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, prompt string, rendere
 		}
 		results[i] = r
 	}
-	lps, err := m.LogProbs(seqs, 1)
+	lps, err := m.LogProbs(seqs, 1, model.AdaptersOn)
 	if err != nil {
 		return nil, err
 	}

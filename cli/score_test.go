@@ -69,7 +69,7 @@ func TestScoreCommand(t *testing.T) {
 		if !slices.Equal(r.IDs, ids) || !slices.Equal(r.Context, []int{50256}) || len(r.Tokens) != len(ids) {
 			t.Fatalf("%q: ids %v context %v", r.Text, r.IDs, r.Context)
 		}
-		want, err := m.LogProbs([][]int{append([]int{50256}, ids...)}, 1)
+		want, err := m.LogProbs([][]int{append([]int{50256}, ids...)}, 1, model.AdaptersOn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,26 +24,19 @@ type adapter struct {
 }
 
 // Forward draws the dropout seed of a training forward from the step's generator.
-func (a *adapter) Forward(y, x []float32, rows int, train bool) {
-	var err error
-	if train {
-		var seed uint64
-		if a.layer.Dropout > 0 {
-			seed = a.rng.Uint64()
-		}
-		err = a.layer.Forward(backend.HostF32(y), backend.HostF32(x), rows, true, seed, &a.act)
-	} else {
-		err = a.layer.Forward(backend.HostF32(y), backend.HostF32(x), rows, false, 0, nil)
+func (a *adapter) Forward(y, x backend.Buf, rows int, train bool) error {
+	if !train {
+		return a.layer.Forward(y, x, rows, false, 0, nil)
 	}
-	if err != nil {
-		panic(err)
+	var seed uint64
+	if a.layer.Dropout > 0 {
+		seed = a.rng.Uint64()
 	}
+	return a.layer.Forward(y, x, rows, true, seed, &a.act)
 }
 
-func (a *adapter) Backward(dx, dy, x []float32, rows int) {
-	if err := a.layer.Backward(backend.HostF32(dx), backend.HostF32(dy), backend.HostF32(x), &a.act); err != nil {
-		panic(err)
-	}
+func (a *adapter) Backward(dx, dy, x backend.Buf, rows int) error {
+	return a.layer.Backward(dx, dy, x, &a.act)
 }
 
 // decodeMonitor sets the [monitor] table's keys onto th one at a time, refusing unknown keys

@@ -20,8 +20,7 @@ func TestAttachAdapterReproducesPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := [][]int{{5, 9, 17, 33, 12, 8, 40}}
-	e.model.AdaptersOff = false
-	want, err := e.model.LogProbs(seq, 1)
+	want, err := e.model.LogProbs(seq, 1, model.AdaptersOn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +28,11 @@ func TestAttachAdapterReproducesPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, _ := fresh.LogProbs(seq, 1)
+	base, _ := fresh.LogProbs(seq, 1, model.AdaptersOn)
 	if _, err := AttachAdapter(fresh, filepath.Join(e.RunDir(), "checkpoints", checkpoint.Name(2))); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := fresh.LogProbs(seq, 1)
+	got, _ := fresh.LogProbs(seq, 1, model.AdaptersOn)
 	moved := false
 	for i := range want[0] {
 		if d := got[0][i] - want[0][i]; d > 1e-5 || d < -1e-5 {

@@ -40,9 +40,6 @@ func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.
 	if len(samples) == 0 {
 		return rewards.Baselines{}, fmt.Errorf("no reference text to score")
 	}
-	off := m.AdaptersOff
-	m.AdaptersOff = true
-	defer func() { m.AdaptersOff = off }()
 	levels, err := BaselineLevels(m, samples, o.Progress)
 	if err != nil {
 		return rewards.Baselines{}, err
@@ -201,7 +198,7 @@ func BaselineNLL(m *model.Model, texts []BaselineSample) ([][]float64, error) {
 	for i, s := range texts {
 		seqs[i] = append(append(make([]int, 0, len(s.Context)+len(s.IDs)), s.Context...), s.IDs...)
 	}
-	logp, err := m.LogProbs(seqs, 1)
+	logp, err := m.LogProbs(seqs, 1, model.AdaptersOff) // the scorer: the frozen base
 	if err != nil {
 		return nil, err
 	}

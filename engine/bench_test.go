@@ -100,7 +100,6 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 	var ph phases
 	m := s.m
 	t0 := time.Now()
-	m.AdaptersOff = false
 	gen, err := m.Generate(s.prompts, model.GenerateOptions{MaxNewTokens: s.size.new, Temperature: 1, Seed: seed, NoEOS: true})
 	if err != nil {
 		return ph, err
@@ -110,9 +109,7 @@ func (s *grpoBench) step(seed uint64) (phases, error) {
 	for i, p := range s.prompts {
 		seqs[i] = append(append(make([]int, 0, len(p)+len(gen.Tokens[i])), p...), gen.Tokens[i]...)
 	}
-	m.AdaptersOff = true
-	ref, err := m.LogProbs(seqs, 1)
-	m.AdaptersOff = false
+	ref, err := m.LogProbs(seqs, 1, model.AdaptersOff)
 	if err != nil {
 		return ph, err
 	}

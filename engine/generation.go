@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"rlhfstation/engine/grpo"
+	"rlhfstation/engine/model"
 )
 
 // generation is one generation batch as TRL's GRPOTrainer has it: steps_per_generation
@@ -126,8 +127,7 @@ func (e *Engine) keepOldLogProbs(b *batch) error {
 	for i, r := range b.rollouts {
 		seqs[i] = append(append(make([]int, 0, len(r.prompt)+len(r.tokens)), r.prompt...), r.tokens...)
 	}
-	e.model.AdaptersOff = false
-	lp, err := e.model.LogProbs(seqs, float32(e.cfg.Temperature))
+	lp, err := e.model.LogProbs(seqs, float32(e.cfg.Temperature), model.AdaptersOn)
 	if err != nil {
 		return err
 	}

@@ -201,9 +201,7 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 		for i := range seqs {
 			seqs[i] = append(append([]int{}, mb.Prompts[i]...), mb.Completions[i]...)
 		}
-		m.AdaptersOff = true
-		ref, err := m.LogProbs(seqs, T)
-		m.AdaptersOff = false
+		ref, err := m.LogProbs(seqs, T, model.AdaptersOff)
 		if err != nil {
 			return res, err
 		}
@@ -273,7 +271,7 @@ func (p *stepPolicy) logProbsWith(w map[string]refLoRA, seqs [][]int, T float32)
 			copy(l.B.F32(), saved[l.Module][1])
 		}
 	}()
-	return p.model.LogProbs(seqs, T)
+	return p.model.LogProbs(seqs, T, model.AdaptersOn)
 }
 
 // perturbed is p's adapters with every weight moved by noise of the given size: the policy

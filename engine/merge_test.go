@@ -83,7 +83,7 @@ func scoreWithAdapter(t *testing.T, base, adapter string, seqs [][]int) [][]floa
 			t.Fatal(err)
 		}
 	}
-	lp, err := m.LogProbs(seqs, 1)
+	lp, err := m.LogProbs(seqs, 1, model.AdaptersOn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,10 +99,9 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 			r.digits[step] = e.digits.Gather(nil, logits)
 		}
 	}
-	e.model.AdaptersOff = false
 	gen, err := e.model.Generate(inputs, model.GenerateOptions{
 		MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: float32(e.cfg.Temperature),
-		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, OnLogits: onLogits})
+		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, OnLogits: onLogits, Adapters: model.AdaptersOn})
 	if err != nil {
 		return nil, err
 	}
@@ -137,16 +136,14 @@ func (e *Engine) score(b *batch) error {
 	for i, r := range b.rollouts {
 		seqs[i] = append(append(make([]int, 0, len(r.prompt)+len(r.tokens)), r.prompt...), r.tokens...)
 	}
-	e.model.AdaptersOff = true
-	defer func() { e.model.AdaptersOff = false }()
 	t := float32(e.cfg.Temperature)
-	ref, err := e.model.LogProbs(seqs, t)
+	ref, err := e.model.LogProbs(seqs, t, model.AdaptersOff)
 	if err != nil {
 		return err
 	}
 	nll := ref
 	if t != 1 && t != 0 {
-		if nll, err = e.model.LogProbs(seqs, 1); err != nil {
+		if nll, err = e.model.LogProbs(seqs, 1, model.AdaptersOff); err != nil {
 			return err
 		}
 	}

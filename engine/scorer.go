@@ -165,14 +165,14 @@ func (s *Scorer) prepare(t Text) (seq []int, first int, smp rewards.Sample) {
 // when NTL is used, the logits over the digit tokens that predicted each completion token.
 func (s *Scorer) logProbs(seqs [][]int, first []int) ([][]float32, [][][]float32, error) {
 	if s.digits == nil {
-		lps, err := s.model.LogProbs(seqs, 1)
+		lps, err := s.model.LogProbs(seqs, 1, model.AdaptersOn)
 		return lps, nil, err
 	}
 	digits := make([][][]float32, len(seqs))
 	for i := range seqs {
 		digits[i] = make([][]float32, len(seqs[i])-first[i])
 	}
-	lps, err := s.model.LogProbsSeeing(seqs, 1, func(i, pos int, logits []float32) {
+	lps, err := s.model.LogProbsSeeing(seqs, 1, model.AdaptersOn, func(i, pos int, logits []float32) {
 		// The logits after token pos predict token pos+1: completion token pos+1-first.
 		if k := pos + 1 - first[i]; k >= 0 && k < len(digits[i]) {
 			digits[i][k] = s.digits.Gather(nil, logits)

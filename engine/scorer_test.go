@@ -63,7 +63,7 @@ func TestScorerMatchesTextByTextReference(t *testing.T) {
 	for i, x := range scorerTexts {
 		ctx := tok.Encode(x.Prompt, true).IDs
 		enc := tok.Encode(x.Completion, false)
-		lps, err := m.LogProbs([][]int{append(append([]int(nil), ctx...), enc.IDs...)}, 1)
+		lps, err := m.LogProbs([][]int{append(append([]int(nil), ctx...), enc.IDs...)}, 1, model.AdaptersOn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,14 +123,14 @@ func TestScorerDigitLogits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain, _ := m.LogProbs(seqs, 1); !reflect.DeepEqual(plain, lps) {
+	if plain, _ := m.LogProbs(seqs, 1, model.AdaptersOn); !reflect.DeepEqual(plain, lps) {
 		t.Error("log-probabilities differ when the logits are seen")
 	}
 	V := m.Config.Vocab
 	for i, seq := range seqs {
 		cache := m.NewCache(1, len(seq))
 		for p := 1; p < len(seq); p++ {
-			logits, err := m.Forward(cache, [][]int{seq[p-1 : p]}, true)
+			logits, err := m.Forward(cache, [][]int{seq[p-1 : p]}, true, model.AdaptersOn)
 			if err != nil {
 				t.Fatal(err)
 			}

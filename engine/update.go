@@ -128,8 +128,8 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) 
 			seqs[i] = append(append(make([]int, 0, len(r.prompt)+len(r.tokens)), r.prompt...), r.tokens...)
 			first[i] = len(r.prompt) // the LM head runs on completion positions only
 		}
-		e.model.AdaptersOff = false
-		if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true, FirstScored: first}); err != nil {
+		if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true, FirstScored: first,
+			Adapters: model.AdaptersOn}); err != nil {
 			return 0, lossStats, err
 		}
 		gs := make([]grpo.Sequence, len(b.rollouts))

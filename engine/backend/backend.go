@@ -34,8 +34,13 @@ type Backend interface {
 
 	// Alloc returns n elements of dt (uninitialised on devices; zeroed on the CPU).
 	Alloc(dt DType, n int) (Buf, error)
-	// Free releases a buffer from Alloc (the whole allocation, not a view of it).
+	// Free releases a buffer from Alloc or Place (the whole allocation, not a view of it).
 	Free(x Buf) error
+	// Place returns a buffer of dt holding host values (a slice Upload takes) for as long as
+	// the caller keeps it: weights, a pass's token ids. A backend whose memory is the host's
+	// (the CPU) returns a view of the slice itself when dt is its element type (no copy:
+	// later writes to the slice show through); others allocate and upload.
+	Place(host any, dt DType) (Buf, error)
 	// Upload copies host values into x: []float32 into F32 (or, rounded, BF16), []uint16
 	// into BF16 or F16 (bits), []byte into U8, []int32, []int64, []float64 into I32, I64, F64.
 	// The lengths must match.

@@ -32,13 +32,13 @@ func BenchmarkForward25M(b *testing.B) {
 	for i := range seqs {
 		seqs[i] = randomIDs(rng, 256, bench25M.Vocab)
 	}
-	m.LogProbs(seqs, 1) // warm the buffers
+	m.LogProbs(seqs, 1, AdaptersOn) // warm the buffers
 	cpu.ResetGEMMStats()
 	cpu.ProfileGEMM(true)
 	defer cpu.ProfileGEMM(false)
 	start := time.Now()
 	for b.Loop() {
-		if _, err := m.LogProbs(seqs, 1); err != nil {
+		if _, err := m.LogProbs(seqs, 1, AdaptersOn); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func BenchmarkDecode25M(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		cache.Reset()
-		if _, err := m.Forward(cache, prompts, true); err != nil {
+		if _, err := m.Forward(cache, prompts, true, AdaptersOn); err != nil {
 			b.Fatal(err)
 		}
 		cpu.ResetGEMMStats()
@@ -77,7 +77,7 @@ func BenchmarkDecode25M(b *testing.B) {
 			for i := range next {
 				next[i] = []int{rng.IntN(bench25M.Vocab)}
 			}
-			if _, err := m.Forward(cache, next, true); err != nil {
+			if _, err := m.Forward(cache, next, true, AdaptersOn); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -104,7 +104,7 @@ func BenchmarkTrainStep25M(b *testing.B) {
 			dlogp[i][j] = -1.0 / (8 * 255)
 		}
 	}
-	tape, g := m.NewTape(), m.NewGrads()
+	tape, g := m.NewTape(), newGrads(b, m)
 	step := func() {
 		if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
 			b.Fatal(err)

@@ -59,7 +59,7 @@ func TestLogitsMatchReference(t *testing.T) {
 		V := c.m.Config.Vocab
 		// batched prefill of all sequences, every position
 		cache := c.m.NewCache(len(c.seqs), 64)
-		all, err := c.m.Forward(cache, c.seqs, false)
+		all, err := c.m.Forward(cache, c.seqs, false, AdaptersOn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestLogitsMatchReference(t *testing.T) {
 		for s, seq := range c.seqs {
 			first[s] = seq[:2]
 		}
-		if _, err := c.m.Forward(cache, first, true); err != nil {
+		if _, err := c.m.Forward(cache, first, true, AdaptersOn); err != nil {
 			t.Fatal(err)
 		}
 		for i := 2; i < 16; i++ {
@@ -87,7 +87,7 @@ func TestLogitsMatchReference(t *testing.T) {
 					step[s] = seq[i : i+1]
 				}
 			}
-			last, err := c.m.Forward(cache, step, true)
+			last, err := c.m.Forward(cache, step, true, AdaptersOn)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,12 +2,10 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 
-	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/engine/backend"
 )
 
 // GenerateOptions controls Generate.
@@ -25,6 +23,8 @@ type GenerateOptions struct {
 	// OnLogits, when set, sees the raw logits (before temperature) that each new token of
 	// sequence seq is drawn from, step counting from 0. The slice is reused afterwards.
 	OnLogits func(seq, step int, logits []float32)
+	// Adapters: AdaptersOn (the zero value) samples from the policy, AdaptersOff from the base.
+	Adapters Adapters
 }
 
 // Generation is what Generate returns, per sequence.
@@ -38,7 +38,10 @@ type Generation struct {
 }
 
 // Generate continues each prompt, batched over a key/value cache: one prefill of all
-// prompts, then one decode step per new token for the sequences still running.
+// prompts (in groups of at most maxPassRows tokens), then one decode step per new token for
+// the sequences still running. The logits stay on the backend: Sample draws from them
+// there, and only the ids and their log-probs cross to the host (and the logits OnLogits
+// asks to see).
 func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error) {
 	B, V := len(prompts), m.Config.Vocab
 	if o.MaxNewTokens < 0 || o.Temperature < 0 || o.TopK < 0 || o.TopP < 0 {
@@ -63,12 +66,11 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		stop = append(stop, m.Config.EOS...)
 	}
 	rngs := make([]*rand.Rand, B)
-	samplers := make([]sampler, B)
 	for i := range rngs {
 		rngs[i] = rand.New(rand.NewPCG(o.Seed, o.Stream+uint64(i)))
-		samplers[i] = newSampler(V)
 	}
 	cache := m.NewCache(B, capacity)
+	defer cache.Free()
 	feed := make([][]int, B)
 	active := 0
 	for i, p := range prompts {
@@ -79,28 +81,36 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 			g.Cut[i] = true
 		}
 	}
-	for step := 0; active > 0; step++ {
-		var logits []float32
-		var err error
-		if step == 0 {
-			logits, err = m.prefill(cache, feed)
-		} else {
-			logits, err = m.Forward(cache, feed, true)
+	var host []float32 // OnLogits' row
+	// draw samples the next token of every sequence with a run in p from logits (one row
+	// per run, in the order of p.runs) and decides which continue.
+	draw := func(logits backend.Buf, p *pass, step int) error {
+		rows := len(p.runs)
+		if o.OnLogits != nil {
+			if len(host) < V {
+				host = make([]float32, V)
+			}
+			for k, r := range p.runs {
+				if err := m.b.Download(host, logits.Slice(k*V, V)); err != nil {
+					return err
+				}
+				o.OnLogits(r.seq, step, host)
+			}
 		}
+		u := make([]float64, rows)
+		if o.Temperature != 0 {
+			for k, r := range p.runs {
+				u[k] = rngs[r.seq].Float64()
+			}
+		}
+		toks, lps, err := m.b.Sample(logits, u, rows, V, o.Temperature, o.TopK, o.TopP)
 		if err != nil {
-			return nil, fmt.Errorf("generate: %w", err)
+			return err
 		}
-		for i := range feed {
-			if len(feed[i]) == 0 {
-				continue
-			}
-			row := logits[i*V : (i+1)*V]
-			if o.OnLogits != nil {
-				o.OnLogits(i, step, row)
-			}
-			tok, lp := samplers[i].sample(row, o, rngs[i])
+		for k, r := range p.runs {
+			i, tok := r.seq, int(toks[k])
 			g.Tokens[i] = append(g.Tokens[i], tok)
-			g.LogProbs[i] = append(g.LogProbs[i], lp)
+			g.LogProbs[i] = append(g.LogProbs[i], lps[k])
 			switch {
 			case slices.Contains(stop, tok):
 				feed[i] = nil
@@ -113,150 +123,30 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 				active--
 			}
 		}
+		return nil
+	}
+	for step := 0; active > 0; step++ {
+		var err error
+		if step == 0 {
+			err = m.prefill(cache, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
+		} else {
+			var lg backend.Buf
+			var p *pass
+			if lg, p, err = m.forward(cache, feed, true, o.Adapters); err == nil {
+				err = draw(lg, p, step)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
 	}
 	return g, nil
 }
 
-// sampler draws one token from a row of logits; its buffers are reused across steps.
-type sampler struct {
-	logp []float32
-	idx  []int
-	prob []float64
-}
-
-func newSampler(vocab int) sampler {
-	return sampler{logp: make([]float32, vocab)}
-}
-
-// sample returns a token and its log-probability under softmax(logits/T) (T=1 when
-// greedy). Temperature, then top-k, then top-p over the top-k renormalised, as Hugging
-// Face's logits warpers apply them.
-func (s *sampler) sample(logits []float32, o GenerateOptions, rng *rand.Rand) (int, float32) {
-	if o.Temperature == 0 {
-		best := 0
-		for j, v := range logits {
-			if v > logits[best] {
-				best = j
-			}
-		}
-		cpu.LogSoftmax(s.logp, logits, 1)
-		return best, s.logp[best]
-	}
-	cpu.LogSoftmax(s.logp, logits, 1/o.Temperature)
-	V := len(logits)
-	k := o.TopK
-	if k <= 0 || k > V {
-		k = V
-	}
-	topP := o.TopP > 0 && o.TopP < 1
-	if k == V && !topP {
-		u := rng.Float64()
-		var c float64
-		for j, lp := range s.logp {
-			c += math.Exp(float64(lp))
-			if u < c {
-				return j, lp
-			}
-		}
-		return argmax(s.logp), s.logp[argmax(s.logp)]
-	}
-	// Candidates in order of decreasing probability (lowest id first among equals).
-	s.idx = s.idx[:0]
-	for j := 0; j < V; j++ {
-		s.idx = append(s.idx, j)
-	}
-	lp := s.logp
-	less := func(a, b int) bool {
-		if lp[a] != lp[b] {
-			return lp[a] > lp[b]
-		}
-		return a < b
-	}
-	if k < V {
-		selectTop(s.idx, k, less)
-		s.idx = s.idx[:k]
-	}
-	sort.Slice(s.idx, func(a, b int) bool { return less(s.idx[a], s.idx[b]) })
-	s.prob = s.prob[:0]
-	var total float64
-	for _, j := range s.idx {
-		p := math.Exp(float64(lp[j]))
-		s.prob = append(s.prob, p)
-		total += p
-	}
-	n := len(s.idx)
-	if topP {
-		var c float64
-		for i, p := range s.prob {
-			c += p / total
-			if c >= float64(o.TopP) {
-				n = i + 1
-				break
-			}
-		}
-	}
-	var kept float64
-	for _, p := range s.prob[:n] {
-		kept += p
-	}
-	u := rng.Float64() * kept
-	var c float64
-	for i, p := range s.prob[:n] {
-		c += p
-		if u < c {
-			return s.idx[i], lp[s.idx[i]]
-		}
-	}
-	return s.idx[n-1], lp[s.idx[n-1]]
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for j, v := range x {
-		if v > x[best] {
-			best = j
-		}
-	}
-	return best
-}
-
-// selectTop reorders idx so that its first k entries are the k smallest under less
-// (quickselect; the order within them is left to the caller).
-func selectTop(idx []int, k int, less func(a, b int) bool) {
-	lo, hi := 0, len(idx)-1
-	for lo < hi {
-		pivot := idx[(lo+hi)/2]
-		i, j := lo, hi
-		for i <= j {
-			for less(idx[i], pivot) {
-				i++
-			}
-			for less(pivot, idx[j]) {
-				j--
-			}
-			if i <= j {
-				idx[i], idx[j] = idx[j], idx[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k-1 <= j:
-			hi = j
-		case k-1 >= i:
-			lo = i
-		default:
-			return
-		}
-	}
-}
-
 // prefill runs the prompts through the cache in groups of at most maxPassRows tokens, so
 // that the activations of a large batch of long prompts need not exist all at once, and
-// returns the last logits of each sequence as Forward(cache, prompts, true) does.
-func (m *Model) prefill(cache *Cache, prompts [][]int) ([]float32, error) {
-	V := m.Config.Vocab
-	out := make([]float32, len(prompts)*V)
+// hands each group's last logits (one row per prompt of the group) to use.
+func (m *Model) prefill(cache *Cache, prompts [][]int, ad Adapters, use func(logits backend.Buf, p *pass) error) error {
 	group := make([][]int, len(prompts))
 	for lo := 0; lo < len(prompts); {
 		clear(group)
@@ -266,12 +156,16 @@ func (m *Model) prefill(cache *Cache, prompts [][]int) ([]float32, error) {
 			rows += len(prompts[hi])
 			hi++
 		}
-		logits, err := m.Forward(cache, group, true)
+		logits, p, err := m.forward(cache, group, true, ad)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		copy(out[lo*V:hi*V], logits[lo*V:hi*V])
+		if p.rows > 0 {
+			if err := use(logits, p); err != nil {
+				return err
+			}
+		}
 		lo = hi
 	}
-	return out, nil
+	return nil
 }

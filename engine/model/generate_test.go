@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu"
 	"slices"
 	"testing"
 )
@@ -52,12 +54,12 @@ func TestGroupedPassesMatch(t *testing.T) {
 	prompts := [][]int{randomIDs(rng, 5, m.Config.Vocab), randomIDs(rng, 9, m.Config.Vocab), randomIDs(rng, 1, m.Config.Vocab), randomIDs(rng, 4, m.Config.Vocab)}
 	o := GenerateOptions{MaxNewTokens: 10, Temperature: 0.8, Seed: 3, NoEOS: true}
 	one, _ := m.Generate(prompts, o)
-	lp1, _ := m.LogProbs(prompts, 1)
+	lp1, _ := m.LogProbs(prompts, 1, AdaptersOn)
 	saved := maxPassRows
 	maxPassRows = 6
 	defer func() { maxPassRows = saved }()
 	split, _ := m.Generate(prompts, o)
-	lp2, _ := m.LogProbs(prompts, 1)
+	lp2, _ := m.LogProbs(prompts, 1, AdaptersOn)
 	for i := range prompts {
 		if !slices.Equal(one.Tokens[i], split.Tokens[i]) {
 			t.Errorf("seq %d: %v in one prefill, %v in groups", i, one.Tokens[i], split.Tokens[i])
@@ -115,7 +117,8 @@ func TestGenerationSeededAndStops(t *testing.T) {
 }
 
 // TestSamplerDistribution checks temperature, top-k and top-p against the probabilities
-// they should sample from, by counting draws on fixed logits.
+// they should sample from, by counting draws on fixed logits (the backend's Sample, as
+// Generate calls it: one row per draw, each with its uniform).
 func TestSamplerDistribution(t *testing.T) {
 	logits := []float32{2, 1, 0.5, 0.5, -1, 3}
 	const n = 200000
@@ -126,11 +129,18 @@ func TestSamplerDistribution(t *testing.T) {
 		{Temperature: 2, TopK: 4, TopP: 0.7},
 	} {
 		want := expectedDist(logits, o)
-		s := newSampler(len(logits))
 		rng := rand.New(rand.NewPCG(1, 1))
 		counts := make([]float64, len(logits))
+		rows, u := make([]float32, 0, n*len(logits)), make([]float64, n)
 		for i := 0; i < n; i++ {
-			tok, lp := s.sample(logits, o, rng)
+			rows, u[i] = append(rows, logits...), rng.Float64()
+		}
+		toks, lps, err := cpu.New().Sample(backend.HostF32(rows), u, n, len(logits), o.Temperature, o.TopK, o.TopP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			tok, lp := toks[i], lps[i]
 			counts[tok]++
 			full := math.Log(softmaxT(logits, o.Temperature)[tok])
 			if math.Abs(float64(lp)-full) > 1e-5 {
@@ -210,14 +220,14 @@ func TestLogProbsMatchForward(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	seqs := [][]int{randomIDs(rng, 20, m.Config.Vocab), randomIDs(rng, 1, m.Config.Vocab), randomIDs(rng, 7, m.Config.Vocab)}
 	for _, temp := range []float32{0, 0.7} {
-		lp, err := m.LogProbs(seqs, temp)
+		lp, err := m.LogProbs(seqs, temp, AdaptersOn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		V := m.Config.Vocab
 		for s, seq := range seqs {
 			cache := m.NewCache(1, 64)
-			logits, err := m.Forward(cache, [][]int{seq}, false)
+			logits, err := m.Forward(cache, [][]int{seq}, false, AdaptersOn)
 			if err != nil {
 				t.Fatal(err)
 			}

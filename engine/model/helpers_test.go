@@ -176,3 +176,13 @@ func sortedNames(m map[string]Config) []string {
 	}
 	return names
 }
+
+// newGrads is NewGrads, failing the test on error.
+func newGrads(t testing.TB, m *Model) *Grads {
+	t.Helper()
+	g, err := m.NewGrads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}

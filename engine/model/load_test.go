@@ -148,14 +148,14 @@ func TestInputErrors(t *testing.T) {
 	if _, err := m.Generate([][]int{long}, GenerateOptions{MaxNewTokens: 1}); err == nil || !strings.Contains(err.Error(), "context of 64") {
 		t.Errorf("long prompt: %v", err)
 	}
-	if _, err := m.LogProbs([][]int{long}, 1); err == nil || !strings.Contains(err.Error(), "context of 64") {
+	if _, err := m.LogProbs([][]int{long}, 1, AdaptersOn); err == nil || !strings.Contains(err.Error(), "context of 64") {
 		t.Errorf("long sequence: %v", err)
 	}
-	if _, err := m.LogProbs([][]int{{1, m.Config.Vocab}}, 1); err == nil || !strings.Contains(err.Error(), "token id 200") {
+	if _, err := m.LogProbs([][]int{{1, m.Config.Vocab}}, 1, AdaptersOn); err == nil || !strings.Contains(err.Error(), "token id 200") {
 		t.Errorf("bad id: %v", err)
 	}
 	c := m.NewCache(1, 4)
-	if _, err := m.Forward(c, [][]int{{1, 2, 3, 4, 5}}, true); err == nil || !strings.Contains(err.Error(), "capacity 4") {
+	if _, err := m.Forward(c, [][]int{{1, 2, 3, 4, 5}}, true, AdaptersOn); err == nil || !strings.Contains(err.Error(), "capacity 4") {
 		t.Errorf("cache overflow: %v", err)
 	}
 	if _, err := m.Generate([][]int{{}}, GenerateOptions{MaxNewTokens: 1}); err == nil {

@@ -1,14 +1,16 @@
 // Package model runs Hugging Face causal language models of the gpt2 and llama families
-// (llama, mistral, qwen2) on the CPU in float32: loading and saving model folders, a
-// batched forward pass over a key/value cache, log-probabilities, generation, and a
-// training forward with its backward.
+// (llama, mistral, qwen2) on a backend (engine/backend; the CPU unless Use says otherwise):
+// loading and saving model folders, a batched forward pass over a key/value cache,
+// log-probabilities, generation, and a training forward with its backward. Every op goes
+// through backend.Backend; data crosses to the host only at named boundaries: log-probs and
+// entropies of chosen tokens, sampled ids, logits a caller asks to see.
 //
 // Inference:
 //
 //	m, err := model.Load(dir)                       // config.json + safetensors
-//	lp, err := m.LogProbs(seqs, temperature)        // lp[s][i] = log p(seqs[s][i] | seqs[s][<i])
+//	lp, err := m.LogProbs(seqs, temperature, model.AdaptersOn) // lp[s][i] = log p(seqs[s][i] | seqs[s][<i])
 //	g, err := m.Generate(prompts, model.GenerateOptions{MaxNewTokens: 128, Temperature: 1, Seed: s})
-//	c := m.NewCache(batch, capacity); logits, err := m.Forward(c, tokens, lastOnly)
+//	c := m.NewCache(batch, capacity); logits, err := m.Forward(c, tokens, lastOnly, model.AdaptersOn)
 //
 // Training (sequences are packed, no padding; dlogp is dLoss/dLogProbs, per token):
 //
@@ -18,8 +20,13 @@
 //	err = m.Backward(tape, dlogp, grads)              // grads nil: frozen base, adapters only
 //
 // Full-parameter gradients live in a Grads buffer laid out like Model.Data() (AdamW can
-// run over both flat slices). LoRA attaches to Linear.Adapter (see Model.Linears);
-// Model.AdaptersOff gives the frozen base as reference model and scorer.
+// run over both flat buffers). LoRA attaches to Linear.Adapter (see Model.Linears); every
+// pass takes Adapters: AdaptersOff runs the frozen base, the reference model and scorer.
+//
+// The weights live on the host (Param.Data, the quantized linears' quant.Weight), where they
+// are loaded, saved and merged; each pass places them on the model's backend on first use (a
+// view on the CPU, a copy on a device, made again when a weight's memory or the backend
+// changes: a device copy does not see later in-place writes to Param.Data).
 //
 // 4-bit base (QLoRA): m.Quantize(quant.Default()) replaces every linear of the blocks by a
 // Quantized weight (NF4/FP4, bitsandbytes' layout) and frees the float32 copies; Load reads
@@ -33,9 +40,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"rlhfstation/engine/backend"
-	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/quant"
 )
 
@@ -45,7 +52,35 @@ type Param struct {
 	Shape  []int  // as held here: [out,in] for every linear, GPT-2's included
 	Off    int    // offset in the parameter buffer, and in a Grads buffer
 	Data   []float32
-	conv1D bool // stored [in,out] in checkpoints (GPT-2's Conv1D)
+	conv1D bool    // stored [in,out] in checkpoints (GPT-2's Conv1D)
+	dev    devCopy // Data on the backend
+}
+
+// devCopy is a host slice placed on a backend, placed again when the slice or the backend
+// changes.
+type devCopy struct {
+	on  backend.Backend
+	of  *float32
+	n   int
+	dt  backend.DType
+	buf backend.Buf
+}
+
+// get returns host placed on b as dt.
+func (d *devCopy) get(b backend.Backend, host []float32, dt backend.DType) (backend.Buf, error) {
+	if d.on == b && d.of == unsafe.SliceData(host) && d.n == len(host) && d.dt == dt {
+		return d.buf, nil
+	}
+	if d.on != nil {
+		d.on.Free(d.buf)
+		*d = devCopy{}
+	}
+	buf, err := b.Place(host, dt)
+	if err != nil {
+		return backend.Buf{}, err
+	}
+	*d = devCopy{on: b, of: unsafe.SliceData(host), n: len(host), dt: dt, buf: buf}
+	return buf, nil
 }
 
 // Size is the number of elements.
@@ -73,21 +108,28 @@ type Model struct {
 	Head   *Param // LM head [Vocab,Dim]; the same Param as Embed when tied
 	Final  Norm
 
-	// AdaptersOff runs every linear without its adapter: the frozen base, which serves as
-	// the reference model and the perplexity scorer.
-	AdaptersOff bool
-
 	b       backend.Backend // where the passes compute (Use), the reference backend until set
 	data    []float32       // the one parameter allocation
 	ropeMu  sync.Mutex
-	rope    *cpu.RoPETable
+	rope    *backend.RoPETable
 	invFreq []float64
 	scratch scratch
 }
 
-// Use makes the model compute on b.
+// Adapters chooses whether a pass runs the linears' adapters; the zero value runs them.
+type Adapters uint8
+
+const (
+	AdaptersOn  Adapters = iota // the policy: base plus adapters
+	AdaptersOff                 // the frozen base: the reference model and the perplexity scorer
+)
+
+// Use makes the model compute on b (the weights are placed there on the next pass).
 func (m *Model) Use(b backend.Backend) error {
-	m.b = b
+	if m.b != nil && m.b != b {
+		m.scratch.free(m.b)
+	}
+	m.b, m.rope = b, nil
 	return nil
 }
 
@@ -97,24 +139,59 @@ func (m *Model) Backend() backend.Backend {
 	if m.b == nil {
 		b, err := backend.Reference()
 		if err != nil {
-			panic("model: no backend given and " + err.Error())
+			panic("model: no backend given (Use) and the reference backend is not linked in (import rlhfstation/engine/backend/cpu): " + err.Error())
 		}
 		m.b = b
 	}
 	return m.b
 }
 
-// Grads holds one gradient per parameter, in a flat buffer laid out like the parameters.
-type Grads struct{ Data []float32 }
+// Grads holds one gradient per parameter (float32 on the model's backend), in a flat buffer
+// laid out like the parameters.
+type Grads struct {
+	Data backend.Buf
+	b    backend.Backend
+}
 
-// NewGrads allocates zeroed full-parameter gradients.
-func (m *Model) NewGrads() *Grads { return &Grads{Data: make([]float32, len(m.data))} }
+// NewGrads allocates zeroed full-parameter gradients on the model's backend.
+func (m *Model) NewGrads() (*Grads, error) {
+	b := m.Backend()
+	d, err := b.Alloc(backend.F32, len(m.data))
+	if err != nil {
+		return nil, fmt.Errorf("parameter gradients: %w", err)
+	}
+	b.Zero(d)
+	return &Grads{Data: d, b: b}, nil
+}
 
 // Of returns p's gradient.
-func (g *Grads) Of(p *Param) []float32 { return g.Data[p.Off : p.Off+len(p.Data)] }
+func (g *Grads) Of(p *Param) backend.Buf { return g.Data.Slice(p.Off, len(p.Data)) }
 
 // Zero clears every gradient.
-func (g *Grads) Zero() { clear(g.Data) }
+func (g *Grads) Zero() { g.b.Zero(g.Data) }
+
+// Buf returns p's values on the model's backend (placed on first use): what an optimizer
+// updates in full-parameter training. On the CPU it is Param.Data itself.
+func (m *Model) Buf(p *Param) (backend.Buf, error) {
+	return p.dev.get(m.Backend(), p.Data, m.paramType(p))
+}
+
+// paramType is the element type of p on the backend: the Weight precision for matrices
+// (linears, embeddings, the head), float32 for norm weights and biases.
+func (m *Model) paramType(p *Param) backend.DType {
+	if len(p.Shape) >= 2 {
+		return m.Backend().Precision().Weight
+	}
+	return backend.F32
+}
+
+// bufOf is Buf of an optional parameter (an absent Buf for nil).
+func (m *Model) bufOf(p *Param) (backend.Buf, error) {
+	if p == nil {
+		return backend.Buf{}, nil
+	}
+	return m.Buf(p)
+}
 
 // Data returns the flat parameter buffer (every Param is a view into it), for optimizers
 // that update all parameters at once alongside a Grads buffer.
@@ -292,7 +369,7 @@ func numel(shape []int) int {
 
 // ropeTable returns RoPE tables covering positions [0, n), growing them on demand (a
 // context of 128k positions would otherwise cost tens of MB up front).
-func (m *Model) ropeTable(n int) *cpu.RoPETable {
+func (m *Model) ropeTable(n int) (*backend.RoPETable, error) {
 	m.ropeMu.Lock()
 	defer m.ropeMu.Unlock()
 	if m.rope == nil || m.rope.MaxPos < n {
@@ -300,9 +377,17 @@ func (m *Model) ropeTable(n int) *cpu.RoPETable {
 		for size < n {
 			size *= 2
 		}
-		m.rope = cpu.NewRoPETable(m.invFreq, min(size, max(n, m.Config.MaxPos)))
+		r, err := m.Backend().NewRoPETable(m.invFreq, min(size, max(n, m.Config.MaxPos)))
+		if err != nil {
+			return nil, err
+		}
+		if old := m.rope; old != nil {
+			m.b.Free(old.Cos)
+			m.b.Free(old.Sin)
+		}
+		m.rope = r
 	}
-	return m.rope
+	return m.rope, nil
 }
 
 // ReleaseReplaced frees the dense weights of the linears whose W was replaced (by a
@@ -334,6 +419,10 @@ func (m *Model) ReleaseReplaced() int {
 	data := make([]float32, total)
 	off := 0
 	for _, p := range kept {
+		if p.dev.on != nil { // placed from the old buffer, which it would keep alive
+			p.dev.on.Free(p.dev.buf)
+			p.dev = devCopy{}
+		}
 		n := len(p.Data)
 		copy(data[off:], p.Data)
 		p.Data, p.Off = data[off:off+n:off+n], off

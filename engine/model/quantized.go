@@ -3,24 +3,52 @@ package model
 import (
 	"fmt"
 
-	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/engine/backend"
 	"rlhfstation/quant"
 )
 
 // Quantized is a 4-bit weight (NF4 or FP4, bitsandbytes' layout, [out,in] for every family,
-// GPT-2's included) as a linear's Weight. Both products run the blocked GEMM with op(B)
-// supplied by the 4-bit weight, which expands row segments straight into the GEMM's packed
-// panels: the float32 matrix is never materialised.
-type Quantized struct{ W *quant.Weight }
+// GPT-2's included) as a linear's Weight: the products are the backend's 4-bit ops (on the
+// CPU, the GEMM expands row segments straight into its packed panels: the float32 matrix is
+// never materialised).
+type Quantized struct {
+	W  *quant.Weight
+	on backend.Backend
+	q  *backend.Q4
+}
+
+// handle is the weight readied for b (UploadQ4 on first use there).
+func (q *Quantized) handle(b backend.Backend) (*backend.Q4, error) {
+	if q.on == b && q.q != nil && q.q.W == q.W {
+		return q.q, nil
+	}
+	if q.on != nil && q.q != nil {
+		q.on.FreeQ4(q.q)
+	}
+	h, err := b.UploadQ4(q.W)
+	if err != nil {
+		return nil, err
+	}
+	q.on, q.q = b, h
+	return h, nil
+}
 
 // MulT sets y[rows,out] = x[rows,in]·Wᵀ.
-func (q *Quantized) MulT(y, x []float32, rows int) {
-	cpu.Q4MulT(y, x, q.W, rows)
+func (q *Quantized) MulT(b backend.Backend, y, x backend.Buf, rows int) error {
+	h, err := q.handle(b)
+	if err != nil {
+		return err
+	}
+	return b.Q4MulT(y, x, h, rows)
 }
 
 // MulAcc adds dy[rows,out]·W to dx[rows,in].
-func (q *Quantized) MulAcc(dx, dy []float32, rows int) {
-	cpu.Q4MulAcc(dx, dy, q.W, rows)
+func (q *Quantized) MulAcc(b backend.Backend, dx, dy backend.Buf, rows int) error {
+	h, err := q.handle(b)
+	if err != nil {
+		return err
+	}
+	return b.Q4MulAcc(dx, dy, h, rows)
 }
 
 // Quantize replaces the dense weight of every linear of the blocks by its 4-bit form (never

@@ -77,7 +77,7 @@ func BenchmarkQuantizedForward(b *testing.B) {
 	var t32, t4 time.Duration
 	run := func(m *Model, t *time.Duration) {
 		t0 := time.Now()
-		if _, err := m.LogProbs(seqs, 1); err != nil {
+		if _, err := m.LogProbs(seqs, 1, AdaptersOn); err != nil {
 			b.Fatal(err)
 		}
 		*t += time.Since(t0)

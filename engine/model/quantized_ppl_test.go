@@ -47,7 +47,7 @@ func heldOut(tok *tokenizer.Tokenizer, maxTokens, seqLen int) [][]int {
 // perplexity is exp of the mean next-token NLL over every token that has a context.
 func perplexity(t *testing.T, m *Model, seqs [][]int) (float64, int) {
 	t.Helper()
-	lp, err := m.LogProbs(seqs, 1)
+	lp, err := m.LogProbs(seqs, 1, AdaptersOn)
 	if err != nil {
 		t.Fatal(err)
 	}

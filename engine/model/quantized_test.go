@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/engine/backend/cpu/gemm"
 	"rlhfstation/quant"
 	"rlhfstation/safetensors"
@@ -53,17 +55,24 @@ func TestQuantizedEqualsDequantizedDense(t *testing.T) {
 				dy[i] = float32(r.NormFloat64())
 			}
 			q := &Quantized{W: qw}
+			b := cpu.New()
 			y, want := make([]float32, rows*out), make([]float32, rows*out)
-			q.MulT(y, x, rows)
+			if err := q.MulT(b, backend.HostF32(y), backend.HostF32(x), rows); err != nil {
+				t.Fatal(err)
+			}
 			gemm.SgemmRef(false, true, rows, out, in, 1, x, in, dense, in, 0, want, out)
 			near1e5(t, "MulT", y, want)
-			(&Dense{Out: out, In: in, W: dense}).MulT(want, x, rows)
+			if err := (&Dense{Out: out, In: in, W: dense}).MulT(b, backend.HostF32(want), backend.HostF32(x), rows); err != nil {
+				t.Fatal(err)
+			}
 			near1e5(t, "MulT vs Dense", y, want)
 			dx, wantDX := make([]float32, rows*in), make([]float32, rows*in)
 			for i := range dx {
 				dx[i], wantDX[i] = 0.5, 0.5
 			}
-			q.MulAcc(dx, dy, rows)
+			if err := q.MulAcc(b, backend.HostF32(dx), backend.HostF32(dy), rows); err != nil {
+				t.Fatal(err)
+			}
 			gemm.SgemmRef(false, false, rows, in, out, 1, dy, out, dense, in, 1, wantDX, in)
 			near1e5(t, "MulAcc", dx, wantDX)
 		}
@@ -129,7 +138,7 @@ func TestQuantizedModelMatchesDequantized(t *testing.T) {
 			worst := 0.0
 			for _, p := range loaded.Params {
 				dp, _ := d.Param(p.Name)
-				e := relErr(gq.Of(p), gd.Of(dp))
+				e := relErr(gq.Of(p).F32(), gd.Of(dp).F32())
 				if e > 1e-5 {
 					t.Errorf("gradient of %s: relative error %.2e", p.Name, e)
 				}
@@ -144,7 +153,7 @@ func logitsOf(t *testing.T, m *Model, seqs [][]int) []float32 {
 	t.Helper()
 	var out []float32
 	for _, s := range seqs {
-		lg, err := m.Forward(m.NewCache(1, len(s)), [][]int{s}, false)
+		lg, err := m.Forward(m.NewCache(1, len(s)), [][]int{s}, false, AdaptersOn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +168,7 @@ func fullGrads(t *testing.T, m *Model, seqs [][]int, dlogp [][]float32) *Grads {
 	if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	g := m.NewGrads()
+	g := newGrads(t, m)
 	if err := m.Backward(tape, dlogp, g); err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,13 @@ package model
 import (
 	"fmt"
 
-	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/engine/backend"
 )
 
 // Tape keeps what a training forward computed, for its backward: every block's
-// activations over the packed rows of whole sequences (no cache, no padding). Make one
-// with NewTape and reuse it across steps: its buffers grow to the largest batch seen.
+// activations over the packed rows of whole sequences (no cache, no padding), on the model's
+// backend. Make one with NewTape and reuse it across steps: its buffers grow to the largest
+// batch seen.
 type Tape struct {
 	// LogProbs[s][i] = log p(seqs[s][i] | seqs[s][<i]) under softmax(logits/Temperature);
 	// LogProbs[s][0] = 0. Entropy[s][i] is the entropy of that distribution (when asked).
@@ -18,31 +19,33 @@ type Tape struct {
 	m       *Model
 	seqs    [][]int
 	p       *pass
+	ad      Adapters
 	invT    float32
 	targets []int32
 	layers  []acts
-	final   []float32 // last block's output [rows,Dim]
-	hidden  []float32 // final norm output [rows,Dim]
-	fmean   []float32
-	frstd   []float32
-	tmp     []float32 // projection outputs before residual adds [rows,Dim]
-	sel     []int32   // rows the LM head ran on
-	tsel    []int32   // their targets
-	hsel    []float32 // their final hidden states [len(sel),Dim]
-	buf     []float32 // the one activation allocation
-	g       grads     // backward scratch
+	final   backend.Buf // last block's output [rows,Dim]
+	hidden  backend.Buf // final norm output [rows,Dim]
+	fmean   backend.Buf
+	frstd   backend.Buf
+	tmp     backend.Buf // projection outputs before residual adds [rows,Dim]
+	sel     []int32     // rows the LM head ran on
+	tsel    []int32     // their targets
+	hsel    backend.Buf // their final hidden states [len(sel),Dim]
+	hselMem backend.Buf
+	mem     [kinds]backend.Buf // the activation allocations
+	g       grads              // backward scratch
 }
 
 // grads is the backward's scratch: one block's worth, reused from the last block down.
 type grads struct {
-	buf           []float32
-	res           []float32 // gradient of the residual stream [rows,Dim]
-	hidden        []float32
-	n, att        []float32
-	q, k, v, qkv  []float32
-	fc1, fc2, act []float32
-	logits        []float32
-	hsel          []float32 // gradient of a chunk of the head's gathered rows
+	mem           [kinds]backend.Buf
+	res           backend.Buf // gradient of the residual stream [rows,Dim]
+	hidden        backend.Buf // gradient of the final norm's output
+	n, att        backend.Buf
+	q, k, v, qkv  backend.Buf
+	fc1, fc2, act backend.Buf
+	logits, dl    backend.Buf // a chunk of the head's logits and their gradient (full-parameter training)
+	dhsel         backend.Buf // gradient of the head's gathered rows
 }
 
 // TrainOptions controls ForwardTrain.
@@ -53,51 +56,73 @@ type TrainOptions struct {
 	// wanted (a prompt's length, say): the LM head skips the positions before it, whose
 	// LogProbs stay 0 and whose dlogp must be 0.
 	FirstScored []int
+	// Adapters: AdaptersOn (the zero value) trains the policy, the adapters in training mode
+	// (dropout included); AdaptersOff runs the frozen base alone.
+	Adapters Adapters
 }
 
 // NewTape makes an empty tape for m.
 func (m *Model) NewTape() *Tape { return &Tape{m: m} }
 
 // ForwardTrain runs whole sequences (each from position 0), keeping the activations the
-// backward needs, and fills t.LogProbs (and t.Entropy). Linears run their adapters in
-// training mode (dropout), unless m.AdaptersOff.
+// backward needs, and fills t.LogProbs (and t.Entropy).
 func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	if t.m != m {
 		return fmt.Errorf("train forward: the tape belongs to another model")
 	}
-	p, err := m.newPass(seqs, func(int) int { return 0 })
+	b := m.Backend()
+	if t.p != nil {
+		t.p.release(b)
+	}
+	p, err := m.newPass(seqs, func(int) int { return 0 }, o.Adapters)
 	if err != nil {
 		return fmt.Errorf("train forward: %w", err)
 	}
 	p.train = true
-	t.seqs, t.p, t.invT = seqs, p, invTemperature(o.Temperature)
-	t.carve(p)
+	t.seqs, t.p, t.ad, t.invT = seqs, p, o.Adapters, invTemperature(o.Temperature)
 	t.targets = targetsOf(p, seqs)
 	rows := p.rows
 	if rows == 0 {
 		t.LogProbs, t.Entropy = make([][]float32, len(seqs)), nil
 		return nil
 	}
+	if err := t.carve(p); err != nil {
+		return fmt.Errorf("train forward: %w", err)
+	}
+	if err := p.place(b); err != nil {
+		return fmt.Errorf("train forward: %w", err)
+	}
 	L := len(m.Layers)
-	next := func(l int) []float32 {
+	next := func(l int) backend.Buf {
 		if l+1 < L {
 			return t.layers[l+1].in
 		}
 		return t.final
 	}
-	x := m.blocks(p, func(l int) *acts { return &t.layers[l] }, next, t.tmp)
-	m.norm(m.Final, t.hidden, t.fmean, t.frstd, x, rows)
+	x, err := m.blocks(p, func(l int) *acts { return &t.layers[l] }, next, t.tmp)
+	if err == nil {
+		err = m.norm(m.Final, t.hidden, t.fmean, t.frstd, x, rows)
+	}
+	if err != nil {
+		return fmt.Errorf("train forward: %w", err)
+	}
 	if o.FirstScored != nil && len(o.FirstScored) != len(seqs) {
 		return fmt.Errorf("train forward: %d FirstScored entries for %d sequences", len(o.FirstScored), len(seqs))
 	}
-	t.selectRows(o.FirstScored)
+	if err := t.selectRows(o.FirstScored); err != nil {
+		return fmt.Errorf("train forward: %w", err)
+	}
 	n := len(t.sel)
 	logpSel := make([]float32, n)
 	var entSel []float32
 	if o.Entropy {
 		entSel = make([]float32, n)
 	}
-	m.headLogProbs(logpSel, entSel, t.hsel, t.tsel, n, t.invT, nil)
+	if n > 0 {
+		if err := m.headLogProbs(logpSel, entSel, t.hsel, t.tsel, n, t.invT, nil); err != nil {
+			return fmt.Errorf("train forward: %w", err)
+		}
+	}
 	logp := make([]float32, rows)
 	var ent []float32
 	if o.Entropy {
@@ -119,8 +144,9 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 
 // selectRows picks the rows the LM head runs on (those with a target, from
 // FirstScored on) and gathers their final hidden states and targets.
-func (t *Tape) selectRows(first []int) {
-	D := t.m.Config.Dim
+func (t *Tape) selectRows(first []int) error {
+	m := t.m
+	D := m.Config.Dim
 	t.sel, t.tsel = t.sel[:0], t.tsel[:0]
 	for _, r := range t.p.runs {
 		from := 0
@@ -132,13 +158,20 @@ func (t *Tape) selectRows(first []int) {
 			t.tsel = append(t.tsel, t.targets[r.row+j])
 		}
 	}
-	if cap(t.hsel) < len(t.sel)*D {
-		t.hsel = make([]float32, len(t.sel)*D)
+	n := len(t.sel)
+	var err error
+	if t.hsel, err = m.scratchBuf(&t.hselMem, n*D, t.hidden.DType()); err != nil || n == 0 {
+		return err
 	}
-	t.hsel = t.hsel[:len(t.sel)*D]
-	for k, r := range t.sel {
-		copy(t.hsel[k*D:(k+1)*D], t.hidden[int(r)*D:(int(r)+1)*D])
+	return m.b.CopyRows(t.hsel, nil, D, t.hidden, rows64(t.sel), D, n, D)
+}
+
+func rows64(x []int32) []int64 {
+	out := make([]int64, len(x))
+	for i, v := range x {
+		out[i] = int64(v)
 	}
+	return out
 }
 
 // perToken turns row values (row j predicts token j+1) into per-token slices.
@@ -153,8 +186,8 @@ func perToken(p *pass, seqs [][]int, rowVals []float32) [][]float32 {
 	return out
 }
 
-// carve lays out the tape's buffers for pass p, growing the allocation when needed.
-func (t *Tape) carve(p *pass) {
+// carve lays out the tape's buffers for pass p, growing the allocations when needed.
+func (t *Tape) carve(p *pass) error {
 	m := t.m
 	D, rows := m.Config.Dim, p.rows
 	lay := func(ar *arena) {
@@ -164,49 +197,55 @@ func (t *Tape) carve(p *pass) {
 			// GEMM per head instead of a sequence-length-squared buffer per head and block
 			t.layers = append(t.layers, m.carveActs(ar, rows, true))
 		}
-		t.final, t.hidden, t.tmp = ar.take(rows*D), ar.take(rows*D), ar.take(rows*D)
-		t.fmean, t.frstd = ar.take(rows), ar.take(rows)
+		t.final, t.hidden, t.tmp = ar.take(kStream, rows*D), ar.take(kAct, rows*D), ar.take(kAct, rows*D)
+		t.fmean, t.frstd = ar.take(kF32, rows), ar.take(kF32, rows)
 	}
 	var count arena
 	lay(&count)
-	if len(t.buf) < count.off {
-		t.buf = make([]float32, count.off)
+	ar, err := grow(m.b, &t.mem, &count)
+	if err != nil {
+		return err
 	}
-	lay(&arena{buf: t.buf})
+	lay(ar)
+	return nil
 }
 
 // carveGrads lays out the backward scratch.
-func (t *Tape) carveGrads() {
-	c := &t.m.Config
+func (t *Tape) carveGrads() error {
+	m := t.m
+	c := &m.Config
 	rows, D, F := t.p.rows, c.Dim, c.Hidden
+	chunk := min(len(t.sel), m.headRows())
 	lay := func(ar *arena) {
 		g := &t.g
-		g.res, g.hidden, g.n = ar.take(rows*D), ar.take(rows*D), ar.take(rows*D)
-		g.att, g.q = ar.take(rows*c.QDim()), ar.take(rows*c.QDim())
-		g.k, g.v = ar.take(rows*c.KVDim()), ar.take(rows*c.KVDim())
+		g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
+		g.att, g.q = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.QDim())
+		g.k, g.v = ar.take(kAct, rows*c.KVDim()), ar.take(kAct, rows*c.KVDim())
 		if c.Family() == GPT2 {
-			g.qkv = ar.take(rows * 3 * D)
+			g.qkv = ar.take(kAct, rows*3*D)
 		} else {
-			g.fc2 = ar.take(rows * F)
+			g.fc2 = ar.take(kAct, rows*F)
 		}
-		g.fc1, g.act = ar.take(rows*F), ar.take(rows*F)
-		g.logits = ar.take(min(rows, t.m.headRows()) * c.Vocab)
-		g.hsel = ar.take(min(rows, t.m.headRows()) * D)
+		g.fc1, g.act = ar.take(kAct, rows*F), ar.take(kAct, rows*F)
+		g.logits, g.dl = ar.take(kF32, chunk*c.Vocab), ar.take(kF32, chunk*c.Vocab)
+		g.dhsel = ar.take(kStream, len(t.sel)*D)
 	}
 	var count arena
 	lay(&count)
-	if len(t.g.buf) < count.off {
-		t.g.buf = make([]float32, count.off)
+	ar, err := grow(m.b, &t.g.mem, &count)
+	if err != nil {
+		return err
 	}
-	lay(&arena{buf: t.g.buf})
+	lay(ar)
+	return nil
 }
 
 // Backward propagates a loss back through the tape's forward. dlogp[s][i] is the loss's
 // derivative with respect to LogProbs[s][i] (0 for tokens outside the loss, and ignored at
 // i = 0): −1/N on every target token makes the mean cross-entropy; GRPO passes its
 // per-token coefficients. Parameter gradients accumulate into g; with g nil the base is
-// frozen and only the adapters accumulate theirs (the input gradients still flow through
-// every frozen weight to reach them).
+// frozen and only the adapters (when the forward ran them) accumulate theirs (the input
+// gradients still flow through every frozen weight to reach them).
 func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 	if t.m != m || t.p == nil {
 		return fmt.Errorf("backward: the tape holds no forward of this model")
@@ -232,135 +271,177 @@ func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 	if p.rows == 0 {
 		return nil
 	}
-	t.carveGrads()
-	gr := &t.g
-	c := &m.Config
-	rows, D, V := p.rows, c.Dim, c.Vocab
-	ad := !m.AdaptersOff
-
-	// LM head, logits recomputed a chunk at a time.
-	clear(gr.hidden)
-	var dHead []float32
-	if g != nil {
-		dHead = g.Of(m.Head)
-	}
-	chunk := m.headRows()
-	for k0 := 0; k0 < len(t.sel); k0 += chunk {
-		n := min(chunk, len(t.sel)-k0)
-		if allZero(selGrad[k0 : k0+n]) {
-			continue
-		}
-		h := t.hsel[k0*D : (k0+n)*D]
-		logits, dl, dh := m.logitsBuf(n*V), gr.logits[:n*V], gr.hsel[:n*D]
-		m.logits(logits, h, n)
-		clear(dl)
-		clear(dh)
-		cpu.LogProbBackward(dl, selGrad[k0:k0+n], logits, t.tsel[k0:k0+n], n, V, t.invT)
-		cpu.MatmulBackward(dh, dHead, nil, dl, h, m.Head.Data, n, D, V)
-		for k := 0; k < n; k++ {
-			r := int(t.sel[k0+k])
-			copy(gr.hidden[r*D:(r+1)*D], dh[k*D:(k+1)*D]) // rows are distinct
-		}
-	}
-	clear(gr.res)
-	m.normBackward(m.Final, gr.res, gr.hidden, t.final, t.fmean, t.frstd, rows, g)
-
-	att := m.attention()
-	for l := len(m.Layers) - 1; l >= 0; l-- {
-		m.blockBackward(t, l, att, g, ad)
-	}
-	if g != nil {
-		var dpos []float32
-		if m.PosEmb != nil {
-			dpos = g.Of(m.PosEmb)
-		}
-		cpu.EmbeddingBackward(g.Of(m.Embed), dpos, gr.res, p.ids, p.pos, D)
+	if err := m.backward(t, selGrad, g); err != nil {
+		return fmt.Errorf("backward: %w", err)
 	}
 	return nil
 }
 
+func (m *Model) backward(t *Tape, selGrad []float32, g *Grads) error {
+	if err := t.carveGrads(); err != nil {
+		return err
+	}
+	gr, p, b := &t.g, t.p, m.b
+	c := &m.Config
+	rows, D := p.rows, c.Dim
+	if err := m.headBackward(t, selGrad, g); err != nil {
+		return err
+	}
+	b.Zero(gr.res)
+	if err := m.normBackward(m.Final, gr.res, gr.hidden, t.final, t.fmean, t.frstd, rows, g); err != nil {
+		return err
+	}
+	att := m.attention()
+	for l := len(m.Layers) - 1; l >= 0; l-- {
+		if err := m.blockBackward(t, l, att, g); err != nil {
+			return fmt.Errorf("block %d: %w", l, err)
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	var dpos, pos backend.Buf
+	if m.PosEmb != nil {
+		dpos, pos = g.Of(m.PosEmb), p.posBuf
+	}
+	return b.EmbeddingBackward(g.Of(m.Embed), dpos, gr.res, p.idsBuf, pos, D)
+}
+
+// headBackward sets t.g.hidden to the gradient of the final norm's output from the
+// log-probs' coefficients (and accumulates the head's gradient into g): the logits are
+// recomputed a chunk at a time.
+func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
+	gr, b := &t.g, m.b
+	D, V, n := m.Config.Dim, m.Config.Vocab, len(t.sel)
+	b.Zero(gr.hidden)
+	if n == 0 || allZero(selGrad) {
+		return nil
+	}
+	head, err := m.Buf(m.Head)
+	if err != nil {
+		return err
+	}
+	sg, err := b.Place(selGrad, backend.F32)
+	if err != nil {
+		return err
+	}
+	defer b.Free(sg)
+	tb, err := b.Place(t.tsel, backend.I32)
+	if err != nil {
+		return err
+	}
+	defer b.Free(tb)
+	dh := gr.dhsel.Slice(0, n*D)
+	b.Zero(dh)
+	if g == nil {
+		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, tb, n, D, V, t.invT, 0)
+	} else {
+		dHead := g.Of(m.Head)
+		chunk := m.headRows()
+		for k0 := 0; k0 < n && err == nil; k0 += chunk {
+			cn := min(chunk, n-k0)
+			if allZero(selGrad[k0 : k0+cn]) {
+				continue
+			}
+			h, lg, dl := t.hsel.Slice(k0*D, cn*D), gr.logits.Slice(0, cn*V), gr.dl.Slice(0, cn*V)
+			b.Zero(dl)
+			err = first(b.Logits(lg, h, head, cn, D, V),
+				func() error { return b.LogProbBackward(dl, sg.Slice(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT) },
+				func() error {
+					return b.MatmulBackward(dh.Slice(k0*D, cn*D), dHead, backend.Buf{}, dl, h, head, cn, D, V)
+				})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return b.CopyRows(gr.hidden, rows64(t.sel), D, dh, nil, D, n, D) // the rows are distinct
+}
+
 // blockBackward turns the gradient of block l's output (t.g.res) into the gradient of
 // its input, in place, accumulating parameter gradients on the way.
-func (m *Model) blockBackward(t *Tape, l int, att cpu.Attention, g *Grads, ad bool) {
-	c, L, a, gr, p := &m.Config, &m.Layers[l], &t.layers[l], &t.g, t.p
+func (m *Model) blockBackward(t *Tape, l int, att backend.Attention, g *Grads) error {
+	c, L, a, gr, p, b := &m.Config, &m.Layers[l], &t.layers[l], &t.g, t.p, m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
+	ad := t.ad
 	// out = mid + Down(MLP(norm2(mid)))
-	clear(gr.act)
-	L.Down.backward(gr.act, gr.res, a.act, rows, g, ad)
-	clear(gr.fc1)
-	clear(gr.n)
+	b.Zero(gr.act)
+	err := m.linearBackward(L.Down, gr.act, gr.res, a.act, rows, g, ad)
+	b.Zero(gr.fc1)
+	b.Zero(gr.n)
 	if c.Family() == GPT2 {
-		cpu.GELUBackward(gr.fc1, gr.act, a.fc1, rows*F)
-		L.Up.backward(gr.n, gr.fc1, a.n2, rows, g, ad)
+		err = first(err,
+			func() error { return b.GELUBackward(gr.fc1, gr.act, a.fc1, rows*F) },
+			func() error { return m.linearBackward(L.Up, gr.n, gr.fc1, a.n2, rows, g, ad) })
 	} else {
-		clear(gr.fc2)
-		cpu.SwiGLUBackward(gr.fc1, gr.fc2, gr.act, a.fc1, a.fc2, rows*F)
-		L.Gate.backward(gr.n, gr.fc1, a.n2, rows, g, ad)
-		L.Up.backward(gr.n, gr.fc2, a.n2, rows, g, ad)
+		b.Zero(gr.fc2)
+		err = first(err,
+			func() error { return b.SwiGLUBackward(gr.fc1, gr.fc2, gr.act, a.fc1, a.fc2, rows*F) },
+			func() error { return m.linearBackward(L.Gate, gr.n, gr.fc1, a.n2, rows, g, ad) },
+			func() error { return m.linearBackward(L.Up, gr.n, gr.fc2, a.n2, rows, g, ad) })
 	}
-	m.normBackward(L.Norm2, gr.res, gr.n, a.mid, a.mean2, a.rstd2, rows, g)
+	err = first(err, func() error { return m.normBackward(L.Norm2, gr.res, gr.n, a.mid, a.mean2, a.rstd2, rows, g) })
+	if err != nil {
+		return err
+	}
 	// mid = in + O(Attention(norm1(in)))
-	clear(gr.att)
-	L.O.backward(gr.att, gr.res, a.att, rows, g, ad)
-	clear(gr.q)
-	clear(gr.k)
-	clear(gr.v)
+	b.Zero(gr.att)
+	if err := m.linearBackward(L.O, gr.att, gr.res, a.att, rows, g, ad); err != nil {
+		return err
+	}
+	b.Zero(gr.q)
+	b.Zero(gr.k)
+	b.Zero(gr.v)
 	kvd := c.KVDim()
-	spans := make([]cpu.Span, len(p.runs))
+	spans := make([]backend.Span, len(p.runs))
 	for i, r := range p.runs {
-		lo, hi := r.row*kvd, (r.row+r.n)*kvd
-		spans[i] = cpu.Span{Row: r.row, N: r.n, Pos: r.pos, K: a.k[lo:hi], V: a.v[lo:hi], DK: gr.k[lo:hi], DV: gr.v[lo:hi]}
+		lo, n := r.row*kvd, r.n*kvd
+		spans[i] = backend.Span{Row: r.row, N: r.n, Pos: r.pos, K: a.k.Slice(lo, n), V: a.v.Slice(lo, n),
+			DK: gr.k.Slice(lo, n), DV: gr.v.Slice(lo, n)}
 	}
-	cpu.AttentionBackward(gr.q, gr.att, nil, a.q, spans, att)
-	clear(gr.n)
+	if err := b.AttentionBackward(gr.q, gr.att, backend.Buf{}, a.q, spans, att); err != nil {
+		return err
+	}
+	b.Zero(gr.n)
 	if c.Family() == GPT2 {
-		mergeQKV(gr.qkv, gr.q, gr.k, gr.v, rows, D)
-		L.QKV.backward(gr.n, gr.qkv, a.n1, rows, g, ad)
+		err = first(mergeQKV(b, gr.qkv, gr.q, gr.k, gr.v, rows, D),
+			func() error { return m.linearBackward(L.QKV, gr.n, gr.qkv, a.n1, rows, g, ad) })
 	} else {
-		rope := m.ropeTable(maxPosOf(p))
-		cpu.RoPEBackward(gr.q, p.pos, c.Heads, rope)
-		cpu.RoPEBackward(gr.k, p.pos, c.KVHeads, rope)
-		L.Q.backward(gr.n, gr.q, a.n1, rows, g, ad)
-		L.K.backward(gr.n, gr.k, a.n1, rows, g, ad)
-		L.V.backward(gr.n, gr.v, a.n1, rows, g, ad)
+		rope, err2 := m.ropeTable(maxPosOf(p))
+		err = first(err2,
+			func() error { return b.RoPEBackward(gr.q, p.posBuf, c.Heads, rope) },
+			func() error { return b.RoPEBackward(gr.k, p.posBuf, c.KVHeads, rope) },
+			func() error { return m.linearBackward(L.Q, gr.n, gr.q, a.n1, rows, g, ad) },
+			func() error { return m.linearBackward(L.K, gr.n, gr.k, a.n1, rows, g, ad) },
+			func() error { return m.linearBackward(L.V, gr.n, gr.v, a.n1, rows, g, ad) })
 	}
-	m.normBackward(L.Norm1, gr.res, gr.n, a.in, a.mean1, a.rstd1, rows, g)
+	return first(err, func() error { return m.normBackward(L.Norm1, gr.res, gr.n, a.in, a.mean1, a.rstd1, rows, g) })
 }
 
 // normBackward adds the norm's input gradient to din and its parameter gradients to g.
-func (m *Model) normBackward(n Norm, din, dout, in, mean, rstd []float32, rows int, g *Grads) {
-	var dw, db []float32
+func (m *Model) normBackward(n Norm, din, dout, in, mean, rstd backend.Buf, rows int, g *Grads) error {
+	var dw, db backend.Buf
 	if g != nil {
 		dw = g.Of(n.W)
 		if n.B != nil {
 			db = g.Of(n.B)
 		}
 	}
-	if n.B != nil {
-		cpu.LayerNormBackward(din, dw, db, dout, in, n.W.Data, mean, rstd, rows, m.Config.Dim)
-	} else {
-		cpu.RMSNormBackward(din, dw, dout, in, n.W.Data, rstd, rows, m.Config.Dim, 0)
+	w, err := m.Buf(n.W)
+	if err != nil {
+		return err
 	}
+	if n.B != nil {
+		return m.b.LayerNormBackward(din, dw, db, dout, in, w, mean, rstd, rows, m.Config.Dim)
+	}
+	return m.b.RMSNormBackward(din, dw, dout, in, w, rstd, rows, m.Config.Dim, 0)
 }
 
 // mergeQKV is splitQKV's backward: the three gradients side by side in [rows,3·D].
-func mergeQKV(qkv, q, k, v []float32, rows, d int) {
-	cpu.For(rows, 64, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			dst := qkv[r*3*d : (r+1)*3*d]
-			copy(dst[:d], q[r*d:(r+1)*d])
-			copy(dst[d:2*d], k[r*d:(r+1)*d])
-			copy(dst[2*d:], v[r*d:(r+1)*d])
-		}
-	})
-}
-
-func maxPosOf(p *pass) int {
-	n := 0
-	for _, r := range p.runs {
-		n = max(n, r.pos+r.n)
-	}
-	return n
+func mergeQKV(b backend.Backend, qkv, q, k, v backend.Buf, rows, d int) error {
+	return first(b.Copy2D(qkv, 3*d, q, d, rows, d),
+		func() error { return b.Copy2D(qkv.From(d), 3*d, k, d, rows, d) },
+		func() error { return b.Copy2D(qkv.From(2*d), 3*d, v, d, rows, d) })
 }
 
 func allZero(x []float32) bool {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/backend/cpu"
 	"rlhfstation/safetensors"
 )
@@ -93,7 +94,7 @@ func TestGradientsMatchReference(t *testing.T) {
 				}
 			}
 		}
-		g := c.m.NewGrads()
+		g := newGrads(t, c.m)
 		if err := c.m.Backward(tape, c.dlogp, g); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func TestGradientsMatchReference(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: PyTorch has no gradient for %s", c.name, p.Name)
 			}
-			if e := gradErr(storedLayout(p, g.Of(p)), want); e > worst {
+			if e := gradErr(storedLayout(p, g.Of(p).F32()), want); e > worst {
 				worst, worstName = e, p.Name
 			}
 		}
@@ -122,16 +123,19 @@ type fullAdapter struct {
 	M, dM   []float32
 }
 
-func (a *fullAdapter) Forward(y, x []float32, rows int, train bool) {
+func (a *fullAdapter) Forward(y, x backend.Buf, rows int, train bool) error {
 	tmp := make([]float32, rows*a.out)
-	cpu.MatmulForward(tmp, x, a.M, nil, rows, a.in, a.out)
+	cpu.MatmulForward(tmp, x.F32(), a.M, nil, rows, a.in, a.out)
+	yv := y.F32()
 	for i := range tmp {
-		y[i] += tmp[i]
+		yv[i] += tmp[i]
 	}
+	return nil
 }
 
-func (a *fullAdapter) Backward(dx, dy, x []float32, rows int) {
-	cpu.MatmulBackward(dx, a.dM, nil, dy, x, a.M, rows, a.in, a.out)
+func (a *fullAdapter) Backward(dx, dy, x backend.Buf, rows int) error {
+	cpu.MatmulBackward(dx.F32(), a.dM, nil, dy.F32(), x.F32(), a.M, rows, a.in, a.out)
+	return nil
 }
 
 // TestFrozenBaseAdapterGradients: with the base frozen (no Grads), an adapter on every
@@ -153,7 +157,7 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 		if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		full := m.NewGrads()
+		full := newGrads(t, m)
 		if err := m.Backward(tape, dlogp, full); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +179,7 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 			}
 		}
 		for l, a := range adapters {
-			want := full.Of(l.weight)
+			want := full.Of(l.weight).F32()
 			e := 0.0
 			var scale float64
 			for i := range want {
@@ -186,11 +190,10 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 				t.Errorf("%s %s: adapter gradient off by %g (scale %g)", name, l.Name, e, scale)
 			}
 		}
-		m.AdaptersOff = true
 		for _, a := range adapters {
 			clear(a.dM)
 		}
-		m.ForwardTrain(tape, seqs, TrainOptions{})
+		m.ForwardTrain(tape, seqs, TrainOptions{Adapters: AdaptersOff})
 		m.Backward(tape, dlogp, nil)
 		for l, a := range adapters {
 			if !allZero(a.dM) {
@@ -232,13 +235,13 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 			return s
 		}
 		loss()
-		g := m.NewGrads()
+		g := newGrads(t, m)
 		if err := m.Backward(tape, dlogp, g); err != nil {
 			t.Fatal(err)
 		}
 		worst, worstName := 0.0, ""
 		for _, p := range m.Params {
-			gp := g.Of(p)
+			gp := g.Of(p).F32()
 			var scale float64
 			for _, v := range gp {
 				scale = math.Max(scale, math.Abs(float64(v)))
@@ -269,15 +272,19 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 // copiedWeight is a non-dense Weight (standing in for a quantized one).
 type copiedWeight struct{ d Dense }
 
-func (c *copiedWeight) MulT(y, x []float32, rows int)     { c.d.MulT(y, x, rows) }
-func (c *copiedWeight) MulAcc(dx, dy []float32, rows int) { c.d.MulAcc(dx, dy, rows) }
+func (c *copiedWeight) MulT(b backend.Backend, y, x backend.Buf, rows int) error {
+	return c.d.MulT(b, y, x, rows)
+}
+func (c *copiedWeight) MulAcc(b backend.Backend, dx, dy backend.Buf, rows int) error {
+	return c.d.MulAcc(b, dx, dy, rows)
+}
 
 // TestReleaseReplaced: replacing weights and releasing their dense copies keeps the
 // model's outputs and shrinks the parameter buffer.
 func TestReleaseReplaced(t *testing.T) {
 	m := randomModel(t, tinyConfigs()["qwen2-bias"], 41)
 	seqs := [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9}}
-	before, _ := m.LogProbs(seqs, 1)
+	before, _ := m.LogProbs(seqs, 1, AdaptersOn)
 	n0 := m.NumParams()
 	freed := 0
 	for _, l := range m.Linears() {
@@ -290,7 +297,7 @@ func TestReleaseReplaced(t *testing.T) {
 	if got := m.ReleaseReplaced(); got != freed || m.NumParams() != n0-freed {
 		t.Fatalf("freed %d of %d, %d parameters left of %d", got, freed, m.NumParams(), n0)
 	}
-	after, _ := m.LogProbs(seqs, 1)
+	after, _ := m.LogProbs(seqs, 1, AdaptersOn)
 	for i := range before[0] {
 		if before[0][i] != after[0][i] {
 			t.Fatalf("token %d: log-prob %g before, %g after", i, before[0][i], after[0][i])
@@ -300,14 +307,14 @@ func TestReleaseReplaced(t *testing.T) {
 		t.Fatal("released tensor still listed")
 	}
 	// Full gradients still work for what is left (the replaced weights get none).
-	tape, g := m.NewTape(), m.NewGrads()
+	tape, g := m.NewTape(), newGrads(t, m)
 	if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Backward(tape, [][]float32{{0, 1, 1, 1, 1, 1, 1, 1, 1}}, g); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := m.Param("model.norm.weight"); allZero(g.Of(p)) {
+	if p, _ := m.Param("model.norm.weight"); allZero(g.Of(p).F32()) {
 		t.Fatal("no gradient after release")
 	}
 }
@@ -327,7 +334,7 @@ func TestFirstScored(t *testing.T) {
 		}
 	}
 	run := func(o TrainOptions) (*Tape, *Grads) {
-		tape, g := m.NewTape(), m.NewGrads()
+		tape, g := m.NewTape(), newGrads(t, m)
 		if err := m.ForwardTrain(tape, seqs, o); err != nil {
 			t.Fatal(err)
 		}
@@ -349,9 +356,10 @@ func TestFirstScored(t *testing.T) {
 			}
 		}
 	}
-	for i := range gFull.Data {
-		if d := math.Abs(float64(gFull.Data[i] - gPart.Data[i])); d > 1e-6 {
-			t.Fatalf("gradient %d: %g with every row, %g with FirstScored", i, gFull.Data[i], gPart.Data[i])
+	gf, gp := gFull.Data.F32(), gPart.Data.F32()
+	for i := range gf {
+		if d := math.Abs(float64(gf[i] - gp[i])); d > 1e-6 {
+			t.Fatalf("gradient %d: %g with every row, %g with FirstScored", i, gf[i], gp[i])
 		}
 	}
 	dlogp[0][1] = 1

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"rlhfstation/engine/backend"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tokenizer"
@@ -260,7 +259,7 @@ func (t *Trainer) ValLoss() (float64, error) {
 // MeanLoss is the mean of −log p(token | the tokens before it in its sequence) over every
 // token but each sequence's first.
 func MeanLoss(m *model.Model, seqs [][]int) (float64, error) {
-	lp, err := m.LogProbs(seqs, 1)
+	lp, err := m.LogProbs(seqs, 1, model.AdaptersOn)
 	if err != nil {
 		return 0, err
 	}
@@ -341,10 +340,18 @@ type updater struct {
 }
 
 func newUpdater(m *model.Model, o Options) (*updater, error) {
-	u := &updater{m: m, tape: m.NewTape(), grads: m.NewGrads(), clip: o.Clip}
+	grads, err := m.NewGrads()
+	if err != nil {
+		return nil, err
+	}
+	u := &updater{m: m, tape: m.NewTape(), grads: grads, clip: o.Clip}
 	var mats, vecs []*optim.Param
 	for _, p := range m.Params {
-		op := &optim.Param{Name: p.Name, Data: backend.HostF32(p.Data), Grad: backend.HostF32(u.grads.Of(p))}
+		data, err := m.Buf(p)
+		if err != nil {
+			return nil, err
+		}
+		op := &optim.Param{Name: p.Name, Data: data, Grad: u.grads.Of(p)}
 		u.all = append(u.all, op)
 		if len(p.Shape) >= 2 {
 			mats = append(mats, op)
@@ -352,7 +359,6 @@ func newUpdater(m *model.Model, o Options) (*updater, error) {
 			vecs = append(vecs, op)
 		}
 	}
-	var err error
 	if u.decay, err = optim.NewAdamW(m.Backend(), mats, 0.9, 0.95, 1e-8, o.WeightDecay); err != nil {
 		return nil, err
 	}

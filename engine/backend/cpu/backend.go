@@ -77,6 +77,41 @@ func (*Backend) Alloc(dt backend.DType, n int) (backend.Buf, error) {
 	return backend.Buf{}, fmt.Errorf("cpu: allocation of %s", dt)
 }
 
+// Place views the host slice itself when dt is its type, else allocates and uploads.
+func (b *Backend) Place(host any, dt backend.DType) (backend.Buf, error) {
+	switch h := host.(type) {
+	case []float32:
+		if dt == backend.F32 {
+			return backend.HostF32(h), nil
+		}
+	case []int32:
+		if dt == backend.I32 {
+			return backend.HostI32(h), nil
+		}
+	case []int64:
+		if dt == backend.I64 {
+			return backend.HostI64(h), nil
+		}
+	case []byte:
+		if dt == backend.U8 {
+			return backend.HostU8(h), nil
+		}
+	case []float64:
+		if dt == backend.F64 {
+			return backend.HostF64(h), nil
+		}
+	}
+	n := lenOf(host)
+	if n < 0 {
+		return backend.Buf{}, fmt.Errorf("cpu: place of %T", host)
+	}
+	x, err := b.Alloc(dt, n)
+	if err != nil {
+		return backend.Buf{}, err
+	}
+	return x, b.Upload(x, host)
+}
+
 // Free lets the garbage collector have the memory.
 func (*Backend) Free(backend.Buf) error { return nil }
 

@@ -91,6 +91,36 @@ func (b *Backend) Device() *Device { return b.d }
 // Close waits for the work queued and releases the device.
 func (b *Backend) Close() error { return b.d.Close() }
 
+// Place allocates dt elements and uploads the host values (device memory is never a view).
+func (b *Backend) Place(host any, dt DType) (Buf, error) {
+	var n int
+	switch h := host.(type) {
+	case []float32:
+		n = len(h)
+	case []uint16:
+		n = len(h)
+	case []byte:
+		n = len(h)
+	case []int32:
+		n = len(h)
+	case []int64:
+		n = len(h)
+	case []float64:
+		n = len(h)
+	default:
+		return Buf{}, fmt.Errorf("cuda: place of %T", host)
+	}
+	x, err := b.Alloc(dt, n)
+	if err != nil {
+		return Buf{}, err
+	}
+	if err := b.Upload(x, host); err != nil {
+		b.Free(x)
+		return Buf{}, err
+	}
+	return x, nil
+}
+
 // Alloc returns n elements of dt, uninitialised.
 func (b *Backend) Alloc(dt DType, n int) (Buf, error) {
 	if n < 0 {

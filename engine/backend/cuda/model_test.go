@@ -231,7 +231,7 @@ func textSeqs(t *testing.T, dir string) [][]int {
 
 func checkModel(t *testing.T, name string, m *model.Model, seqs [][]int, maxAbs float64) {
 	b := testBackend(t)
-	want, err := m.LogProbs(seqs, 0)
+	want, err := m.LogProbs(seqs, 0, model.AdaptersOn)
 	must(t, err)
 	got := newDevModel(t, b, m).logProbs(t, seqs)
 	var worst, sum float64

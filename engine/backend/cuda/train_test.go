@@ -23,15 +23,11 @@ type cpuAdapter struct {
 	act lora.Activations
 }
 
-func (a *cpuAdapter) Forward(y, x []float32, rows int, train bool) {
-	if err := a.l.Forward(backend.HostF32(y), backend.HostF32(x), rows, train, 0, &a.act); err != nil {
-		panic(err)
-	}
+func (a *cpuAdapter) Forward(y, x backend.Buf, rows int, train bool) error {
+	return a.l.Forward(y, x, rows, train, 0, &a.act)
 }
-func (a *cpuAdapter) Backward(dx, dy, x []float32, rows int) {
-	if err := a.l.Backward(backend.HostF32(dx), backend.HostF32(dy), backend.HostF32(x), &a.act); err != nil {
-		panic(err)
-	}
+func (a *cpuAdapter) Backward(dx, dy, x backend.Buf, rows int) error {
+	return a.l.Backward(dx, dy, x, &a.act)
 }
 
 // devLoRA is one adapter on the device: float32 masters and gradients.
