@@ -44,7 +44,7 @@ func TestLiveRunInTmux(t *testing.T) {
 	tm.waitFor("Stop the run?")
 	tm.keys("y")
 	// The run saves and the program exits: the shell's sleep leaves a blank screen.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(screenWait)
 	for strings.Contains(tm.screen(false), "rlhfstation ·") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the workstation did not exit after q, y:\n%s", tm.screen(false))
@@ -64,7 +64,7 @@ func TestLiveRunInTmux(t *testing.T) {
 
 func waitForFile(t *testing.T, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(screenWait)
 	for {
 		if list, _ := checkpoint.List(dir); len(list) > 0 {
 			return

@@ -61,6 +61,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// screenWait bounds every wait for the screen or a file: generous, since a loaded machine
+// (CI, or two cores shared with other builds) can take many seconds to start a run, and a
+// passing wait returns as soon as the screen shows what it waits for.
+const screenWait = 60 * time.Second
+
 // tmux is one private tmux server holding one session.
 type tmux struct {
 	t      *testing.T
@@ -101,7 +106,7 @@ func (tm *tmux) keys(keys ...string) { tm.run(append([]string{"send-keys", "-t",
 // waitFor polls the screen until every string shows.
 func (tm *tmux) waitFor(wants ...string) string {
 	tm.t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(screenWait)
 	for {
 		s := tm.screen(false)
 		ok := true
@@ -121,7 +126,7 @@ func (tm *tmux) waitFor(wants ...string) string {
 // waitGone polls the screen until none of the strings shows.
 func (tm *tmux) waitGone(gone ...string) {
 	tm.t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(screenWait)
 	for {
 		s := tm.screen(false)
 		found := false
