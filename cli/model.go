@@ -32,11 +32,16 @@ func addModelFlags(fs *flag.FlagSet) modelFlags {
 	}
 }
 
-// load applies the device policy, resolves the model folder, loads the model and tokenizer,
+// load applies the device policy and opens the device, resolves the model folder, loads the model and tokenizer,
 // quantizes the base's linears as a run does when quant names a type (nf4, fp4; "" keeps them
-// as stored) and attaches the adapter when one is given. What it did is said on stderr.
+// as stored), makes it compute on the device and attaches the adapter when one is given. What
+// it did is said on stderr.
 func (f modelFlags) load(stderr io.Writer, quant string) (string, *model.Model, *tokenizer.Tokenizer, error) {
-	if err := checkDevice(*f.device, stderr); err != nil {
+	dev, note, err := engine.OpenDevice(*f.device)
+	if note != "" {
+		fmt.Fprintln(stderr, note)
+	}
+	if err != nil {
 		return "", nil, nil, err
 	}
 	dir, err := engine.ModelDir(*f.model)
@@ -57,6 +62,12 @@ func (f modelFlags) load(stderr io.Writer, quant string) (string, *model.Model, 
 			return "", nil, nil, err
 		}
 	}
+	if err := m.Use(dev); err != nil {
+		return "", nil, nil, err
+	}
+	if dev.Name() != "cpu" {
+		fmt.Fprintf(stderr, "computing on %s\n", engine.DeviceLabel(dev))
+	}
 	if *f.adapter != "" {
 		set, err := engine.AttachAdapter(m, *f.adapter)
 		if err != nil {
@@ -65,13 +76,4 @@ func (f modelFlags) load(stderr io.Writer, quant string) (string, *model.Model, 
 		fmt.Fprintf(stderr, "adapter %s: %d modules, r=%d\n", *f.adapter, len(set.Layers), set.Config.R)
 	}
 	return dir, m, tok, nil
-}
-
-// checkDevice applies the device policy to --device, saying on stderr when auto falls back.
-func checkDevice(d string, stderr io.Writer) error {
-	_, note, err := engine.SelectDevice(d)
-	if note != "" {
-		fmt.Fprintln(stderr, note)
-	}
-	return err
 }

@@ -148,6 +148,7 @@ func (e *Engine) abandon() {
 	}
 	e.lock.Release()
 	e.lock = nil
+	e.closeDevice()
 	if e.made != "" {
 		os.RemoveAll(e.made)
 		e.made = ""

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
@@ -68,7 +69,8 @@ type Engine struct {
 	mon      *monitor.Monitor
 	sampler  monitor.Sampler
 
-	device  string // where it computes (SelectDevice)
+	dev     backend.Backend // where it computes (OpenDevice)
+	device  string          // its label for events
 	runDir  string
 	runName string
 	step    int // optimizer steps done
@@ -207,7 +209,18 @@ func (e *Engine) close() {
 		e.tb.Close()
 	}
 	e.lock.Release()
+	e.closeDevice()
 	close(e.out)
+}
+
+// closeDevice waits for the device's queued work and releases it.
+func (e *Engine) closeDevice() {
+	if e.dev != nil {
+		if err := e.dev.Close(); err != nil {
+			e.logf("closing the device: %v", err)
+		}
+		e.dev = nil
+	}
 }
 
 // stepRNG is the generator of one step's randomness (sampling seeds, LoRA dropout). It is a

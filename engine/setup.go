@@ -48,11 +48,11 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 			return nil, err
 		}
 	}
-	device, note, err := SelectDevice(cfg.Device)
+	dev, note, err := OpenDevice(cfg.Device)
 	if err != nil {
 		return nil, err
 	}
-	e.device = device
+	e.dev, e.device = dev, DeviceLabel(dev)
 	if note != "" {
 		e.logf("%s", note)
 	}
@@ -122,6 +122,14 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		if err := e.init.targets(cfg, e.model, e.logf); err != nil {
 			return nil, err
 		}
+	}
+	// The model computes on the device from here: its weights go there on the first pass,
+	// after the device said the run fits.
+	if err := checkDeviceMemory(e.dev, e.model, cfg); err != nil {
+		return nil, err
+	}
+	if err := e.model.Use(e.dev); err != nil {
+		return nil, err
 	}
 	if err := e.attachAdapters(); err != nil {
 		return nil, err

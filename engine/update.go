@@ -231,6 +231,7 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	metrics["completions/mean_length"] = lengths / float64(n)
 	metrics["completions/clipped_ratio"] = cut / float64(n)
 	res := e.sampler.Sample(time.Now(), int64(roll.tokens))
+	res.GPUBytes = deviceBytes(e.dev)
 	for k, v := range res.Metrics() {
 		metrics[k] = v
 	}
