@@ -81,6 +81,7 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 		if b.rewardMetrics, err = e.reward(b); err != nil {
 			return nil, err
 		}
+		e.alignAnswers(b)
 		if g.old {
 			if err := e.keepOldLogProbs(b); err != nil {
 				return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
+	"rlhfstation/rewards"
 )
 
 // A generation batch still being served is saved with the checkpoint (checkpoint.Generation)
@@ -49,6 +50,8 @@ type savedRollout struct {
 	Reward     float64        `json:"reward"`
 	ByFunc     events.Metrics `json:"by_func"`
 	Advantage  float64        `json:"advantage"`
+	// AnswerDigits: NTL as a loss, [completion token index, target] pairs.
+	AnswerDigits [][2]int `json:"answer_digits,omitempty"`
 }
 
 // floats is a []float64 in JSON with non-finite values as strings, as events.Metrics has them.
@@ -119,9 +122,13 @@ func (e *Engine) marshalGeneration() ([]byte, error) {
 	for _, b := range g.batches {
 		sb := savedBatch{Tokens: b.tokens, All: b.all, Seconds: b.seconds, RewardMetrics: b.rewardMetrics, ZeroStd: b.zeroStd}
 		for _, r := range b.rollouts {
-			sb.Rollouts = append(sb.Rollouts, savedRollout{Answer: r.example.Answer, Prompt: r.prompt, Tokens: r.tokens, Cut: r.cut,
+			sr := savedRollout{Answer: r.example.Answer, Prompt: r.prompt, Tokens: r.tokens, Cut: r.cut,
 				Text: r.text, PromptText: r.promptTx, RefLogP: r.refLogP, OldLogP: r.oldLogP, Reward: r.reward,
-				ByFunc: r.byFunc, Advantage: r.adv})
+				ByFunc: r.byFunc, Advantage: r.adv}
+			for _, d := range r.answerDigits {
+				sr.AnswerDigits = append(sr.AnswerDigits, [2]int{d.Pos, d.Target})
+			}
+			sb.Rollouts = append(sb.Rollouts, sr)
 		}
 		s.Batches = append(s.Batches, sb)
 	}
@@ -157,9 +164,16 @@ func (e *Engine) restoreGeneration(path string, b []byte) error {
 			if len(r.RefLogP) != len(r.Tokens) || (r.OldLogP != nil && len(r.OldLogP) != len(r.Tokens)) || (s.Old && r.OldLogP == nil) {
 				return fmt.Errorf("%s: micro-batch %d, completion %d: log-probs do not match its %d tokens", path, i, j, len(r.Tokens))
 			}
-			b.rollouts = append(b.rollouts, &rollout{example: data.Example{Prompt: r.PromptText, Answer: r.Answer}, prompt: r.Prompt, tokens: r.Tokens, cut: r.Cut,
+			ro := &rollout{example: data.Example{Prompt: r.PromptText, Answer: r.Answer}, prompt: r.Prompt, tokens: r.Tokens, cut: r.Cut,
 				text: r.Text, promptTx: r.PromptText, refLogP: r.RefLogP, oldLogP: r.OldLogP, reward: r.Reward,
-				byFunc: r.ByFunc, adv: r.Advantage})
+				byFunc: r.ByFunc, adv: r.Advantage}
+			for _, d := range r.AnswerDigits {
+				if d[0] < 0 || d[0] >= len(r.Tokens) || d[1] < 0 || d[1] > 9 {
+					return fmt.Errorf("%s: micro-batch %d, completion %d: answer digit %v outside its %d tokens", path, i, j, d, len(r.Tokens))
+				}
+				ro.answerDigits = append(ro.answerDigits, rewards.AnswerDigit{Pos: d[0], Target: d[1]})
+			}
+			b.rollouts = append(b.rollouts, ro)
 			b.rewards = append(b.rewards, r.Reward)
 		}
 		g.batches = append(g.batches, b)

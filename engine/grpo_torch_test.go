@@ -52,6 +52,16 @@ type microBatch struct {
 	// Skip: part of the generation batch (its advantages and dapo's token count) but not
 	// trained on in this step.
 	Skip bool `json:"skip,omitempty"`
+	// NTLPositions are, per completion, NTL's [completion token index, target digit] pairs.
+	NTLPositions [][][2]int `json:"ntl_positions,omitempty"`
+}
+
+// refNTL is NTL as an auxiliary loss in the reference's request.
+type refNTL struct {
+	LossWeight  float64 `json:"loss_weight"`
+	Loss        string  `json:"loss"`
+	DigitIDs    []int   `json:"digit_ids"`
+	DigitValues []int   `json:"digit_values"`
 }
 
 type stepCase struct {
@@ -78,6 +88,7 @@ type stepCase struct {
 	// OldLoRA are the adapters at sampling time (num_iterations > 1: the completions were
 	// drawn before the last update); nil means logp_old = logp detached.
 	OldLoRA map[string]refLoRA `json:"old_lora,omitempty"`
+	NTL     *refNTL            `json:"ntl,omitempty"`
 }
 
 func (c stepCase) String() string {

@@ -40,14 +40,17 @@ type offPolicyStep struct {
 // batch's micro-batches (those not served in the step marked skip), the adapters before the
 // step as the policy, and the adapters that sampled the batch as logp_old's when the engine
 // kept it. Every step must train on micro-batches of one generation batch, each once.
-func runOffPolicySteps(t *testing.T, name string, c *config.Config, steps int) []offPolicyStep {
+func runOffPolicySteps(t *testing.T, name string, c *config.Config, steps int, prep func(e *Engine)) []offPolicyStep {
 	t.Helper()
-	e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, "story")})
+	e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: prompts(t, c.Preset)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.close()
 	e.funcs = []rewards.Weighted{{Func: nllReward{}, Weight: 1}}
+	if prep != nil {
+		prep(e)
+	}
 	var out []offPolicyStep
 	var sampler map[string]refLoRA // the adapters that drew the generation batch in use
 	for s := 1; s <= steps; s++ {
@@ -82,6 +85,9 @@ func runOffPolicySteps(t *testing.T, name string, c *config.Config, steps int) [
 		if g.old {
 			sc.OldLoRA = sampler
 		}
+		if lw := e.ntlLossWeight(); lw > 0 {
+			sc.NTL = &refNTL{LossWeight: lw, Loss: string(e.preset.NTL.Loss), DigitIDs: e.digits.IDs, DigitValues: e.digits.Digits}
+		}
 		for k, b := range g.batches {
 			var m microBatch
 			for _, r := range b.rollouts {
@@ -89,6 +95,11 @@ func runOffPolicySteps(t *testing.T, name string, c *config.Config, steps int) [
 				m.Completions = append(m.Completions, r.tokens)
 				m.Rewards = append(m.Rewards, r.reward)
 				m.Truncated = append(m.Truncated, r.cut)
+				var pos [][2]int
+				for _, d := range r.answerDigits {
+					pos = append(pos, [2]int{d.Pos, d.Target})
+				}
+				m.NTLPositions = append(m.NTLPositions, pos)
 			}
 			m.Skip = !served[k]
 			sc.MicroBatches = append(sc.MicroBatches, m)
@@ -130,7 +141,7 @@ func TestOffPolicyStepsMatchTorch(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := fmt.Sprintf("%s-%s-%s-mu%d-spg%d-ga%d", s.loss, s.level, s.scale, s.iters, c.GenerationSteps(), s.ga)
-		steps := runOffPolicySteps(t, name, c, 3)
+		steps := runOffPolicySteps(t, name, c, 3, nil)
 		// Which steps draw and which reuse follows TRL: every steps_per_generation ×
 		// num_iterations micro-steps.
 		uses := c.GenerationSteps() * s.iters
@@ -299,5 +310,79 @@ func TestInterruptedDrawGivesTheBatchBack(t *testing.T) {
 	if e.gen != gen || e.gen.used != used || e.cursor != cursor || e.tokensSeen != seen || e.step != 2 {
 		t.Errorf("after the interrupted step: batch kept %v, used %d (was %d), cursor %d (was %d), tokens %d (was %d), step %d",
 			e.gen == gen, e.gen.used, used, e.cursor, cursor, e.tokensSeen, seen, e.step)
+	}
+}
+
+// NTL as an auxiliary loss ([ntl] loss_weight): the engine's loss and LoRA gradients with
+// λ·NTL at the aligned answer digits added, against PyTorch autograd through the softmax over
+// the digit tokens; mse and wasserstein, on- and off-policy, with truncated completions
+// masked. The comparison must reject the same steps without the term.
+func TestNTLLossMatchesTorch(t *testing.T) {
+	type setup struct {
+		loss                string
+		lambda              float64
+		iters, ga           int
+		mask                bool
+		lossType, scaleAdv  string
+		maxCompletionLength int
+	}
+	var all []offPolicyStep
+	for i, s := range []setup{
+		{"wasserstein", 0.5, 1, 2, false, grpo.LossDAPO, grpo.ScaleGroup, 12},
+		{"mse", 0.05, 2, 1, true, grpo.LossGRPO, grpo.ScaleBatch, 160}, // long enough that some stop
+	} {
+		c := tinyConfig(t, "math", 10)
+		c.Quant.Type = "none"
+		c.LoRA.InitLoRAWeights = false
+		c.MaxGradNorm = 0
+		c.LearningRate = 1e-2
+		c.LossType, c.ScaleRewards, c.Beta = s.lossType, s.scaleAdv, 0.04
+		c.NumIterations, c.GradientAccumulationSteps = s.iters, s.ga
+		c.MaskTruncatedCompletions, c.MaxCompletionLength = s.mask, s.maxCompletionLength
+		c.RunName = fmt.Sprintf("ntl%d", i)
+		if err := c.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("ntl-%s-lambda%g-mu%d-ga%d-mask%v", s.loss, s.lambda, s.iters, s.ga, s.mask)
+		steps := runOffPolicySteps(t, name, c, 2, func(e *Engine) {
+			e.preset.NTL.LossWeight, e.preset.NTL.Loss = s.lambda, rewards.NTLLoss(s.loss)
+		})
+		positions := 0.0
+		for _, st := range steps {
+			positions += st.metrics["ntl/aux_positions"]
+			t.Logf("%s: ntl/aux_loss %.4g over %v positions", st.name, st.metrics["ntl/aux_loss"], st.metrics["ntl/aux_positions"])
+		}
+		if positions == 0 {
+			t.Fatalf("%s: no answer digit to train: the test needs some", name)
+		}
+		all = append(all, steps...)
+	}
+	models := map[string]refModel{}
+	var cases []stepCase
+	for _, st := range all {
+		models[st.sc.Model] = st.ref
+		cases = append(cases, st.sc)
+	}
+	// Negative control: the first step with aligned digits, without the NTL term in PyTorch.
+	control := -1
+	for i, st := range all {
+		if control < 0 && st.metrics["ntl/aux_positions"] > 0 {
+			control = i
+			c := st.sc
+			c.NTL = nil
+			cases = append(cases, c)
+		}
+	}
+	want := runStepReference(t, models, cases)
+	for i, st := range all {
+		if err, where := stepError(st.got, want[i]); !(err <= stepTol) {
+			t.Errorf("%s: trainStep's %s differs from PyTorch by %.3g relative (tolerance %g): loss %.9g, torch %.9g",
+				st.name, where, err, stepTol, st.got.Loss, want[i].Loss)
+		} else {
+			t.Logf("%s: worst relative error %.3g (%s); loss %.6g", st.name, err, where, st.got.Loss)
+		}
+	}
+	if err, where := stepError(all[control].got, want[len(all)]); err <= 100*stepTol {
+		t.Errorf("%s without the NTL term in PyTorch: error %.3g at %s, want a mismatch", all[control].name, err, where)
 	}
 }

@@ -29,6 +29,9 @@ type rollout struct {
 	byFunc   map[string]float64
 	adv      float64
 	promptTx string
+
+	// answerDigits are the answer's digits NTL as a loss trains (Pos: index in tokens).
+	answerDigits []rewards.AnswerDigit
 }
 
 // batch is one micro-batch: some prompts, G completions each.

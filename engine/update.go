@@ -51,7 +51,7 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	loss, lossStats, err := e.lossAndBackward(roll.batches)
+	loss, lossStats, aux, err := e.lossAndBackward(roll.batches)
 	if err != nil {
 		return err
 	}
@@ -61,6 +61,7 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	}
 	e.step = step
 	metrics := e.stepMetrics(roll, loss, lossStats, upd, time.Since(t0).Seconds())
+	aux.metrics(metrics)
 	return e.publishStep(step, metrics, roll.batches, upd)
 }
 
@@ -112,12 +113,17 @@ func (e *Engine) rollout(ctx context.Context, step int) (*stepRollout, error) {
 
 // lossAndBackward runs each micro-batch through the policy with its tape (adapters on), takes
 // the GRPO loss of its completions (importance weights against logp_old where the generation
-// batch kept it) and propagates its gradient into the adapters.
-func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) {
+// batch kept it), plus NTL as an auxiliary loss when it is one (ntlloss.go), and propagates
+// its gradient into the adapters.
+func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux, error) {
 	ga := len(batches)
 	e.adapters.ZeroGrad()
 	var loss float64
 	var lossStats grpo.Stats
+	var aux ntlAux
+	if e.ntlLossWeight() > 0 {
+		aux.positions = e.ntlPositions(batches)
+	}
 	tape := e.tape()
 	for _, b := range batches {
 		params := lossParams(e.cfg)
@@ -128,9 +134,12 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) 
 			seqs[i] = append(append(make([]int, 0, len(r.prompt)+len(r.tokens)), r.prompt...), r.tokens...)
 			first[i] = len(r.prompt) // the LM head runs on completion positions only
 		}
-		if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true, FirstScored: first,
-			Adapters: model.AdaptersOn}); err != nil {
-			return 0, lossStats, err
+		opts := model.TrainOptions{Temperature: float32(e.cfg.Temperature), Entropy: true, FirstScored: first, Adapters: model.AdaptersOn}
+		if aux.positions > 0 {
+			opts.Digits = e.ntlQuery(b)
+		}
+		if err := e.model.ForwardTrain(tape, seqs, opts); err != nil {
+			return 0, lossStats, aux, err
 		}
 		gs := make([]grpo.Sequence, len(b.rollouts))
 		for i, r := range b.rollouts {
@@ -143,7 +152,14 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) 
 		}
 		res, err := grpo.Loss(gs, params)
 		if err != nil {
-			return 0, lossStats, err
+			return 0, lossStats, aux, err
+		}
+		if aux.positions > 0 {
+			share, err := e.ntlLoss(tape, b, aux.positions, &aux)
+			if err != nil {
+				return 0, lossStats, aux, err
+			}
+			loss += share
 		}
 		// Token-mean losses of each micro-batch average over the accumulation (as the
 		// Trainer divides by gradient_accumulation_steps); dapo is already normalised by
@@ -164,10 +180,10 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, error) 
 			dlogp[i] = d
 		}
 		if err := e.model.Backward(tape, dlogp, nil); err != nil {
-			return 0, lossStats, err
+			return 0, lossStats, aux, err
 		}
 	}
-	return loss, lossStats, nil
+	return loss, lossStats, aux, nil
 }
 
 // stepUpdate is what the update phase did.

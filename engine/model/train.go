@@ -15,6 +15,12 @@ type Tape struct {
 	// LogProbs[s][0] = 0. Entropy[s][i] is the entropy of that distribution (when asked).
 	LogProbs [][]float32
 	Entropy  [][]float32
+	// DigitLogits[s][j] are the logits of TrainOptions.Digits.IDs (raw: before the
+	// temperature) in the distribution that predicts token Digits.At[s][j] of sequence s.
+	// DigitGrad, when the caller sets it before Backward (of the same shape), is the loss's
+	// derivative with respect to them (digits.go).
+	DigitLogits [][][]float32
+	DigitGrad   [][][]float32
 
 	m       *Model
 	seqs    [][]int
@@ -34,6 +40,7 @@ type Tape struct {
 	hselMem backend.Buf
 	mem     [kinds]backend.Buf // the activation allocations
 	g       grads              // backward scratch
+	dig     digitTape
 }
 
 // grads is the backward's scratch: one block's worth, reused from the last block down.
@@ -59,6 +66,8 @@ type TrainOptions struct {
 	// Adapters: AdaptersOn (the zero value) trains the policy, the adapters in training mode
 	// (dropout included); AdaptersOff runs the frozen base alone.
 	Adapters Adapters
+	// Digits, when set, asks for Tape.DigitLogits.
+	Digits *DigitQuery
 }
 
 // NewTape makes an empty tape for m.
@@ -80,6 +89,7 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	}
 	p.train = true
 	t.seqs, t.p, t.ad, t.invT = seqs, p, o.Adapters, invTemperature(o.Temperature)
+	t.DigitLogits, t.DigitGrad, t.dig.at = nil, nil, nil
 	t.targets = targetsOf(p, seqs)
 	rows := p.rows
 	if rows == 0 {
@@ -120,6 +130,11 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	}
 	if n > 0 {
 		if err := m.headLogProbs(logpSel, entSel, t.hsel, t.tsel, n, t.invT, nil); err != nil {
+			return fmt.Errorf("train forward: %w", err)
+		}
+	}
+	if o.Digits != nil {
+		if err := t.digitForward(o.Digits); err != nil {
 			return fmt.Errorf("train forward: %w", err)
 		}
 	}
@@ -253,6 +268,9 @@ func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 	if len(dlogp) != len(t.seqs) {
 		return fmt.Errorf("backward: %d dlogp rows for %d sequences", len(dlogp), len(t.seqs))
 	}
+	if err := t.checkDigitGrad(); err != nil {
+		return fmt.Errorf("backward: %w", err)
+	}
 	p := t.p
 	rowGrad := make([]float32, p.rows)
 	for _, r := range p.runs {
@@ -285,6 +303,9 @@ func (m *Model) backward(t *Tape, selGrad []float32, g *Grads) error {
 	c := &m.Config
 	rows, D := p.rows, c.Dim
 	if err := m.headBackward(t, selGrad, g); err != nil {
+		return err
+	}
+	if err := t.digitBackward(g); err != nil {
 		return err
 	}
 	b.Zero(gr.res)

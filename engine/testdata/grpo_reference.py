@@ -25,6 +25,13 @@ script adds what a GRPO step puts on top of it, written from DESIGN section 5:
     micro-batch marked "skip" is part of the generation batch but not trained on in this
     step (steps_per_generation > gradient_accumulation_steps).
 
+NTL as an auxiliary loss (the case's "ntl": loss_weight, loss "mse"|"wasserstein", the digit
+tokens' ids and digit values; each micro-batch's "ntl_positions": per completion the
+[completion token index, target digit] pairs) adds loss_weight times the mean, over every such
+position of the micro-batches trained on (completions dropped by mask_truncated_completions
+left out), of the cost of p(d): the softmax over the digit tokens' raw logits (temperature 1)
+in the distribution that predicts that token, summed per digit value (DESIGN 6.2).
+
 Everything runs in float64, so the reference's own rounding is far below the test's tolerance.
 
 Input (stdin, JSON):
@@ -80,15 +87,29 @@ def merged(cfg, base, lora, params):
     return w
 
 
-def completion_logps(cfg, w, prompt, completion, temperature):
+def completion_logps(cfg, w, prompt, completion, temperature, raw=False):
     """log p(completion[k] | prompt, completion[<k]) under softmax(logits / T), and the entropy
-    of each of those distributions (detached)."""
+    of each of those distributions (detached); with raw, also the raw logits of those rows."""
     seq = list(prompt) + list(completion)
     logits = reference.forward(cfg, w, seq)
     logp_all = torch.log_softmax(logits[:-1] / temperature, dim=-1)
     lp = logp_all.gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
     ent = -(logp_all.exp() * logp_all).sum(-1).detach()
+    if raw:
+        return lp[len(prompt) - 1:], ent[len(prompt) - 1:], logits[len(prompt) - 1:-1]
     return lp[len(prompt) - 1:], ent[len(prompt) - 1:]
+
+
+def ntl_cost(ntl, row, target):
+    """NTL's cost at one position: p(d) from the softmax over the digit tokens' logits."""
+    p_tok = torch.softmax(row[torch.tensor(ntl["digit_ids"])], dim=-1)
+    p = torch.zeros(10, dtype=DT).index_add(0, torch.tensor(ntl["digit_values"]), p_tok)
+    d = torch.arange(10, dtype=DT)
+    if ntl["loss"] == "mse":
+        return ((d * p).sum() - target) ** 2
+    if ntl["loss"] == "wasserstein":
+        return (p * (d - target).abs()).sum()
+    raise ValueError(ntl["loss"])
 
 
 def quantile(x, q):
@@ -184,6 +205,16 @@ def run_case(case, model):
     masking = case.get("mask_truncated_completions")
     n_all = sum(len(c) for mb in mbs for c, tr in zip(mb["completions"], mb.get("truncated") or [False] * len(mb["completions"]))
                 if not (masking and tr))
+    ntl = case.get("ntl")
+    n_ntl = 0
+    if ntl:
+        for mb in mbs:
+            if mb.get("skip"):
+                continue
+            truncated = mb.get("truncated") or [False] * len(mb["completions"])
+            for pos, tr in zip(mb.get("ntl_positions") or [], truncated):
+                if not (masking and tr):
+                    n_ntl += len(pos or [])
     total = torch.zeros((), dtype=DT)
     scale = 0.0
     advs = []
@@ -198,8 +229,13 @@ def run_case(case, model):
                 continue
             per_seq = []
             truncated = mb.get("truncated") or [False] * len(mb["completions"])
-            for p, c, tr in zip(mb["prompts"], mb["completions"], truncated):
-                lp, ent = completion_logps(cfg, w, p, c, T)
+            ntl_pos = mb.get("ntl_positions") or [[] for _ in mb["completions"]]
+            aux = torch.zeros((), dtype=DT)
+            for p, c, tr, npos in zip(mb["prompts"], mb["completions"], truncated, ntl_pos):
+                lp, ent, raw = completion_logps(cfg, w, p, c, T, raw=True)
+                if ntl and n_ntl and not (masking and tr):
+                    for k, target in npos or []:
+                        aux = aux + ntl["loss_weight"] * ntl_cost(ntl, raw[k], target) / n_ntl
                 key = (case["model"], T, tuple(p), tuple(c))
                 if key not in REF:  # the reference depends on the sequence alone
                     with torch.no_grad():
@@ -212,7 +248,7 @@ def run_case(case, model):
             loss, size = micro_loss(case, per_seq, adv.tolist(), n_all)
             if case["loss_type"] not in ("dapo", "cispo", "vespo"):
                 loss, size = loss / ga, size / ga  # the accumulated micro-batches average
-            total, scale = total + loss, scale + size
+            total, scale = total + loss + aux, scale + size + abs(aux.item())
         total.backward()
     grads = {m: {"a": p["a"].grad.flatten().tolist(), "b": p["b"].grad.flatten().tolist()}
              for m, p in params.items()}
