@@ -60,7 +60,7 @@ func (s FolderSummary) WriteText(w io.Writer) error {
 // Linear weights bitsandbytes quantizes, by family: transformers replaces every nn.Linear
 // (and GPT-2's Conv1D) but the LM head; embeddings are not linears.
 var (
-	llamaLinear = regexp.MustCompile(`(^|\.)layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight$`)
+	llamaLinear = regexp.MustCompile(`(^|\.)layers\.\d+\.(self_attn\.(q|k|v|o|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj)\.weight$`)
 	gpt2Linear  = regexp.MustCompile(`(^|\.)h\.\d+\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$`)
 )
 
@@ -116,14 +116,14 @@ func QuantizeFolder(dir, out string, o FolderOptions) (FolderSummary, error) {
 	var linear *regexp.Regexp
 	transpose := false
 	switch mt {
-	case "llama", "mistral", "qwen2":
-		linear = llamaLinear
+	case "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3":
+		linear = llamaLinear // phi3's fused qkv_proj and gate_up_proj included
 	case "gpt2":
 		linear, transpose = gpt2Linear, true
 	case "":
 		return sum, fmt.Errorf("%s: no model_type", cfgPath)
 	default:
-		return sum, fmt.Errorf("%s: model_type %q is not supported (gpt2, llama, mistral, qwen2)", cfgPath, mt)
+		return sum, fmt.Errorf("%s: model_type %q is not supported (gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3)", cfgPath, mt)
 	}
 	if err := checkOut(out); err != nil {
 		return sum, err
