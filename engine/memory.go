@@ -40,7 +40,7 @@ func EstimateMemory(mc *model.Config, c *config.Config, quantizedFolder bool) Es
 	} else {
 		seq += 256
 	}
-	seq = min(seq, int64(mc.MaxPos))
+	seq = min(seq, int64(mc.Context()))
 	seqs := int64(c.PerDeviceTrainBatchSize) * int64(c.NumGenerations)
 	rows := seqs * seq
 	e := Estimate{Weights: params * 4}

@@ -20,9 +20,9 @@ import (
 // checkContext refuses a completion length that leaves no room for a prompt in the model's
 // context (generation would stop at the context's end whatever max_completion_length says).
 func checkContext(mc *model.Config, c *config.Config, modelDir string) error {
-	if c.MaxCompletionLength >= mc.MaxPos {
+	if c.MaxCompletionLength >= mc.Context() {
 		return &ConfigError{fmt.Errorf("max_completion_length %d leaves no room for a prompt: the model's context is %d tokens (max_position_embeddings in %s); lower max_completion_length",
-			c.MaxCompletionLength, mc.MaxPos, filepath.Join(modelDir, "config.json"))}
+			c.MaxCompletionLength, mc.Context(), filepath.Join(modelDir, "config.json"))}
 	}
 	return nil
 }
@@ -31,7 +31,7 @@ func checkContext(mc *model.Config, c *config.Config, modelDir string) error {
 // context leaves beside the completion.
 func promptRoom(mc *model.Config, c *config.Config) int {
 	limit := c.MaxPromptLength
-	if room := mc.MaxPos - c.MaxCompletionLength; room > 0 && (limit <= 0 || room < limit) {
+	if room := mc.Context() - c.MaxCompletionLength; room > 0 && (limit <= 0 || room < limit) {
 		limit = room
 	}
 	return limit

@@ -130,7 +130,7 @@ func PromptContext(m *model.Model, tok *tokenizer.Tokenizer, prompt string) []in
 func (s *Scorer) prepare(t Text) (seq []int, first int, smp rewards.Sample) {
 	prompt := EncodePrompt(s.model, s.tok, t.Prompt, t.Rendered)
 	all := s.tok.Encode(t.Completion, false).IDs
-	limit := s.model.Config.MaxPos
+	limit := s.model.Config.Context()
 	if len(all) > limit-1 {
 		all = all[:limit-1]
 	}

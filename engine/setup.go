@@ -390,7 +390,7 @@ func (e *Engine) reportTruncation() {
 	}
 	if cut > 0 {
 		e.logf("%d of %d prompts checked are longer than %d tokens (max_prompt_length %d, context %d less max_completion_length %d); their beginnings are cut (longest: %d tokens)",
-			cut, n, limit, e.cfg.MaxPromptLength, e.model.Config.MaxPos, e.cfg.MaxCompletionLength, longest)
+			cut, n, limit, e.cfg.MaxPromptLength, e.model.Config.Context(), e.cfg.MaxCompletionLength, longest)
 	}
 }
 

@@ -21,7 +21,7 @@ type Cache struct {
 // NewCache makes a cache for batch sequences of up to capacity tokens each (clamped to the
 // model's context); its memory is allocated by the first Forward.
 func (m *Model) NewCache(batch, capacity int) *Cache {
-	capacity = min(capacity, m.Config.MaxPos)
+	capacity = min(capacity, m.Config.Context())
 	return &Cache{Batch: batch, Capacity: capacity, Len: make([]int, batch), kvDim: m.Config.KVDim(), layers: len(m.Layers)}
 }
 

@@ -193,36 +193,17 @@ func LoadConfig(dir string) (*Config, error) {
 	return c, nil
 }
 
-// ParseConfig reads the fields of a config.json and checks that this package implements
-// everything they ask for: unknown model types, activations, rope scalings and keys that
-// change the maths of a family that has none of them are errors rather than silently
-// different results.
-func ParseConfig(data []byte) (*Config, error) {
-	c, err := parseConfig(data)
-	if err != nil {
-		return nil, err
-	}
-	return c, c.runnable()
-}
-
-// wired lists the model types the model's layer loop runs; the others parse (so their
-// config reading is tested) but do not load yet.
-var wired = map[string]bool{"gpt2": true, "llama": true, "mistral": true, "qwen2": true}
-
-func (c *Config) runnable() error {
-	if !wired[c.ModelType] {
-		return fmt.Errorf("model_type %q is not supported yet (gpt2, llama, mistral, qwen2)", c.ModelType)
-	}
-	return nil
-}
-
 // decoderTypes are the model types of the Llama family this package reads.
 var decoderTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"}
 
 // isGemma reports whether a model type is one of the gemma generations.
 func isGemma(mt string) bool { return mt == "gemma" || mt == "gemma2" || mt == "gemma3_text" }
 
-func parseConfig(data []byte) (*Config, error) {
+// ParseConfig reads the fields of a config.json and checks that this package implements
+// everything they ask for: unknown model types, activations, rope scalings and keys that
+// change the maths of a family that has none of them are errors rather than silently
+// different results.
+func ParseConfig(data []byte) (*Config, error) {
 	var raw map[string]any
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
@@ -616,10 +597,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("model_type %q is not supported (gpt2, %s)", c.ModelType, strings.Join(decoderTypes, ", "))
 	}
 	c.implied()
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.runnable()
+	return c.check()
 }
 
 // maxLayers bounds num_hidden_layers before anything is allocated per layer.

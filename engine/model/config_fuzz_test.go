@@ -23,7 +23,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseConfig(data) // every family, wired into the layer loop or not
+		c, err := ParseConfig(data)
 		if err != nil {
 			if err.Error() == "" || strings.Contains(err.Error(), "%!") {
 				t.Fatalf("unreadable error %q", err)
@@ -37,7 +37,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("cannot write back %+v: %v", c, err)
 		}
-		c2, err := parseConfig(back)
+		c2, err := ParseConfig(back)
 		if err != nil {
 			t.Fatalf("own config.json refused: %v\n%s", err, back)
 		}

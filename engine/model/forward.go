@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"rlhfstation/engine/backend"
 )
@@ -13,15 +12,31 @@ type acts struct {
 	in           backend.Buf // block input, the residual stream [rows,Dim]
 	n1           backend.Buf // first norm's output [rows,Dim]
 	mean1, rstd1 backend.Buf // its statistics [rows] (mean: LayerNorm only)
-	qkv          backend.Buf // gpt2's fused projection [rows,3·Dim]
+	qkv          backend.Buf // a fused projection: gpt2's [rows,3·Dim], phi3's [rows,QDim+2·KVDim]
+	qpre, kpre   backend.Buf // q and k before their per-head norms (QKNorm)
+	qrstd, krstd backend.Buf // those norms' statistics [rows·Heads], [rows·KVHeads]
 	q, k, v      backend.Buf // [rows,QDim], [rows,KVDim] ×2, after RoPE
 	att          backend.Buf // attention output [rows,QDim]
+	ao, aorstd   backend.Buf // gemma2/3: the attention's projection before its norm [rows,Dim], the norm's rstd
 	mid          backend.Buf // residual stream after attention [rows,Dim]
 	n2           backend.Buf // second norm's output
 	mean2, rstd2 backend.Buf
+	gu           backend.Buf // phi3's fused gate and up projection [rows,2·Hidden]
 	fc1          backend.Buf // gate (llama) or c_fc (gpt2) output [rows,Hidden]
 	fc2          backend.Buf // up (llama) [rows,Hidden]
 	act          backend.Buf // MLP activation, the down projection's input [rows,Hidden]
+	mo, morstd   backend.Buf // gemma2/3: the MLP's output before its norm [rows,Dim], the norm's rstd
+}
+
+// qkvWidth is the width of a fused q, k, v projection (gpt2, phi3), 0 without one.
+func qkvWidth(c *Config) int {
+	switch {
+	case c.Family() == GPT2:
+		return 3 * c.Dim
+	case c.Fused:
+		return c.QDim() + 2*c.KVDim()
+	}
+	return 0
 }
 
 // The kinds of buffer an arena hands out, each of its own element type (Precision).
@@ -84,12 +99,20 @@ func (m *Model) carveActs(ar *arena, rows int, withIn bool) acts {
 	a.rstd1 = ar.take(kF32, rows)
 	if gpt2 {
 		a.mean1 = ar.take(kF32, rows)
-		a.qkv = ar.take(kAct, rows*3*D)
+	}
+	a.qkv = ar.take(kAct, rows*qkvWidth(c))
+	if c.QKNorm {
+		a.qpre, a.kpre = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.KVDim())
+		a.qrstd, a.krstd = ar.take(kF32, rows*c.Heads), ar.take(kF32, rows*c.KVHeads)
 	}
 	a.q = ar.take(kAct, rows*c.QDim())
 	a.k = ar.take(kAct, rows*c.KVDim())
 	a.v = ar.take(kAct, rows*c.KVDim())
 	a.att = ar.take(kAct, rows*c.QDim())
+	if c.Sandwich {
+		a.ao, a.aorstd = ar.take(kAct, rows*D), ar.take(kF32, rows)
+		a.mo, a.morstd = ar.take(kAct, rows*D), ar.take(kF32, rows)
+	}
 	a.mid = ar.take(kStream, rows*D)
 	a.n2 = ar.take(kAct, rows*D)
 	a.rstd2 = ar.take(kF32, rows)
@@ -97,6 +120,9 @@ func (m *Model) carveActs(ar *arena, rows int, withIn bool) acts {
 		a.mean2 = ar.take(kF32, rows)
 	} else {
 		a.fc2 = ar.take(kAct, rows*F)
+	}
+	if c.Fused {
+		a.gu = ar.take(kAct, rows*2*F)
 	}
 	a.fc1 = ar.take(kAct, rows*F)
 	a.act = ar.take(kAct, rows*F)
@@ -191,8 +217,8 @@ func (m *Model) newPass(tokens [][]int, start func(i int) int, ad Adapters) (*pa
 			continue
 		}
 		p0 := start(i)
-		if end := p0 + len(toks); end > m.Config.MaxPos {
-			return nil, fmt.Errorf("sequence %d: %d tokens exceed the model's context of %d", i, end, m.Config.MaxPos)
+		if end := p0 + len(toks); end > m.Config.Context() {
+			return nil, fmt.Errorf("sequence %d: %d tokens exceed the model's context of %d", i, end, m.Config.Context())
 		}
 		p.runs = append(p.runs, run{seq: i, row: p.rows, n: len(toks), pos: p0})
 		for j, id := range toks {
@@ -224,10 +250,11 @@ func (p *pass) release(b backend.Backend) {
 	p.idsBuf, p.posBuf = backend.Buf{}, backend.Buf{}
 }
 
-func (m *Model) attention() backend.Attention {
+// attention describes layer l's attention: its scale, window and soft-capping.
+func (m *Model) attention(l int) backend.Attention {
 	c := &m.Config
 	return backend.Attention{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Window: c.Window}
+		Scale: c.AttnScale(), Window: c.LayerWindow(l), Softcap: float32(c.AttnSoftcap)}
 }
 
 // spans lists the attention spans of a pass for block l: keys and values come from the
@@ -280,40 +307,52 @@ func (m *Model) blocks(p *pass, actsOf func(l int) *acts, out func(l int) backen
 	if !wpe.Nil() {
 		pos = p.posBuf
 	}
-	if err := m.b.EmbeddingForward(actsOf(0).in, p.idsBuf, pos, wte, wpe, c.Dim); err != nil {
+	x := actsOf(0).in
+	if err := m.b.EmbeddingForward(x, p.idsBuf, pos, wte, wpe, c.Dim); err != nil {
 		return backend.Buf{}, err
 	}
-	var rope *backend.RoPETable
-	if c.Family() == Llama {
-		if rope, err = m.ropeTable(maxPosOf(p)); err != nil {
+	if c.EmbedScale != 0 { // gemma: √hidden
+		if err := m.b.ScaleAll([]backend.Buf{x}, float32(c.EmbedScale)); err != nil {
 			return backend.Buf{}, err
 		}
 	}
-	att := m.attention()
 	for l := range m.Layers {
-		if err := m.blockForward(p, l, actsOf(l), out(l), tmp, rope, att); err != nil {
+		if err := m.blockForward(p, l, actsOf(l), out(l), tmp); err != nil {
 			return backend.Buf{}, fmt.Errorf("block %d: %w", l, err)
 		}
 	}
 	return out(len(m.Layers) - 1), nil
 }
 
-// blockForward is one transformer block: out = mid + MLP(norm2(mid)),
-// mid = in + Attention(norm1(in)).
-func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf, rope *backend.RoPETable, att backend.Attention) error {
+// blockForward is one transformer block: out = mid + [PostMLP](MLP(norm2(mid))),
+// mid = in + [PostAttn](Attention(norm1(in))), the bracketed norms gemma2/3's.
+func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) error {
 	c, L, b := &m.Config, &m.Layers[l], m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
 	ad, train := p.ad, p.train
 	err := m.norm(L.Norm1, a.n1, a.mean1, a.rstd1, a.in, rows)
-	if c.Family() == GPT2 {
+	q, k := a.q, a.k // where the projections land: before the per-head norms when there are some
+	if c.QKNorm {
+		q, k = a.qpre, a.kpre
+	}
+	if L.QKV != nil {
 		err = first(err,
 			func() error { return m.linearForward(L.QKV, a.qkv, a.n1, rows, train, ad) },
-			func() error { return splitQKV(b, a.q, a.k, a.v, a.qkv, rows, D) })
+			func() error { return splitQKV(b, q, k, a.v, a.qkv, rows, c.QDim(), c.KVDim()) })
 	} else {
 		err = first(err,
-			func() error { return m.linearForward(L.Q, a.q, a.n1, rows, train, ad) },
-			func() error { return m.linearForward(L.K, a.k, a.n1, rows, train, ad) },
-			func() error { return m.linearForward(L.V, a.v, a.n1, rows, train, ad) },
+			func() error { return m.linearForward(L.Q, q, a.n1, rows, train, ad) },
+			func() error { return m.linearForward(L.K, k, a.n1, rows, train, ad) },
+			func() error { return m.linearForward(L.V, a.v, a.n1, rows, train, ad) })
+	}
+	if c.QKNorm {
+		err = first(err,
+			func() error { return m.normRows(L.QNorm, a.q, a.qrstd, a.qpre, rows*c.Heads, c.HeadDim) },
+			func() error { return m.normRows(L.KNorm, a.k, a.krstd, a.kpre, rows*c.KVHeads, c.HeadDim) })
+	}
+	if c.Family() == Llama {
+		rope, err2 := m.ropeTable(maxPosOf(p), l)
+		err = first(err, func() error { return err2 },
 			func() error { return b.RoPEForward(a.q, p.posBuf, c.Heads, rope) },
 			func() error { return b.RoPEForward(a.k, p.posBuf, c.KVHeads, rope) })
 	}
@@ -324,23 +363,46 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf, rope
 	if err != nil {
 		return err
 	}
-	err = first(b.AttentionForward(a.att, backend.Buf{}, a.q, spans, att),
-		func() error { return m.linearForward(L.O, tmp, a.att, rows, train, ad) },
+	err = b.AttentionForward(a.att, backend.Buf{}, a.q, spans, m.attention(l))
+	if c.Sandwich {
+		err = first(err,
+			func() error { return m.linearForward(L.O, a.ao, a.att, rows, train, ad) },
+			func() error { return m.norm(L.PostAttn, tmp, backend.Buf{}, a.aorstd, a.ao, rows) })
+	} else {
+		err = first(err, func() error { return m.linearForward(L.O, tmp, a.att, rows, train, ad) })
+	}
+	err = first(err,
 		func() error { return b.ResidualForward(a.mid, a.in, tmp, rows*D) },
 		func() error { return m.norm(L.Norm2, a.n2, a.mean2, a.rstd2, a.mid, rows) })
-	if c.Family() == GPT2 {
+	switch {
+	case c.Family() == GPT2:
 		err = first(err,
 			func() error { return m.linearForward(L.Up, a.fc1, a.n2, rows, train, ad) },
 			func() error { return b.GELUForward(a.act, a.fc1, rows*F) })
-	} else {
+	case L.GateUp != nil: // gate and up side by side in each row
+		err = first(err,
+			func() error { return m.linearForward(L.GateUp, a.gu, a.n2, rows, train, ad) },
+			func() error { return b.Copy2D(a.fc1, F, a.gu, 2*F, rows, F) },
+			func() error { return b.Copy2D(a.fc2, F, a.gu.From(F), 2*F, rows, F) })
+	default:
 		err = first(err,
 			func() error { return m.linearForward(L.Gate, a.fc1, a.n2, rows, train, ad) },
-			func() error { return m.linearForward(L.Up, a.fc2, a.n2, rows, train, ad) },
-			func() error { return b.SwiGLUForward(a.act, a.fc1, a.fc2, rows*F) })
+			func() error { return m.linearForward(L.Up, a.fc2, a.n2, rows, train, ad) })
 	}
-	return first(err,
-		func() error { return m.linearForward(L.Down, tmp, a.act, rows, train, ad) },
-		func() error { return b.ResidualForward(out, a.mid, tmp, rows*D) })
+	switch c.MLP {
+	case SwiGLU:
+		err = first(err, func() error { return b.SwiGLUForward(a.act, a.fc1, a.fc2, rows*F) })
+	case GeGLU:
+		err = first(err, func() error { return b.GeGLUForward(a.act, a.fc1, a.fc2, rows*F) })
+	}
+	if c.Sandwich {
+		err = first(err,
+			func() error { return m.linearForward(L.Down, a.mo, a.act, rows, train, ad) },
+			func() error { return m.norm(L.PostMLP, tmp, backend.Buf{}, a.morstd, a.mo, rows) })
+	} else {
+		err = first(err, func() error { return m.linearForward(L.Down, tmp, a.act, rows, train, ad) })
+	}
+	return first(err, func() error { return b.ResidualForward(out, a.mid, tmp, rows*D) })
 }
 
 // first runs the steps in order while they succeed: err, or the first step's failure.
@@ -354,7 +416,7 @@ func first(err error, steps ...func() error) error {
 	return err
 }
 
-// norm applies a LayerNorm (gpt2) or RMSNorm (llama).
+// norm applies a LayerNorm (gpt2) or RMSNorm (llama) over rows of Dim.
 func (m *Model) norm(n Norm, out, mean, rstd, in backend.Buf, rows int) error {
 	w, err := m.Buf(n.W)
 	if err != nil {
@@ -367,14 +429,25 @@ func (m *Model) norm(n Norm, out, mean, rstd, in backend.Buf, rows int) error {
 		}
 		return m.b.LayerNormForward(out, mean, rstd, in, w, bias, rows, m.Config.Dim, m.Config.NormEps)
 	}
-	return m.b.RMSNormForward(out, rstd, in, w, rows, m.Config.Dim, m.Config.NormEps, 0)
+	return m.normRows(n, out, rstd, in, rows, m.Config.Dim)
 }
 
-// splitQKV copies the fused [rows,3·D] projection into q, k and v.
-func splitQKV(b backend.Backend, q, k, v, qkv backend.Buf, rows, d int) error {
-	return first(b.Copy2D(q, d, qkv, 3*d, rows, d),
-		func() error { return b.Copy2D(k, d, qkv.From(d), 3*d, rows, d) },
-		func() error { return b.Copy2D(v, d, qkv.From(2*d), 3*d, rows, d) })
+// normRows applies an RMSNorm (with the family's weight offset) over rows of dim: the
+// blocks' norms, and the per-head norms of q and k.
+func (m *Model) normRows(n Norm, out, rstd, in backend.Buf, rows, dim int) error {
+	w, err := m.Buf(n.W)
+	if err != nil {
+		return err
+	}
+	return m.b.RMSNormForward(out, rstd, in, w, rows, dim, m.Config.NormEps, m.Config.NormOffset)
+}
+
+// splitQKV copies a fused [rows,qd+2·kd] projection into q [rows,qd], k and v [rows,kd].
+func splitQKV(b backend.Backend, q, k, v, qkv backend.Buf, rows, qd, kd int) error {
+	w := qd + 2*kd
+	return first(b.Copy2D(q, qd, qkv, w, rows, qd),
+		func() error { return b.Copy2D(k, kd, qkv.From(qd), w, rows, kd) },
+		func() error { return b.Copy2D(v, kd, qkv.From(qd+kd), w, rows, kd) })
 }
 
 // inference runs a pass with the shared scratch buffers and returns the final hidden
@@ -409,18 +482,27 @@ func sliceActs(a acts, rows int, c *Config) acts {
 		return s.Slice(0, rows*w)
 	}
 	return acts{in: cut(a.in, D), n1: cut(a.n1, D), mean1: cut(a.mean1, 1), rstd1: cut(a.rstd1, 1),
-		qkv: cut(a.qkv, 3*D), q: cut(a.q, c.QDim()), k: cut(a.k, c.KVDim()), v: cut(a.v, c.KVDim()),
-		att: cut(a.att, c.QDim()), mid: cut(a.mid, D), n2: cut(a.n2, D), mean2: cut(a.mean2, 1),
-		rstd2: cut(a.rstd2, 1), fc1: cut(a.fc1, F), fc2: cut(a.fc2, F), act: cut(a.act, F)}
+		qkv: cut(a.qkv, qkvWidth(c)), qpre: cut(a.qpre, c.QDim()), kpre: cut(a.kpre, c.KVDim()),
+		qrstd: cut(a.qrstd, c.Heads), krstd: cut(a.krstd, c.KVHeads),
+		q: cut(a.q, c.QDim()), k: cut(a.k, c.KVDim()), v: cut(a.v, c.KVDim()),
+		att: cut(a.att, c.QDim()), ao: cut(a.ao, D), aorstd: cut(a.aorstd, 1), mid: cut(a.mid, D),
+		n2: cut(a.n2, D), mean2: cut(a.mean2, 1), rstd2: cut(a.rstd2, 1), gu: cut(a.gu, 2*F),
+		fc1: cut(a.fc1, F), fc2: cut(a.fc2, F), act: cut(a.act, F), mo: cut(a.mo, D), morstd: cut(a.morstd, 1)}
 }
 
-// logits sets out[rows,Vocab] (float32) = hidden[rows,Dim]·Headᵀ.
+// logits sets out[rows,Vocab] (float32) = hidden[rows,Dim]·Headᵀ, soft-capped where the
+// family caps its logits (gemma2).
 func (m *Model) logits(out, hidden backend.Buf, rows int) error {
 	head, err := m.Buf(m.Head)
 	if err != nil {
 		return err
 	}
-	return m.b.Logits(out, hidden, head, rows, m.Config.Dim, m.Config.Vocab)
+	c := &m.Config
+	err = m.b.Logits(out, hidden, head, rows, c.Dim, c.Vocab)
+	if err == nil && c.FinalSoftcap > 0 {
+		err = m.b.SoftcapForward(out, out, rows*c.Vocab, float32(c.FinalSoftcap))
+	}
+	return err
 }
 
 // Forward appends tokens[i] to sequence i of the cache (len(tokens) ≤ c.Batch; an empty
@@ -622,7 +704,7 @@ func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []
 		eb = out.Slice(rows, rows)
 	}
 	if see == nil {
-		err = b.HeadLogProbs(lp, eb, hidden, head, tb, rows, D, V, invT, 0)
+		err = b.HeadLogProbs(lp, eb, hidden, head, tb, rows, D, V, invT, float32(m.Config.FinalSoftcap))
 	} else {
 		chunk := m.headRows()
 		var lg backend.Buf
@@ -632,7 +714,7 @@ func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []
 		host := make([]float32, min(rows, chunk)*V)
 		for r0 := 0; r0 < rows && err == nil; r0 += chunk {
 			n := min(chunk, rows-r0)
-			if err = b.Logits(lg, hidden.Slice(r0*D, n*D), head, n, D, V); err != nil {
+			if err = m.logits(lg, hidden.Slice(r0*D, n*D), n); err != nil {
 				break
 			}
 			if err = b.Download(host[:n*V], lg.Slice(0, n*V)); err != nil {

@@ -55,10 +55,10 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		if len(p) == 0 {
 			return nil, fmt.Errorf("generate: prompt %d is empty", i)
 		}
-		if len(p) > m.Config.MaxPos {
-			return nil, fmt.Errorf("generate: prompt %d has %d tokens, more than the model's context of %d", i, len(p), m.Config.MaxPos)
+		if len(p) > m.Config.Context() {
+			return nil, fmt.Errorf("generate: prompt %d has %d tokens, more than the model's context of %d", i, len(p), m.Config.Context())
 		}
-		limit[i] = min(o.MaxNewTokens, m.Config.MaxPos-len(p))
+		limit[i] = min(o.MaxNewTokens, m.Config.Context()-len(p))
 		capacity = max(capacity, len(p)+limit[i])
 	}
 	stop := slices.Clone(o.StopIDs)

@@ -103,10 +103,32 @@ func randomIDs(rng *rand.Rand, n, vocab int) []int {
 
 // refJob and refResult mirror testdata/reference.py's protocol.
 type refJob struct {
+	Make   *refMake    `json:"make,omitempty"`
 	Model  string      `json:"model"`
 	Seqs   [][]int     `json:"seqs,omitempty"`
 	Greedy *refGreedy  `json:"greedy,omitempty"`
 	Grad   *refGradJob `json:"grad,omitempty"`
+}
+
+// refMake asks the reference for a small random model of a family's config.json.
+type refMake struct {
+	Dir    string         `json:"dir"`
+	Config map[string]any `json:"config"`
+	DType  string         `json:"dtype"` // F32 or BF16
+	Seed   uint64         `json:"seed"`
+}
+
+// refLoRA puts LoRA adapters on named linears in a grad job.
+type refLoRA struct {
+	Scale    float32                `json:"scale"`
+	Adapters map[string]*refAdapter `json:"adapters"`
+}
+
+// refAdapter is one adapter's factors, A [r,in] and B [out,r].
+type refAdapter struct {
+	A []float32 `json:"a"`
+	B []float32 `json:"b"`
+	R int       `json:"r"`
 }
 
 type refGreedy struct {
@@ -118,6 +140,7 @@ type refGradJob struct {
 	Seqs        [][]int     `json:"seqs"`
 	DLogp       [][]float32 `json:"dlogp"`
 	Temperature float32     `json:"temperature"`
+	LoRA        *refLoRA    `json:"lora,omitempty"`
 }
 
 type refResult struct {
@@ -126,6 +149,10 @@ type refResult struct {
 	Grad   *struct {
 		Logp   [][]float64          `json:"logp"`
 		Params map[string][]float64 `json:"params"`
+		LoRA   map[string]struct {
+			A []float64 `json:"a"`
+			B []float64 `json:"b"`
+		} `json:"lora"`
 	} `json:"grad"`
 }
 

@@ -1,5 +1,5 @@
 // Package model runs Hugging Face causal language models of the gpt2 and llama families
-// (llama, mistral, qwen2) on a backend (engine/backend; the CPU unless Use says otherwise):
+// (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3) on a backend (engine/backend; the CPU unless Use says otherwise):
 // loading and saving model folders, a batched forward pass over a key/value cache,
 // log-probabilities, generation, and a training forward with its backward. Every op goes
 // through backend.Backend; data crosses to the host only at named boundaries: log-probs and
@@ -90,12 +90,18 @@ func (p *Param) Size() int { return len(p.Data) }
 type Norm struct{ W, B *Param }
 
 // Layer is one transformer block. gpt2 uses QKV (c_attn), O, Up (c_fc) and Down (c_proj);
-// llama uses Q, K, V, O, Gate, Up and Down.
+// llama uses Q, K, V, O, Gate, Up and Down; phi3 the fused QKV (qkv_proj) and GateUp
+// (gate_up_proj), O and Down. Norm1 precedes attention and Norm2 the MLP (gemma2/3's
+// pre_feedforward_layernorm); gemma2/3 also normalise the attention's and the MLP's outputs
+// (PostAttn, PostMLP), qwen3 and gemma3 each head of q and k (QNorm, KNorm).
 type Layer struct {
-	Norm1, Norm2   Norm
-	QKV            *Linear
-	Q, K, V, O     *Linear
-	Gate, Up, Down *Linear
+	Norm1, Norm2      Norm
+	PostAttn, PostMLP Norm
+	QNorm, KNorm      Norm
+	QKV               *Linear
+	Q, K, V, O        *Linear
+	GateUp            *Linear
+	Gate, Up, Down    *Linear
 }
 
 // Model is a loaded or freshly made model.
@@ -111,8 +117,8 @@ type Model struct {
 	b       backend.Backend // where the passes compute (Use), the reference backend until set
 	data    []float32       // the one parameter allocation
 	ropeMu  sync.Mutex
-	rope    *backend.RoPETable
-	invFreq []float64
+	rope    [2]*backend.RoPETable // global, local (gemma3's sliding layers)
+	invFreq [2][]float64
 	scratch scratch
 }
 
@@ -129,7 +135,7 @@ func (m *Model) Use(b backend.Backend) error {
 	if m.b != nil && m.b != b {
 		m.scratch.free(m.b)
 	}
-	m.b, m.rope = b, nil
+	m.b, m.rope = b, [2]*backend.RoPETable{}
 	return nil
 }
 
@@ -225,7 +231,7 @@ func (m *Model) Linears() []*Linear {
 	var out []*Linear
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		for _, lin := range []*Linear{l.QKV, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		for _, lin := range []*Linear{l.QKV, l.Q, l.K, l.V, l.O, l.GateUp, l.Gate, l.Up, l.Down} {
 			if lin != nil {
 				out = append(out, lin)
 			}
@@ -274,13 +280,29 @@ func layout(c *Config) []paramSpec {
 		for i := 0; i < c.Layers; i++ {
 			p := fmt.Sprintf("model.layers.%d.", i)
 			add(p+"input_layernorm.weight", D)
-			lin(p+"self_attn.q_proj", c.QDim(), D, c.QKVBias, false)
-			lin(p+"self_attn.k_proj", c.KVDim(), D, c.QKVBias, false)
-			lin(p+"self_attn.v_proj", c.KVDim(), D, c.QKVBias, false)
+			if c.Fused {
+				lin(p+"self_attn.qkv_proj", c.QDim()+2*c.KVDim(), D, false, false)
+			} else {
+				lin(p+"self_attn.q_proj", c.QDim(), D, c.QKVBias, false)
+				lin(p+"self_attn.k_proj", c.KVDim(), D, c.QKVBias, false)
+				lin(p+"self_attn.v_proj", c.KVDim(), D, c.QKVBias, false)
+			}
+			if c.QKNorm {
+				add(p+"self_attn.q_norm.weight", c.HeadDim)
+				add(p+"self_attn.k_norm.weight", c.HeadDim)
+			}
 			lin(p+"self_attn.o_proj", D, c.QDim(), c.OBias, false)
 			add(p+"post_attention_layernorm.weight", D)
-			lin(p+"mlp.gate_proj", F, D, c.MLPBias, false)
-			lin(p+"mlp.up_proj", F, D, c.MLPBias, false)
+			if c.Sandwich {
+				add(p+"pre_feedforward_layernorm.weight", D)
+				add(p+"post_feedforward_layernorm.weight", D)
+			}
+			if c.Fused {
+				lin(p+"mlp.gate_up_proj", 2*F, D, false, false)
+			} else {
+				lin(p+"mlp.gate_proj", F, D, c.MLPBias, false)
+				lin(p+"mlp.up_proj", F, D, c.MLPBias, false)
+			}
 			lin(p+"mlp.down_proj", D, F, c.MLPBias, false)
 		}
 		add("model.norm.weight", D)
@@ -341,16 +363,27 @@ func build(c *Config, quantized map[string]*quant.Weight) (*Model, error) {
 		m.Embed = byName["model.embed_tokens.weight"]
 		for i := range m.Layers {
 			p := fmt.Sprintf("model.layers.%d.", i)
-			m.Layers[i] = Layer{
-				Norm1: norm(p + "input_layernorm"), Norm2: norm(p + "post_attention_layernorm"),
-				Q: linear(p+"self_attn.q_proj", D, c.QDim()), K: linear(p+"self_attn.k_proj", D, c.KVDim()),
-				V: linear(p+"self_attn.v_proj", D, c.KVDim()), O: linear(p+"self_attn.o_proj", c.QDim(), D),
-				Gate: linear(p+"mlp.gate_proj", D, F), Up: linear(p+"mlp.up_proj", D, F),
-				Down: linear(p+"mlp.down_proj", F, D),
+			L := Layer{Norm1: norm(p + "input_layernorm"), Norm2: norm(p + "post_attention_layernorm"),
+				O: linear(p+"self_attn.o_proj", c.QDim(), D), Down: linear(p+"mlp.down_proj", F, D)}
+			if c.Fused {
+				L.QKV = linear(p+"self_attn.qkv_proj", D, c.QDim()+2*c.KVDim())
+				L.GateUp = linear(p+"mlp.gate_up_proj", D, 2*F)
+			} else {
+				L.Q, L.K = linear(p+"self_attn.q_proj", D, c.QDim()), linear(p+"self_attn.k_proj", D, c.KVDim())
+				L.V = linear(p+"self_attn.v_proj", D, c.KVDim())
+				L.Gate, L.Up = linear(p+"mlp.gate_proj", D, F), linear(p+"mlp.up_proj", D, F)
 			}
+			if c.QKNorm {
+				L.QNorm, L.KNorm = norm(p+"self_attn.q_norm"), norm(p+"self_attn.k_norm")
+			}
+			if c.Sandwich { // gemma2/3: post_attention_layernorm follows attention
+				L.PostAttn, L.Norm2 = L.Norm2, norm(p+"pre_feedforward_layernorm")
+				L.PostMLP = norm(p + "post_feedforward_layernorm")
+			}
+			m.Layers[i] = L
 		}
 		m.Final = norm("model.norm")
-		m.invFreq = c.InvFreq()
+		m.invFreq = [2][]float64{c.InvFreq(), c.LocalInvFreq()}
 	}
 	m.Head = m.Embed
 	if !c.TieEmbed {
@@ -367,27 +400,42 @@ func numel(shape []int) int {
 	return n
 }
 
-// ropeTable returns RoPE tables covering positions [0, n), growing them on demand (a
-// context of 128k positions would otherwise cost tens of MB up front).
-func (m *Model) ropeTable(n int) (*backend.RoPETable, error) {
+// ropeTable returns the RoPE tables of layer l covering positions [0, n), growing them on
+// demand (a context of 128k positions would otherwise cost tens of MB up front): the global
+// ones, or gemma3's local ones for its sliding layers. A partial rotary head passes its
+// other dimensions through (HeadDim); longrope's attention factor scales cos and sin.
+func (m *Model) ropeTable(n, l int) (*backend.RoPETable, error) {
 	m.ropeMu.Lock()
 	defer m.ropeMu.Unlock()
-	if m.rope == nil || m.rope.MaxPos < n {
+	c, i := &m.Config, 0
+	if c.LocalRoPE(l) {
+		i = 1
+	}
+	if m.rope[i] == nil || m.rope[i].MaxPos < n {
 		size := 256
 		for size < n {
 			size *= 2
 		}
-		r, err := m.Backend().NewRoPETable(m.invFreq, min(size, max(n, m.Config.MaxPos)))
+		b := m.Backend()
+		r, err := b.NewRoPETable(m.invFreq[i], min(size, max(n, c.Context())))
 		if err != nil {
 			return nil, err
 		}
-		if old := m.rope; old != nil {
+		if c.RotaryDim > 0 {
+			r.HeadDim = c.HeadDim
+		}
+		if f := c.RopeAttentionFactor(); f != 1 {
+			if err := b.ScaleAll([]backend.Buf{r.Cos, r.Sin}, float32(f)); err != nil {
+				return nil, err
+			}
+		}
+		if old := m.rope[i]; old != nil {
 			m.b.Free(old.Cos)
 			m.b.Free(old.Sin)
 		}
-		m.rope = r
+		m.rope[i] = r
 	}
-	return m.rope, nil
+	return m.rope[i], nil
 }
 
 // ReleaseReplaced frees the dense weights of the linears whose W was replaced (by a

@@ -50,8 +50,12 @@ type grads struct {
 	hidden        backend.Buf // gradient of the final norm's output
 	n, att        backend.Buf
 	q, k, v, qkv  backend.Buf
+	qpre, kpre    backend.Buf // q and k before their per-head norms (QKNorm)
+	o             backend.Buf // a gemma2/3 post-norm's input [rows,Dim]
 	fc1, fc2, act backend.Buf
+	gu            backend.Buf // phi3's fused gate and up
 	logits, dl    backend.Buf // a chunk of the head's logits and their gradient (full-parameter training)
+	draw          backend.Buf // that gradient before the logits' soft-capping
 	dhsel         backend.Buf // gradient of the head's gathered rows
 }
 
@@ -236,13 +240,24 @@ func (t *Tape) carveGrads() error {
 		g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
 		g.att, g.q = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.QDim())
 		g.k, g.v = ar.take(kAct, rows*c.KVDim()), ar.take(kAct, rows*c.KVDim())
-		if c.Family() == GPT2 {
-			g.qkv = ar.take(kAct, rows*3*D)
-		} else {
+		g.qkv = ar.take(kAct, rows*qkvWidth(c))
+		if c.QKNorm {
+			g.qpre, g.kpre = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.KVDim())
+		}
+		if c.Sandwich {
+			g.o = ar.take(kAct, rows*D)
+		}
+		if c.Family() != GPT2 {
 			g.fc2 = ar.take(kAct, rows*F)
+		}
+		if c.Fused {
+			g.gu = ar.take(kAct, rows*2*F)
 		}
 		g.fc1, g.act = ar.take(kAct, rows*F), ar.take(kAct, rows*F)
 		g.logits, g.dl = ar.take(kF32, chunk*c.Vocab), ar.take(kF32, chunk*c.Vocab)
+		if c.FinalSoftcap > 0 {
+			g.draw = ar.take(kF32, chunk*c.Vocab)
+		}
 		g.dhsel = ar.take(kStream, len(t.sel)*D)
 	}
 	var count arena
@@ -312,14 +327,18 @@ func (m *Model) backward(t *Tape, selGrad []float32, g *Grads) error {
 	if err := m.normBackward(m.Final, gr.res, gr.hidden, t.final, t.fmean, t.frstd, rows, g); err != nil {
 		return err
 	}
-	att := m.attention()
 	for l := len(m.Layers) - 1; l >= 0; l-- {
-		if err := m.blockBackward(t, l, att, g); err != nil {
+		if err := m.blockBackward(t, l, g); err != nil {
 			return fmt.Errorf("block %d: %w", l, err)
 		}
 	}
 	if g == nil {
 		return nil
+	}
+	if c.EmbedScale != 0 {
+		if err := b.ScaleAll([]backend.Buf{gr.res}, float32(c.EmbedScale)); err != nil {
+			return err
+		}
 	}
 	var dpos, pos backend.Buf
 	if m.PosEmb != nil {
@@ -354,8 +373,9 @@ func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
 	defer b.Free(tb)
 	dh := gr.dhsel.Slice(0, n*D)
 	b.Zero(dh)
+	softcap := float32(m.Config.FinalSoftcap)
 	if g == nil {
-		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, tb, n, D, V, t.invT, 0)
+		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, tb, n, D, V, t.invT, softcap)
 	} else {
 		dHead := g.Of(m.Head)
 		chunk := m.headRows()
@@ -366,11 +386,17 @@ func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
 			}
 			h, lg, dl := t.hsel.Slice(k0*D, cn*D), gr.logits.Slice(0, cn*V), gr.dl.Slice(0, cn*V)
 			b.Zero(dl)
-			err = first(b.Logits(lg, h, head, cn, D, V),
-				func() error { return b.LogProbBackward(dl, sg.Slice(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT) },
-				func() error {
-					return b.MatmulBackward(dh.Slice(k0*D, cn*D), dHead, backend.Buf{}, dl, h, head, cn, D, V)
-				})
+			err = first(m.logits(lg, h, cn),
+				func() error { return b.LogProbBackward(dl, sg.Slice(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT) })
+			if softcap > 0 { // through the cap: the gradient of the raw logits
+				raw := gr.draw.Slice(0, cn*V)
+				b.Zero(raw)
+				err = first(err, func() error { return b.SoftcapBackward(raw, dl, lg, cn*V, softcap) })
+				dl = raw
+			}
+			err = first(err, func() error {
+				return b.MatmulBackward(dh.Slice(k0*D, cn*D), dHead, backend.Buf{}, dl, h, head, cn, D, V)
+			})
 		}
 	}
 	if err != nil {
@@ -381,13 +407,18 @@ func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
 
 // blockBackward turns the gradient of block l's output (t.g.res) into the gradient of
 // its input, in place, accumulating parameter gradients on the way.
-func (m *Model) blockBackward(t *Tape, l int, att backend.Attention, g *Grads) error {
+func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	c, L, a, gr, p, b := &m.Config, &m.Layers[l], &t.layers[l], &t.g, t.p, m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
 	ad := t.ad
-	// out = mid + Down(MLP(norm2(mid)))
+	// out = mid + [PostMLP](Down(MLP(norm2(mid))))
+	dDown, err := gr.res, error(nil)
+	if c.Sandwich {
+		b.Zero(gr.o)
+		err, dDown = m.normRowsBackward(L.PostMLP, gr.o, gr.res, a.mo, a.morstd, rows, D, g), gr.o
+	}
 	b.Zero(gr.act)
-	err := m.linearBackward(L.Down, gr.act, gr.res, a.act, rows, g, ad)
+	err = first(err, func() error { return m.linearBackward(L.Down, gr.act, dDown, a.act, rows, g, ad) })
 	b.Zero(gr.fc1)
 	b.Zero(gr.n)
 	if c.Family() == GPT2 {
@@ -396,18 +427,38 @@ func (m *Model) blockBackward(t *Tape, l int, att backend.Attention, g *Grads) e
 			func() error { return m.linearBackward(L.Up, gr.n, gr.fc1, a.n2, rows, g, ad) })
 	} else {
 		b.Zero(gr.fc2)
-		err = first(err,
-			func() error { return b.SwiGLUBackward(gr.fc1, gr.fc2, gr.act, a.fc1, a.fc2, rows*F) },
-			func() error { return m.linearBackward(L.Gate, gr.n, gr.fc1, a.n2, rows, g, ad) },
-			func() error { return m.linearBackward(L.Up, gr.n, gr.fc2, a.n2, rows, g, ad) })
+		switch c.MLP {
+		case SwiGLU:
+			err = first(err, func() error { return b.SwiGLUBackward(gr.fc1, gr.fc2, gr.act, a.fc1, a.fc2, rows*F) })
+		case GeGLU:
+			err = first(err, func() error { return b.GeGLUBackward(gr.fc1, gr.fc2, gr.act, a.fc1, a.fc2, rows*F) })
+		}
+		if L.GateUp != nil {
+			err = first(err,
+				func() error { return b.Copy2D(gr.gu, 2*F, gr.fc1, F, rows, F) },
+				func() error { return b.Copy2D(gr.gu.From(F), 2*F, gr.fc2, F, rows, F) },
+				func() error { return m.linearBackward(L.GateUp, gr.n, gr.gu, a.n2, rows, g, ad) })
+		} else {
+			err = first(err,
+				func() error { return m.linearBackward(L.Gate, gr.n, gr.fc1, a.n2, rows, g, ad) },
+				func() error { return m.linearBackward(L.Up, gr.n, gr.fc2, a.n2, rows, g, ad) })
+		}
 	}
 	err = first(err, func() error { return m.normBackward(L.Norm2, gr.res, gr.n, a.mid, a.mean2, a.rstd2, rows, g) })
 	if err != nil {
 		return err
 	}
-	// mid = in + O(Attention(norm1(in)))
+	// mid = in + [PostAttn](O(Attention(norm1(in))))
+	dO := gr.res
+	if c.Sandwich {
+		b.Zero(gr.o)
+		if err := m.normRowsBackward(L.PostAttn, gr.o, gr.res, a.ao, a.aorstd, rows, D, g); err != nil {
+			return err
+		}
+		dO = gr.o
+	}
 	b.Zero(gr.att)
-	if err := m.linearBackward(L.O, gr.att, gr.res, a.att, rows, g, ad); err != nil {
+	if err := m.linearBackward(L.O, gr.att, dO, a.att, rows, g, ad); err != nil {
 		return err
 	}
 	b.Zero(gr.q)
@@ -420,20 +471,38 @@ func (m *Model) blockBackward(t *Tape, l int, att backend.Attention, g *Grads) e
 		spans[i] = backend.Span{Row: r.row, N: r.n, Pos: r.pos, K: a.k.Slice(lo, n), V: a.v.Slice(lo, n),
 			DK: gr.k.Slice(lo, n), DV: gr.v.Slice(lo, n)}
 	}
-	if err := b.AttentionBackward(gr.q, gr.att, backend.Buf{}, a.q, spans, att); err != nil {
+	if err := b.AttentionBackward(gr.q, gr.att, backend.Buf{}, a.q, spans, m.attention(l)); err != nil {
 		return err
 	}
+	if c.Family() == Llama {
+		rope, err := m.ropeTable(maxPosOf(p), l)
+		err = first(err,
+			func() error { return b.RoPEBackward(gr.q, p.posBuf, c.Heads, rope) },
+			func() error { return b.RoPEBackward(gr.k, p.posBuf, c.KVHeads, rope) })
+		if err != nil {
+			return err
+		}
+	}
+	dq, dk := gr.q, gr.k // gradients of the projections' outputs
+	if c.QKNorm {
+		b.Zero(gr.qpre)
+		b.Zero(gr.kpre)
+		err := first(m.normRowsBackward(L.QNorm, gr.qpre, gr.q, a.qpre, a.qrstd, rows*c.Heads, c.HeadDim, g),
+			func() error {
+				return m.normRowsBackward(L.KNorm, gr.kpre, gr.k, a.kpre, a.krstd, rows*c.KVHeads, c.HeadDim, g)
+			})
+		if err != nil {
+			return err
+		}
+		dq, dk = gr.qpre, gr.kpre
+	}
 	b.Zero(gr.n)
-	if c.Family() == GPT2 {
-		err = first(mergeQKV(b, gr.qkv, gr.q, gr.k, gr.v, rows, D),
+	if L.QKV != nil {
+		err = first(mergeQKV(b, gr.qkv, dq, dk, gr.v, rows, c.QDim(), kvd),
 			func() error { return m.linearBackward(L.QKV, gr.n, gr.qkv, a.n1, rows, g, ad) })
 	} else {
-		rope, err2 := m.ropeTable(maxPosOf(p))
-		err = first(err2,
-			func() error { return b.RoPEBackward(gr.q, p.posBuf, c.Heads, rope) },
-			func() error { return b.RoPEBackward(gr.k, p.posBuf, c.KVHeads, rope) },
-			func() error { return m.linearBackward(L.Q, gr.n, gr.q, a.n1, rows, g, ad) },
-			func() error { return m.linearBackward(L.K, gr.n, gr.k, a.n1, rows, g, ad) },
+		err = first(m.linearBackward(L.Q, gr.n, dq, a.n1, rows, g, ad),
+			func() error { return m.linearBackward(L.K, gr.n, dk, a.n1, rows, g, ad) },
 			func() error { return m.linearBackward(L.V, gr.n, gr.v, a.n1, rows, g, ad) })
 	}
 	return first(err, func() error { return m.normBackward(L.Norm1, gr.res, gr.n, a.in, a.mean1, a.rstd1, rows, g) })
@@ -441,28 +510,39 @@ func (m *Model) blockBackward(t *Tape, l int, att backend.Attention, g *Grads) e
 
 // normBackward adds the norm's input gradient to din and its parameter gradients to g.
 func (m *Model) normBackward(n Norm, din, dout, in, mean, rstd backend.Buf, rows int, g *Grads) error {
+	if n.B == nil {
+		return m.normRowsBackward(n, din, dout, in, rstd, rows, m.Config.Dim, g)
+	}
 	var dw, db backend.Buf
 	if g != nil {
-		dw = g.Of(n.W)
-		if n.B != nil {
-			db = g.Of(n.B)
-		}
+		dw, db = g.Of(n.W), g.Of(n.B)
 	}
 	w, err := m.Buf(n.W)
 	if err != nil {
 		return err
 	}
-	if n.B != nil {
-		return m.b.LayerNormBackward(din, dw, db, dout, in, w, mean, rstd, rows, m.Config.Dim)
-	}
-	return m.b.RMSNormBackward(din, dw, dout, in, w, rstd, rows, m.Config.Dim, 0)
+	return m.b.LayerNormBackward(din, dw, db, dout, in, w, mean, rstd, rows, m.Config.Dim)
 }
 
-// mergeQKV is splitQKV's backward: the three gradients side by side in [rows,3·D].
-func mergeQKV(b backend.Backend, qkv, q, k, v backend.Buf, rows, d int) error {
-	return first(b.Copy2D(qkv, 3*d, q, d, rows, d),
-		func() error { return b.Copy2D(qkv.From(d), 3*d, k, d, rows, d) },
-		func() error { return b.Copy2D(qkv.From(2*d), 3*d, v, d, rows, d) })
+// normRowsBackward is normRows' backward: din += the input gradient, g gets the weight's.
+func (m *Model) normRowsBackward(n Norm, din, dout, in, rstd backend.Buf, rows, dim int, g *Grads) error {
+	var dw backend.Buf
+	if g != nil {
+		dw = g.Of(n.W)
+	}
+	w, err := m.Buf(n.W)
+	if err != nil {
+		return err
+	}
+	return m.b.RMSNormBackward(din, dw, dout, in, w, rstd, rows, dim, m.Config.NormOffset)
+}
+
+// mergeQKV is splitQKV's backward: the three gradients side by side in [rows,qd+2·kd].
+func mergeQKV(b backend.Backend, qkv, q, k, v backend.Buf, rows, qd, kd int) error {
+	w := qd + 2*kd
+	return first(b.Copy2D(qkv, w, q, qd, rows, qd),
+		func() error { return b.Copy2D(qkv.From(qd), w, k, kd, rows, kd) },
+		func() error { return b.Copy2D(qkv.From(qd+kd), w, v, kd, rows, kd) })
 }
 
 func allZero(x []float32) bool {
