@@ -32,6 +32,21 @@ func tinyConfigs() map[string]Config {
 			Hidden: 72, MaxPos: 64, NormEps: 1e-6, RopeTheta: 1000000, TieEmbed: true, BOS: -1, EOS: []int{5, 6}},
 		"mistral-window": {ModelType: "mistral", Vocab: 140, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8,
 			Hidden: 64, MaxPos: 64, NormEps: 1e-5, RopeTheta: 10000, Window: 6, BOS: 1},
+		// the families of family_test.go, made here by NewRandom and written by Save
+		"qwen3-qknorm": {ModelType: "qwen3", Vocab: 150, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+			Hidden: 64, MaxPos: 64, NormEps: 1e-6, RopeTheta: 1e6, TieEmbed: true, BOS: -1, EOS: []int{5}},
+		"gemma-geglu": {ModelType: "gemma", Vocab: 140, Dim: 32, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16,
+			Hidden: 64, MaxPos: 64, NormEps: 1e-6, RopeTheta: 10000, TieEmbed: true, BOS: 2, EOS: []int{1}},
+		"gemma2-softcap": {ModelType: "gemma2", Vocab: 140, Dim: 32, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 8,
+			Hidden: 64, MaxPos: 64, NormEps: 1e-6, RopeTheta: 10000, TieEmbed: true, Window: 5, Sliding: []bool{true, false, true},
+			QueryScale: 12, AttnSoftcap: 1.5, FinalSoftcap: 2, BOS: 2, EOS: []int{1}},
+		"gemma3-local": {ModelType: "gemma3_text", Vocab: 140, Dim: 32, Layers: 4, Heads: 4, KVHeads: 1, HeadDim: 8,
+			Hidden: 64, MaxPos: 64, NormEps: 1e-6, RopeTheta: 10000, LocalRopeTheta: 100, TieEmbed: true, Window: 4,
+			Sliding: []bool{true, true, false, true}, QueryScale: 8, RopeScaling: &RopeScaling{Type: "linear", Factor: 4}, BOS: 2},
+		"phi3-partial": {ModelType: "phi3", Vocab: 130, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, RotaryDim: 12,
+			Hidden: 48, MaxPos: 256, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, Window: 7, BOS: 1, EOS: []int{3},
+			RopeScaling: &RopeScaling{Type: "longrope", Factor: 256.0 / 48, OriginalMaxPos: 48, AttentionFactor: 1.2,
+				ShortFactor: []float64{1, 1.1, 1.3, 1.6, 2, 2.5}, LongFactor: []float64{2, 2, 2, 2, 2, 2}}},
 	}
 }
 

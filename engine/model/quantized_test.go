@@ -80,7 +80,7 @@ func TestQuantizedEqualsDequantizedDense(t *testing.T) {
 }
 
 // quantTestConfigs are the families a quantized model is checked on.
-var quantTestConfigs = []string{"gpt2-untied", "llama-gqa", "qwen2-bias"}
+var quantTestConfigs = []string{"gpt2-untied", "llama-gqa", "qwen2-bias", "gemma2-softcap", "phi3-partial"}
 
 // A model quantized in memory, and the same model read back from a folder in bitsandbytes'
 // layout, give the logits of its float32 dequantization to 1e-5 (and, through every 4-bit
