@@ -33,7 +33,7 @@ const (
 // differences between families are data here, read by the one layer loop: which norms a
 // block has, how attention is scaled, masked and capped, how RoPE is built.
 type Config struct {
-	ModelType string // gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text or phi3
+	ModelType string // gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 or smollm3
 	Vocab     int    // vocab_size
 	Dim       int    // hidden_size (n_embd)
 	Layers    int    // num_hidden_layers (n_layer)
@@ -73,6 +73,9 @@ type Config struct {
 	// without rope scaling; 0: they use RopeTheta and RopeScaling like the others.
 	LocalRopeTheta float64
 	RotaryDim      int // leading dimensions of each head that RoPE rotates (phi3's partial_rotary_factor); 0: HeadDim
+	// NoRoPE marks the layers that attend without rotary embeddings (SmolLM3's NoPE layers,
+	// no_rope_layers 0); nil: every layer rotates.
+	NoRoPE []bool
 }
 
 // RopeScaling is a rope_scaling entry; the types implemented are "linear", "llama3" and
@@ -132,6 +135,9 @@ func (c *Config) LayerWindow(l int) int {
 	}
 	return c.Window
 }
+
+// RoPE reports whether layer l rotates q and k.
+func (c *Config) RoPE(l int) bool { return c.Family() == Llama && (c.NoRoPE == nil || !c.NoRoPE[l]) }
 
 // LocalRoPE reports whether layer l uses the local RoPE (LocalInvFreq) rather than InvFreq.
 func (c *Config) LocalRoPE(l int) bool { return c.LocalRopeTheta > 0 && c.local(l) }
@@ -194,7 +200,7 @@ func LoadConfig(dir string) (*Config, error) {
 }
 
 // decoderTypes are the model types of the Llama family this package reads.
-var decoderTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"}
+var decoderTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "smollm3"}
 
 // isGemma reports whether a model type is one of the gemma generations.
 func isGemma(mt string) bool { return mt == "gemma" || mt == "gemma2" || mt == "gemma3_text" }
@@ -364,7 +370,7 @@ func (c *Config) parseDecoder(f fields) error {
 	}
 
 	switch mt {
-	case "llama": // attention_bias covers q, k, v and o; mlp_bias the three MLP linears
+	case "llama", "smollm3": // attention_bias covers q, k, v and o; mlp_bias the three MLP linears
 		c.QKVBias = f.bool("attention_bias", false)
 		c.OBias, c.MLPBias = c.QKVBias, f.bool("mlp_bias", false)
 	case "qwen2": // q, k, v always have a bias, o_proj and the MLP never
@@ -374,7 +380,7 @@ func (c *Config) parseDecoder(f fields) error {
 		c.OBias = c.QKVBias
 	}
 	switch mt {
-	case "qwen2", "qwen3":
+	case "qwen2", "qwen3", "smollm3":
 		if f.bool("use_sliding_window", false) {
 			return errors.New("use_sliding_window=true is not supported")
 		}
@@ -387,6 +393,9 @@ func (c *Config) parseDecoder(f fields) error {
 		return err
 	}
 	if err := c.parseLayerTypes(f); err != nil {
+		return err
+	}
+	if err := c.parseNoRoPE(f); err != nil {
 		return err
 	}
 
@@ -482,6 +491,49 @@ func (c *Config) parseLayerTypes(f fields) error {
 	return nil
 }
 
+// parseNoRoPE reads SmolLM3's NoPE layers: no_rope_layers (1: the layer uses RoPE, 0: not;
+// at least one entry per layer), else one layer in no_rope_layer_interval without.
+func (c *Config) parseNoRoPE(f fields) error {
+	list, hasList := f["no_rope_layers"].([]any)
+	_, hasInterval := f["no_rope_layer_interval"].(float64)
+	if c.ModelType != "smollm3" {
+		if hasList || hasInterval {
+			return fmt.Errorf("no_rope_layers is not part of %s (smollm3 has it)", c.ModelType)
+		}
+		return nil
+	}
+	if c.Layers <= 0 || c.Layers > maxLayers { // check refuses the sizes
+		return nil
+	}
+	c.NoRoPE = make([]bool, c.Layers)
+	if hasList {
+		if len(list) < c.Layers {
+			return fmt.Errorf("no_rope_layers has %d entries for %d layers", len(list), c.Layers)
+		}
+		for l := range c.NoRoPE {
+			switch list[l].(float64) {
+			case 0:
+				c.NoRoPE[l] = true
+			case 1:
+			default:
+				return fmt.Errorf("no_rope_layers[%d] is %v: want 0 or 1", l, list[l])
+			}
+		}
+		return nil
+	}
+	every, err := f.optionalInt(4, "no_rope_layer_interval")
+	if err != nil {
+		return err
+	}
+	if every <= 0 {
+		return fmt.Errorf("no_rope_layer_interval %d must be positive", every)
+	}
+	for l := range c.NoRoPE {
+		c.NoRoPE[l] = (l+1)%every == 0
+	}
+	return nil
+}
+
 // parseRope reads rope_theta and rope_scaling, at the top level or inside rope_parameters
 // (which gemma3_text may key by layer type: full_attention, sliding_attention).
 func (c *Config) parseRope(f fields) error {
@@ -567,7 +619,7 @@ func (c *Config) implied() {
 	case "gpt2":
 		c.QKVBias, c.OBias, c.MLPBias, c.KVHeads = true, true, true, c.Heads
 		c.Window = 0
-	case "llama":
+	case "llama", "smollm3":
 		c.OBias = c.QKVBias
 	case "qwen2":
 		c.QKVBias, c.OBias, c.MLPBias = true, false, false
@@ -638,6 +690,10 @@ func (c *Config) check() error {
 		return fmt.Errorf("sliding_window %d must not be negative", c.Window)
 	case c.Sliding != nil && len(c.Sliding) != c.Layers:
 		return fmt.Errorf("%d layer types for %d layers", len(c.Sliding), c.Layers)
+	case c.NoRoPE != nil && len(c.NoRoPE) != c.Layers:
+		return fmt.Errorf("%d NoPE flags for %d layers", len(c.NoRoPE), c.Layers)
+	case c.NoRoPE != nil && c.ModelType != "smollm3":
+		return fmt.Errorf("layers without rotary embeddings are part of smollm3 only, not %s", c.ModelType)
 	case c.Sliding != nil && !c.Sandwich:
 		return fmt.Errorf("per-layer sliding windows are part of gemma2 and gemma3_text only, not %s", c.ModelType)
 	case !(c.QueryScale >= 0 && c.AttnSoftcap >= 0 && c.FinalSoftcap >= 0) ||
@@ -793,7 +849,8 @@ var keyKinds = map[string]string{
 	"tie_word_embeddings": "bool", "scale_attn_by_inverse_layer_idx": "bool", "scale_attn_weights": "bool",
 	"attention_bias": "bool", "mlp_bias": "bool", "use_sliding_window": "bool", "use_bidirectional_attention": "bool",
 	"rope_scaling": "object", "rope_parameters": "object", "full_attention": "object", "sliding_attention": "object",
-	"short_factor": "numbers", "long_factor": "numbers", "layer_types": "strings",
+	"short_factor": "numbers", "long_factor": "numbers", "layer_types": "strings", "no_rope_layers": "numbers",
+	"no_rope_layer_interval": "integer",
 }
 
 // checkTypes checks the keys of raw (and of its rope tables) against keyKinds.
@@ -1004,6 +1061,15 @@ func (c *Config) hfJSON() map[string]any {
 	switch c.ModelType {
 	case "llama":
 		m["attention_bias"], m["mlp_bias"] = c.QKVBias, c.MLPBias
+	case "smollm3":
+		m["attention_bias"], m["mlp_bias"], m["use_sliding_window"] = c.QKVBias, c.MLPBias, false
+		rope := make([]int, c.Layers) // 1: the layer rotates q and k
+		for l := range rope {
+			if c.NoRoPE == nil || !c.NoRoPE[l] {
+				rope[l] = 1
+			}
+		}
+		m["no_rope_layers"] = rope
 	case "mistral", "phi3":
 		m["sliding_window"] = window()
 	case "qwen2":

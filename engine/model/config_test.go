@@ -17,6 +17,18 @@ func factors(n int, a, b float64) []any {
 	return out
 }
 
+// smolRoPE is SmolLM3-3B's no_rope_layers: every fourth of its 36 layers without RoPE.
+func smolRoPE() []any {
+	out := make([]any, 36)
+	for l := range out {
+		out[l] = 1
+		if (l+1)%4 == 0 {
+			out[l] = 0
+		}
+	}
+	return out
+}
+
 // familyConfigs are config.json files with the keys and sizes of the checkpoints each
 // family is used with (the long factor lists shortened to made-up values of the right
 // length).
@@ -49,6 +61,13 @@ func familyConfigs() map[string]map[string]any {
 			"pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
 			"rope_scaling": nil, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
 			"torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 262144},
+		"SmolLM3-3B": {"architectures": []any{"SmolLM3ForCausalLM"}, "attention_bias": false, "attention_dropout": 0.0,
+			"bos_token_id": nil, "eos_token_id": 128012, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+			"intermediate_size": 11008, "max_position_embeddings": 65536, "max_window_layers": 28, "mlp_bias": false,
+			"model_type": "smollm3", "no_rope_layer_interval": 4, "no_rope_layers": smolRoPE(), "num_attention_heads": 16,
+			"num_hidden_layers": 36, "num_key_value_heads": 4, "pad_token_id": 128004, "rms_norm_eps": 1e-06,
+			"rope_scaling": nil, "rope_theta": 5000000.0, "sliding_window": nil, "tie_word_embeddings": true,
+			"torch_dtype": "bfloat16", "use_cache": false, "use_sliding_window": false, "vocab_size": 128256},
 		"Phi-3-mini-4k-instruct": {"architectures": []any{"Phi3ForCausalLM"}, "attention_bias": false,
 			"attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu",
 			"hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
@@ -112,6 +131,9 @@ func TestFamilyConfigs(t *testing.T) {
 			HeadDim: 256, Hidden: 6912, MaxPos: 32768, NormEps: 1e-6, RopeTheta: 1e6, TieEmbed: true, BOS: 2,
 			EOS: []int{1, 106}, Window: 512, MLP: GeGLU, NormOffset: 1, EmbedScale: math.Sqrt(1152), Sandwich: true,
 			QKNorm: true, QueryScale: 256, LocalRopeTheta: 10000}, window: gemma3Windows, local: gemma3Local},
+		"SmolLM3-3B": {c: Config{ModelType: "smollm3", Vocab: 128256, Dim: 2048, Layers: 36, Heads: 16, KVHeads: 4,
+			HeadDim: 128, Hidden: 11008, MaxPos: 65536, NormEps: 1e-6, RopeTheta: 5e6, TieEmbed: true, BOS: -1,
+			EOS: []int{128012}, MLP: SwiGLU}},
 		"Phi-3-mini-4k-instruct": {c: Config{ModelType: "phi3", Vocab: 32064, Dim: 3072, Layers: 32, Heads: 32,
 			KVHeads: 32, HeadDim: 96, Hidden: 8192, MaxPos: 4096, NormEps: 1e-5, RopeTheta: 10000, Window: 2047, BOS: 1,
 			EOS: []int{32000}, MLP: SwiGLU, Fused: true}},
@@ -127,9 +149,14 @@ func TestFamilyConfigs(t *testing.T) {
 			}
 			w := wants[name]
 			got := *c
-			got.Sliding, got.RopeScaling = nil, nil
+			got.Sliding, got.RopeScaling, got.NoRoPE = nil, nil, nil
 			if !reflect.DeepEqual(got, w.c) {
 				t.Errorf("parsed\n %+v\nwant\n %+v", got, w.c)
+			}
+			for l := range c.Layers {
+				if want := name != "SmolLM3-3B" || (l+1)%4 != 0; c.RoPE(l) != want {
+					t.Errorf("layer %d rotates: %v, want %v", l, c.RoPE(l), want)
+				}
 			}
 			for l, win := range w.window {
 				if c.LayerWindow(l) != win || c.LocalRoPE(l) != w.local[l] {
@@ -250,6 +277,9 @@ func TestFamilyConfigErrors(t *testing.T) {
 		{"bidirectional", "gemma-3-1b-it", func(m map[string]any) { m["use_bidirectional_attention"] = true }, "use_bidirectional_attention"},
 		{"negative softcap", "gemma-2-2b-it", func(m map[string]any) { m["attn_logit_softcapping"] = -1.0 }, "attn_logit_softcapping -1 must be positive"},
 		{"softcap as a string", "gemma-2-2b-it", func(m map[string]any) { m["final_logit_softcapping"] = "30" }, `final_logit_softcapping: want a number, got the string "30"`},
+		{"NoPE layers on llama", "Qwen3-0.6B", func(m map[string]any) { m["no_rope_layer_interval"] = 4 }, "no_rope_layers is not part of qwen3"},
+		{"short no_rope_layers", "SmolLM3-3B", func(m map[string]any) { m["no_rope_layers"] = []any{1, 1} }, "no_rope_layers has 2 entries for 36 layers"},
+		{"no_rope_layers not a flag", "SmolLM3-3B", func(m map[string]any) { m["no_rope_layers"].([]any)[5] = 2 }, "no_rope_layers[5] is 2"},
 		{"image-text gemma3", "gemma-3-1b-it", func(m map[string]any) { m["model_type"] = "gemma3" }, `model_type "gemma3" (the image-text model)`},
 	}
 	for _, c := range cases {

@@ -350,7 +350,7 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 			func() error { return m.normRows(L.QNorm, a.q, a.qrstd, a.qpre, rows*c.Heads, c.HeadDim) },
 			func() error { return m.normRows(L.KNorm, a.k, a.krstd, a.kpre, rows*c.KVHeads, c.HeadDim) })
 	}
-	if c.Family() == Llama {
+	if c.RoPE(l) {
 		rope, err2 := m.ropeTable(maxPosOf(p), l)
 		err = first(err, func() error { return err2 },
 			func() error { return b.RoPEForward(a.q, p.posBuf, c.Heads, rope) },

@@ -1,5 +1,5 @@
 // Package model runs Hugging Face causal language models of the gpt2 and llama families
-// (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3) on a backend (engine/backend; the CPU unless Use says otherwise):
+// (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, smollm3) on a backend (engine/backend; the CPU unless Use says otherwise):
 // loading and saving model folders, a batched forward pass over a key/value cache,
 // log-probabilities, generation, and a training forward with its backward. Every op goes
 // through backend.Backend; data crosses to the host only at named boundaries: log-probs and

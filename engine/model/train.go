@@ -412,7 +412,8 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	rows, D, F := p.rows, c.Dim, c.Hidden
 	ad := t.ad
 	// out = mid + [PostMLP](Down(MLP(norm2(mid))))
-	dDown, err := gr.res, error(nil)
+	var err error
+	dDown := gr.res // the gradient of Down's output
 	if c.Sandwich {
 		b.Zero(gr.o)
 		err, dDown = m.normRowsBackward(L.PostMLP, gr.o, gr.res, a.mo, a.morstd, rows, D, g), gr.o
@@ -474,7 +475,7 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	if err := b.AttentionBackward(gr.q, gr.att, backend.Buf{}, a.q, spans, m.attention(l)); err != nil {
 		return err
 	}
-	if c.Family() == Llama {
+	if c.RoPE(l) {
 		rope, err := m.ropeTable(maxPosOf(p), l)
 		err = first(err,
 			func() error { return b.RoPEBackward(gr.q, p.posBuf, c.Heads, rope) },

@@ -6,7 +6,7 @@ its maths: gpt2; llama, mistral, qwen2; qwen3 (q/k RMSNorm); gemma ((1+w) RMSNor
 embedding scale, GeGLU); gemma2 (norms around attention and MLP, attention and final logit
 soft-capping, query_pre_attn_scalar, alternating sliding windows); gemma3_text (gemma2's
 norms, q/k norms, local/global RoPE bases, 5:1 sliding pattern); phi3 (fused qkv_proj and
-gate_up_proj, partial rotary, longrope). Jobs arrive as one JSON document on stdin:
+gate_up_proj, partial rotary, longrope); smollm3 (llama with layers that skip RoPE). Jobs arrive as one JSON document on stdin:
 
   {"jobs": [{"make": {"dir": DIR, "config": {...}, "dtype": "F32"|"BF16", "seed": N}},  # optional
             {"model": DIR, "seqs": [[ids]...],          # logits of every position
@@ -76,7 +76,7 @@ def load(dirname):
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 SANDWICH = ("gemma2", "gemma3_text")
-DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3") + GEMMA
+DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3") + GEMMA
 
 
 def rms_norm(x, w, eps, offset=0.0):
@@ -184,6 +184,18 @@ def sliding_layers(cfg):
     return [mt in ("mistral", "phi3")] * L
 
 
+def rope_layers(cfg):
+    """Which layers rotate q and k: SmolLM3's no_rope_layers (1: yes), else one in
+    no_rope_layer_interval without; every layer elsewhere."""
+    L = cfg["num_hidden_layers"]
+    if cfg["model_type"] != "smollm3":
+        return [True] * L
+    if cfg.get("no_rope_layers") is not None:
+        return [bool(cfg["no_rope_layers"][l]) for l in range(L)]
+    every = cfg.get("no_rope_layer_interval", 4)
+    return [(l + 1) % every != 0 for l in range(L)]
+
+
 def softcaps(cfg):
     if cfg["model_type"] == "gemma2":
         return cfg.get("attn_logit_softcapping", 50.0), cfg.get("final_logit_softcapping", 30.0)
@@ -204,6 +216,7 @@ def forward_decoder(cfg, w, ids, lora=None):
     offset = 1.0 if gemma else 0.0
     window = cfg.get("sliding_window")
     sliding = sliding_layers(cfg)
+    use_rope = rope_layers(cfg)
     attn_cap, final_cap = softcaps(cfg)
     scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5 if sandwich else 1.0 / math.sqrt(hd)
     T = len(ids)
@@ -247,8 +260,9 @@ def forward_decoder(cfg, w, ids, lora=None):
             q = norm(p + "self_attn.q_norm", q)
             k = norm(p + "self_attn.k_norm", k)
         q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.view(T, KV, hd).transpose(0, 1)
-        cos, sin = tables[mt == "gemma3_text" and sliding[l]]
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if use_rope[l]:
+            cos, sin = tables[mt == "gemma3_text" and sliding[l]]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
         o = attend(q, k, v, scale, window if sliding[l] else None, attn_cap)
@@ -370,7 +384,7 @@ def layout(cfg):
     H = cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
     hd = head_dim(cfg)
-    bias = cfg.get("attention_bias", False) if mt in ("llama", "qwen3") + GEMMA else False
+    bias = cfg.get("attention_bias", False) if mt in ("llama", "qwen3", "smollm3") + GEMMA else False
     out = [("model.embed_tokens.weight", [V, D], "embed")]
 
     def lin(name, o, i, b=False):
@@ -394,7 +408,7 @@ def layout(cfg):
         if mt in SANDWICH:
             out.append((p + "pre_feedforward_layernorm.weight", [D], "norm"))
             out.append((p + "post_feedforward_layernorm.weight", [D], "norm"))
-        mb = mt == "llama" and cfg.get("mlp_bias", False)
+        mb = mt in ("llama", "smollm3") and cfg.get("mlp_bias", False)
         if mt == "phi3":
             lin(p + "mlp.gate_up_proj", 2 * F, D)
         else:
