@@ -116,14 +116,14 @@ func QuantizeFolder(dir, out string, o FolderOptions) (FolderSummary, error) {
 	var linear *regexp.Regexp
 	transpose := false
 	switch mt {
-	case "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "smollm3":
+	case "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "smollm3", "olmo2":
 		linear = llamaLinear // phi3's fused qkv_proj and gate_up_proj included
 	case "gpt2":
 		linear, transpose = gpt2Linear, true
 	case "":
 		return sum, fmt.Errorf("%s: no model_type", cfgPath)
 	default:
-		return sum, fmt.Errorf("%s: model_type %q is not supported (gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, smollm3)", cfgPath, mt)
+		return sum, fmt.Errorf("%s: model_type %q is not supported (gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, smollm3, olmo2)", cfgPath, mt)
 	}
 	if err := checkOut(out); err != nil {
 		return sum, err

@@ -33,7 +33,7 @@ const (
 // differences between families are data here, read by the one layer loop: which norms a
 // block has, how attention is scaled, masked and capped, how RoPE is built.
 type Config struct {
-	ModelType string // gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3 or smollm3
+	ModelType string // gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, smollm3 or olmo2
 	Vocab     int    // vocab_size
 	Dim       int    // hidden_size (n_embd)
 	Layers    int    // num_hidden_layers (n_layer)
@@ -60,6 +60,8 @@ type Config struct {
 	NormOffset float32 // every RMSNorm scales by (NormOffset + w): 1 for gemma's (1 + w), else 0
 	EmbedScale float64 // token embeddings are multiplied by it (gemma: √hidden); 0 for none
 	Sandwich   bool    // gemma2/3: a norm after attention and one around the MLP too
+	PostNorm   bool    // olmo2: norms on attention's and the MLP's outputs only, none before them
+	QKNormFull bool    // olmo2: the q and k norms span the whole row, not each head
 	Fused      bool    // phi3: q, k, v in one qkv_proj, gate and up in one gate_up_proj
 
 	// Read from config.json where the family has them:
@@ -136,6 +138,15 @@ func (c *Config) LayerWindow(l int) int {
 	return c.Window
 }
 
+// qkNormRows is the shape of the q and k norms over rows rows: per head, or over whole rows
+// (QKNormFull).
+func (c *Config) qkNormRows(rows int) (qRows, qDim, kRows, kDim int) {
+	if c.QKNormFull {
+		return rows, c.QDim(), rows, c.KVDim()
+	}
+	return rows * c.Heads, c.HeadDim, rows * c.KVHeads, c.HeadDim
+}
+
 // RoPE reports whether layer l rotates q and k.
 func (c *Config) RoPE(l int) bool { return c.Family() == Llama && (c.NoRoPE == nil || !c.NoRoPE[l]) }
 
@@ -200,7 +211,7 @@ func LoadConfig(dir string) (*Config, error) {
 }
 
 // decoderTypes are the model types of the Llama family this package reads.
-var decoderTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "smollm3"}
+var decoderTypes = []string{"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "smollm3", "olmo2"}
 
 // isGemma reports whether a model type is one of the gemma generations.
 func isGemma(mt string) bool { return mt == "gemma" || mt == "gemma2" || mt == "gemma3_text" }
@@ -344,6 +355,9 @@ func (c *Config) parseDecoder(f fields) error {
 	if mt == "phi3" {
 		eps = 1e-5
 	}
+	if mt == "olmo2" {
+		eps = 1e-5
+	}
 	c.NormEps = f.float("rms_norm_eps", eps)
 	c.TieEmbed = f.bool("tie_word_embeddings", gemma)
 
@@ -375,7 +389,7 @@ func (c *Config) parseDecoder(f fields) error {
 		c.OBias, c.MLPBias = c.QKVBias, f.bool("mlp_bias", false)
 	case "qwen2": // q, k, v always have a bias, o_proj and the MLP never
 		c.QKVBias = true
-	case "qwen3", "gemma", "gemma2", "gemma3_text": // attention_bias covers q, k, v and o
+	case "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2": // attention_bias covers q, k, v and o
 		c.QKVBias = f.bool("attention_bias", false)
 		c.OBias = c.QKVBias
 	}
@@ -625,14 +639,15 @@ func (c *Config) implied() {
 		c.QKVBias, c.OBias, c.MLPBias = true, false, false
 	case "mistral", "phi3":
 		c.QKVBias, c.OBias, c.MLPBias = false, false, false
-	case "qwen3", "gemma", "gemma2", "gemma3_text":
+	case "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2":
 		c.OBias, c.MLPBias = c.QKVBias, false
 	}
 	c.MLP = SwiGLU
 	if mt == "gpt2" {
 		c.MLP = GELU
 	}
-	c.QKNorm = mt == "qwen3" || mt == "gemma3_text"
+	c.QKNorm = mt == "qwen3" || mt == "gemma3_text" || mt == "olmo2"
+	c.PostNorm, c.QKNormFull = mt == "olmo2", mt == "olmo2"
 	c.Sandwich = mt == "gemma2" || mt == "gemma3_text"
 	c.Fused = mt == "phi3"
 	c.NormOffset, c.EmbedScale = 0, 0
@@ -1074,7 +1089,7 @@ func (c *Config) hfJSON() map[string]any {
 		m["sliding_window"] = window()
 	case "qwen2":
 		m["use_sliding_window"] = false
-	case "qwen3", "gemma":
+	case "qwen3", "gemma", "olmo2":
 		m["attention_bias"] = c.QKVBias
 		if c.ModelType == "qwen3" {
 			m["use_sliding_window"] = false

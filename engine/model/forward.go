@@ -109,7 +109,7 @@ func (m *Model) carveActs(ar *arena, rows int, withIn bool) acts {
 	a.k = ar.take(kAct, rows*c.KVDim())
 	a.v = ar.take(kAct, rows*c.KVDim())
 	a.att = ar.take(kAct, rows*c.QDim())
-	if c.Sandwich {
+	if c.Sandwich || c.PostNorm {
 		a.ao, a.aorstd = ar.take(kAct, rows*D), ar.take(kF32, rows)
 		a.mo, a.morstd = ar.take(kAct, rows*D), ar.take(kF32, rows)
 	}
@@ -325,30 +325,39 @@ func (m *Model) blocks(p *pass, actsOf func(l int) *acts, out func(l int) backen
 }
 
 // blockForward is one transformer block: out = mid + [PostMLP](MLP(norm2(mid))),
-// mid = in + [PostAttn](Attention(norm1(in))), the bracketed norms gemma2/3's.
+// mid = in + [PostAttn](Attention(norm1(in))), the bracketed norms gemma2/3's and olmo2's
+// (which has no norm1 and norm2).
 func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) error {
 	c, L, b := &m.Config, &m.Layers[l], m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
 	ad, train := p.ad, p.train
-	err := m.norm(L.Norm1, a.n1, a.mean1, a.rstd1, a.in, rows)
-	q, k := a.q, a.k // where the projections land: before the per-head norms when there are some
+	post := c.Sandwich || c.PostNorm
+	x1, x2 := a.n1, a.n2 // the inputs of attention and the MLP: the pre-norms' outputs
+	var err error
+	if c.PostNorm { // olmo2: the stream itself
+		x1, x2 = a.in, a.mid
+	} else {
+		err = m.norm(L.Norm1, a.n1, a.mean1, a.rstd1, a.in, rows)
+	}
+	q, k := a.q, a.k // where the projections land: before the q/k norms when there are some
 	if c.QKNorm {
 		q, k = a.qpre, a.kpre
 	}
 	if L.QKV != nil {
 		err = first(err,
-			func() error { return m.linearForward(L.QKV, a.qkv, a.n1, rows, train, ad) },
+			func() error { return m.linearForward(L.QKV, a.qkv, x1, rows, train, ad) },
 			func() error { return splitQKV(b, q, k, a.v, a.qkv, rows, c.QDim(), c.KVDim()) })
 	} else {
 		err = first(err,
-			func() error { return m.linearForward(L.Q, q, a.n1, rows, train, ad) },
-			func() error { return m.linearForward(L.K, k, a.n1, rows, train, ad) },
-			func() error { return m.linearForward(L.V, a.v, a.n1, rows, train, ad) })
+			func() error { return m.linearForward(L.Q, q, x1, rows, train, ad) },
+			func() error { return m.linearForward(L.K, k, x1, rows, train, ad) },
+			func() error { return m.linearForward(L.V, a.v, x1, rows, train, ad) })
 	}
 	if c.QKNorm {
+		qr, qd, kr, kd := c.qkNormRows(rows)
 		err = first(err,
-			func() error { return m.normRows(L.QNorm, a.q, a.qrstd, a.qpre, rows*c.Heads, c.HeadDim) },
-			func() error { return m.normRows(L.KNorm, a.k, a.krstd, a.kpre, rows*c.KVHeads, c.HeadDim) })
+			func() error { return m.normRows(L.QNorm, a.q, a.qrstd, a.qpre, qr, qd) },
+			func() error { return m.normRows(L.KNorm, a.k, a.krstd, a.kpre, kr, kd) })
 	}
 	if c.RoPE(l) {
 		rope, err2 := m.ropeTable(maxPosOf(p), l)
@@ -364,30 +373,31 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 		return err
 	}
 	err = b.AttentionForward(a.att, backend.Buf{}, a.q, spans, m.attention(l))
-	if c.Sandwich {
+	if post {
 		err = first(err,
 			func() error { return m.linearForward(L.O, a.ao, a.att, rows, train, ad) },
 			func() error { return m.norm(L.PostAttn, tmp, backend.Buf{}, a.aorstd, a.ao, rows) })
 	} else {
 		err = first(err, func() error { return m.linearForward(L.O, tmp, a.att, rows, train, ad) })
 	}
-	err = first(err,
-		func() error { return b.ResidualForward(a.mid, a.in, tmp, rows*D) },
-		func() error { return m.norm(L.Norm2, a.n2, a.mean2, a.rstd2, a.mid, rows) })
+	err = first(err, func() error { return b.ResidualForward(a.mid, a.in, tmp, rows*D) })
+	if !c.PostNorm {
+		err = first(err, func() error { return m.norm(L.Norm2, a.n2, a.mean2, a.rstd2, a.mid, rows) })
+	}
 	switch {
 	case c.Family() == GPT2:
 		err = first(err,
-			func() error { return m.linearForward(L.Up, a.fc1, a.n2, rows, train, ad) },
+			func() error { return m.linearForward(L.Up, a.fc1, x2, rows, train, ad) },
 			func() error { return b.GELUForward(a.act, a.fc1, rows*F) })
 	case L.GateUp != nil: // gate and up side by side in each row
 		err = first(err,
-			func() error { return m.linearForward(L.GateUp, a.gu, a.n2, rows, train, ad) },
+			func() error { return m.linearForward(L.GateUp, a.gu, x2, rows, train, ad) },
 			func() error { return b.Copy2D(a.fc1, F, a.gu, 2*F, rows, F) },
 			func() error { return b.Copy2D(a.fc2, F, a.gu.From(F), 2*F, rows, F) })
 	default:
 		err = first(err,
-			func() error { return m.linearForward(L.Gate, a.fc1, a.n2, rows, train, ad) },
-			func() error { return m.linearForward(L.Up, a.fc2, a.n2, rows, train, ad) })
+			func() error { return m.linearForward(L.Gate, a.fc1, x2, rows, train, ad) },
+			func() error { return m.linearForward(L.Up, a.fc2, x2, rows, train, ad) })
 	}
 	switch c.MLP {
 	case SwiGLU:
@@ -395,7 +405,7 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 	case GeGLU:
 		err = first(err, func() error { return b.GeGLUForward(a.act, a.fc1, a.fc2, rows*F) })
 	}
-	if c.Sandwich {
+	if post {
 		err = first(err,
 			func() error { return m.linearForward(L.Down, a.mo, a.act, rows, train, ad) },
 			func() error { return m.norm(L.PostMLP, tmp, backend.Buf{}, a.morstd, a.mo, rows) })

@@ -45,6 +45,8 @@ func tinyConfigs() map[string]Config {
 			Sliding: []bool{true, true, false, true}, QueryScale: 8, RopeScaling: &RopeScaling{Type: "linear", Factor: 4}, BOS: 2},
 		"smollm3-nope": {ModelType: "smollm3", Vocab: 120, Dim: 32, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 8, Hidden: 48,
 			MaxPos: 64, NormEps: 1e-6, RopeTheta: 5e6, TieEmbed: true, NoRoPE: []bool{false, true, false}, BOS: -1},
+		"olmo2-postnorm": {ModelType: "olmo2", Vocab: 130, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8, Hidden: 48,
+			MaxPos: 64, NormEps: 1e-6, RopeTheta: 5e5, BOS: -1, EOS: []int{4}},
 		"phi3-partial": {ModelType: "phi3", Vocab: 130, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, RotaryDim: 12,
 			Hidden: 48, MaxPos: 256, NormEps: 1e-5, RopeTheta: 10000, TieEmbed: true, Window: 7, BOS: 1, EOS: []int{3},
 			RopeScaling: &RopeScaling{Type: "longrope", Factor: 256.0 / 48, OriginalMaxPos: 48, AttentionFactor: 1.2,

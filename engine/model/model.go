@@ -1,5 +1,5 @@
 // Package model runs Hugging Face causal language models of the gpt2 and llama families
-// (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, smollm3) on a backend (engine/backend; the CPU unless Use says otherwise):
+// (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, smollm3, olmo2) on a backend (engine/backend; the CPU unless Use says otherwise):
 // loading and saving model folders, a batched forward pass over a key/value cache,
 // log-probabilities, generation, and a training forward with its backward. Every op goes
 // through backend.Backend; data crosses to the host only at named boundaries: log-probs and
@@ -93,7 +93,8 @@ type Norm struct{ W, B *Param }
 // llama uses Q, K, V, O, Gate, Up and Down; phi3 the fused QKV (qkv_proj) and GateUp
 // (gate_up_proj), O and Down. Norm1 precedes attention and Norm2 the MLP (gemma2/3's
 // pre_feedforward_layernorm); gemma2/3 also normalise the attention's and the MLP's outputs
-// (PostAttn, PostMLP), qwen3 and gemma3 each head of q and k (QNorm, KNorm).
+// (PostAttn, PostMLP), qwen3 and gemma3 each head of q and k (QNorm, KNorm); olmo2 has the
+// post norms without Norm1 and Norm2, and norms q and k over their whole rows.
 type Layer struct {
 	Norm1, Norm2      Norm
 	PostAttn, PostMLP Norm
@@ -279,7 +280,9 @@ func layout(c *Config) []paramSpec {
 		add("model.embed_tokens.weight", V, D)
 		for i := 0; i < c.Layers; i++ {
 			p := fmt.Sprintf("model.layers.%d.", i)
-			add(p+"input_layernorm.weight", D)
+			if !c.PostNorm {
+				add(p+"input_layernorm.weight", D)
+			}
 			if c.Fused {
 				lin(p+"self_attn.qkv_proj", c.QDim()+2*c.KVDim(), D, false, false)
 			} else {
@@ -288,13 +291,19 @@ func layout(c *Config) []paramSpec {
 				lin(p+"self_attn.v_proj", c.KVDim(), D, c.QKVBias, false)
 			}
 			if c.QKNorm {
-				add(p+"self_attn.q_norm.weight", c.HeadDim)
-				add(p+"self_attn.k_norm.weight", c.HeadDim)
+				qn, kn := c.HeadDim, c.HeadDim
+				if c.QKNormFull {
+					qn, kn = c.QDim(), c.KVDim()
+				}
+				add(p+"self_attn.q_norm.weight", qn)
+				add(p+"self_attn.k_norm.weight", kn)
 			}
 			lin(p+"self_attn.o_proj", D, c.QDim(), c.OBias, false)
 			add(p+"post_attention_layernorm.weight", D)
 			if c.Sandwich {
 				add(p+"pre_feedforward_layernorm.weight", D)
+			}
+			if c.Sandwich || c.PostNorm {
 				add(p+"post_feedforward_layernorm.weight", D)
 			}
 			if c.Fused {
@@ -376,8 +385,12 @@ func build(c *Config, quantized map[string]*quant.Weight) (*Model, error) {
 			if c.QKNorm {
 				L.QNorm, L.KNorm = norm(p+"self_attn.q_norm"), norm(p+"self_attn.k_norm")
 			}
-			if c.Sandwich { // gemma2/3: post_attention_layernorm follows attention
+			switch {
+			case c.Sandwich: // gemma2/3: post_attention_layernorm follows attention
 				L.PostAttn, L.Norm2 = L.Norm2, norm(p+"pre_feedforward_layernorm")
+				L.PostMLP = norm(p + "post_feedforward_layernorm")
+			case c.PostNorm: // olmo2: and nothing precedes it
+				L.PostAttn, L.Norm1, L.Norm2 = L.Norm2, Norm{}, Norm{}
 				L.PostMLP = norm(p + "post_feedforward_layernorm")
 			}
 			m.Layers[i] = L

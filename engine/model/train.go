@@ -244,7 +244,7 @@ func (t *Tape) carveGrads() error {
 		if c.QKNorm {
 			g.qpre, g.kpre = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.KVDim())
 		}
-		if c.Sandwich {
+		if c.Sandwich || c.PostNorm {
 			g.o = ar.take(kAct, rows*D)
 		}
 		if c.Family() != GPT2 {
@@ -411,10 +411,15 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	c, L, a, gr, p, b := &m.Config, &m.Layers[l], &t.layers[l], &t.g, t.p, m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
 	ad := t.ad
+	post := c.Sandwich || c.PostNorm
+	x1, x2 := a.n1, a.n2 // the inputs of attention and the MLP (olmo2: the stream itself)
+	if c.PostNorm {
+		x1, x2 = a.in, a.mid
+	}
 	// out = mid + [PostMLP](Down(MLP(norm2(mid))))
 	var err error
 	dDown := gr.res // the gradient of Down's output
-	if c.Sandwich {
+	if post {
 		b.Zero(gr.o)
 		err, dDown = m.normRowsBackward(L.PostMLP, gr.o, gr.res, a.mo, a.morstd, rows, D, g), gr.o
 	}
@@ -425,7 +430,7 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	if c.Family() == GPT2 {
 		err = first(err,
 			func() error { return b.GELUBackward(gr.fc1, gr.act, a.fc1, rows*F) },
-			func() error { return m.linearBackward(L.Up, gr.n, gr.fc1, a.n2, rows, g, ad) })
+			func() error { return m.linearBackward(L.Up, gr.n, gr.fc1, x2, rows, g, ad) })
 	} else {
 		b.Zero(gr.fc2)
 		switch c.MLP {
@@ -438,20 +443,20 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 			err = first(err,
 				func() error { return b.Copy2D(gr.gu, 2*F, gr.fc1, F, rows, F) },
 				func() error { return b.Copy2D(gr.gu.From(F), 2*F, gr.fc2, F, rows, F) },
-				func() error { return m.linearBackward(L.GateUp, gr.n, gr.gu, a.n2, rows, g, ad) })
+				func() error { return m.linearBackward(L.GateUp, gr.n, gr.gu, x2, rows, g, ad) })
 		} else {
 			err = first(err,
-				func() error { return m.linearBackward(L.Gate, gr.n, gr.fc1, a.n2, rows, g, ad) },
-				func() error { return m.linearBackward(L.Up, gr.n, gr.fc2, a.n2, rows, g, ad) })
+				func() error { return m.linearBackward(L.Gate, gr.n, gr.fc1, x2, rows, g, ad) },
+				func() error { return m.linearBackward(L.Up, gr.n, gr.fc2, x2, rows, g, ad) })
 		}
 	}
-	err = first(err, func() error { return m.normBackward(L.Norm2, gr.res, gr.n, a.mid, a.mean2, a.rstd2, rows, g) })
+	err = first(err, func() error { return m.preNormBackward(L.Norm2, gr.res, gr.n, a.mid, a.mean2, a.rstd2, rows, g) })
 	if err != nil {
 		return err
 	}
 	// mid = in + [PostAttn](O(Attention(norm1(in))))
 	dO := gr.res
-	if c.Sandwich {
+	if post {
 		b.Zero(gr.o)
 		if err := m.normRowsBackward(L.PostAttn, gr.o, gr.res, a.ao, a.aorstd, rows, D, g); err != nil {
 			return err
@@ -488,10 +493,9 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	if c.QKNorm {
 		b.Zero(gr.qpre)
 		b.Zero(gr.kpre)
-		err := first(m.normRowsBackward(L.QNorm, gr.qpre, gr.q, a.qpre, a.qrstd, rows*c.Heads, c.HeadDim, g),
-			func() error {
-				return m.normRowsBackward(L.KNorm, gr.kpre, gr.k, a.kpre, a.krstd, rows*c.KVHeads, c.HeadDim, g)
-			})
+		qr, qd, kr, kd := c.qkNormRows(rows)
+		err := first(m.normRowsBackward(L.QNorm, gr.qpre, gr.q, a.qpre, a.qrstd, qr, qd, g),
+			func() error { return m.normRowsBackward(L.KNorm, gr.kpre, gr.k, a.kpre, a.krstd, kr, kd, g) })
 		if err != nil {
 			return err
 		}
@@ -500,13 +504,23 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	b.Zero(gr.n)
 	if L.QKV != nil {
 		err = first(mergeQKV(b, gr.qkv, dq, dk, gr.v, rows, c.QDim(), kvd),
-			func() error { return m.linearBackward(L.QKV, gr.n, gr.qkv, a.n1, rows, g, ad) })
+			func() error { return m.linearBackward(L.QKV, gr.n, gr.qkv, x1, rows, g, ad) })
 	} else {
-		err = first(m.linearBackward(L.Q, gr.n, dq, a.n1, rows, g, ad),
-			func() error { return m.linearBackward(L.K, gr.n, dk, a.n1, rows, g, ad) },
-			func() error { return m.linearBackward(L.V, gr.n, gr.v, a.n1, rows, g, ad) })
+		err = first(m.linearBackward(L.Q, gr.n, dq, x1, rows, g, ad),
+			func() error { return m.linearBackward(L.K, gr.n, dk, x1, rows, g, ad) },
+			func() error { return m.linearBackward(L.V, gr.n, gr.v, x1, rows, g, ad) })
 	}
-	return first(err, func() error { return m.normBackward(L.Norm1, gr.res, gr.n, a.in, a.mean1, a.rstd1, rows, g) })
+	return first(err, func() error { return m.preNormBackward(L.Norm1, gr.res, gr.n, a.in, a.mean1, a.rstd1, rows, g) })
+}
+
+// preNormBackward adds to din the gradient that reaches a block's input through a pre-norm
+// (dout is the gradient of the norm's output), or straight from dout where the block has
+// no pre-norms (olmo2).
+func (m *Model) preNormBackward(n Norm, din, dout, in, mean, rstd backend.Buf, rows int, g *Grads) error {
+	if n.W == nil {
+		return m.b.Add(din, dout, 1, rows*m.Config.Dim)
+	}
+	return m.normBackward(n, din, dout, in, mean, rstd, rows, g)
 }
 
 // normBackward adds the norm's input gradient to din and its parameter gradients to g.

@@ -6,7 +6,8 @@ its maths: gpt2; llama, mistral, qwen2; qwen3 (q/k RMSNorm); gemma ((1+w) RMSNor
 embedding scale, GeGLU); gemma2 (norms around attention and MLP, attention and final logit
 soft-capping, query_pre_attn_scalar, alternating sliding windows); gemma3_text (gemma2's
 norms, q/k norms, local/global RoPE bases, 5:1 sliding pattern); phi3 (fused qkv_proj and
-gate_up_proj, partial rotary, longrope); smollm3 (llama with layers that skip RoPE). Jobs arrive as one JSON document on stdin:
+gate_up_proj, partial rotary, longrope); smollm3 (llama with layers that skip RoPE); olmo2
+(norms on attention's and the MLP's outputs only, q and k normalised over whole rows). Jobs arrive as one JSON document on stdin:
 
   {"jobs": [{"make": {"dir": DIR, "config": {...}, "dtype": "F32"|"BF16", "seed": N}},  # optional
             {"model": DIR, "seqs": [[ids]...],          # logits of every position
@@ -76,7 +77,7 @@ def load(dirname):
 
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 SANDWICH = ("gemma2", "gemma3_text")
-DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3") + GEMMA
+DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2") + GEMMA
 
 
 def rms_norm(x, w, eps, offset=0.0):
@@ -212,7 +213,7 @@ def forward_decoder(cfg, w, ids, lora=None):
     KV = cfg.get("num_key_value_heads") or H
     hd = head_dim(cfg)
     rot = rotary_dim(cfg)
-    eps = cfg.get("rms_norm_eps", 1e-5 if mt == "phi3" else 1e-6)
+    eps = cfg.get("rms_norm_eps", 1e-5 if mt in ("phi3", "olmo2") else 1e-6)
     offset = 1.0 if gemma else 0.0
     window = cfg.get("sliding_window")
     sliding = sliding_layers(cfg)
@@ -247,13 +248,16 @@ def forward_decoder(cfg, w, ids, lora=None):
 
     for l in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % l
-        h = norm(p + "input_layernorm", x)
+        h = x if mt == "olmo2" else norm(p + "input_layernorm", x)  # olmo2 normalises outputs only
         if mt == "phi3":
             q, k, v = lin(p + "self_attn.qkv_proj", h).split([H * hd, KV * hd, KV * hd], dim=-1)
         else:
             q = lin(p + "self_attn.q_proj", h)
             k = lin(p + "self_attn.k_proj", h)
             v = lin(p + "self_attn.v_proj", h)
+        if mt == "olmo2":  # RMSNorm over the whole q and k rows
+            q = norm(p + "self_attn.q_norm", q)
+            k = norm(p + "self_attn.k_norm", k)
         q = q.view(T, H, hd)
         k = k.view(T, KV, hd)
         if mt in ("qwen3", "gemma3_text"):  # RMSNorm over each head
@@ -270,6 +274,9 @@ def forward_decoder(cfg, w, ids, lora=None):
         if sandwich:
             x = x + norm(p + "post_attention_layernorm", o)
             h = norm(p + "pre_feedforward_layernorm", x)
+        elif mt == "olmo2":
+            x = x + norm(p + "post_attention_layernorm", o)
+            h = x
         else:
             x = x + o
             h = norm(p + "post_attention_layernorm", x)
@@ -279,7 +286,7 @@ def forward_decoder(cfg, w, ids, lora=None):
             g, u = lin(p + "mlp.gate_proj", h), lin(p + "mlp.up_proj", h)
         act = gelu_tanh(g) if gemma else torch.nn.functional.silu(g)
         m = lin(p + "mlp.down_proj", act * u)
-        if sandwich:
+        if sandwich or mt == "olmo2":
             m = norm(p + "post_feedforward_layernorm", m)
         x = x + m
     x = norm("model.norm", x)
@@ -384,7 +391,7 @@ def layout(cfg):
     H = cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
     hd = head_dim(cfg)
-    bias = cfg.get("attention_bias", False) if mt in ("llama", "qwen3", "smollm3") + GEMMA else False
+    bias = cfg.get("attention_bias", False) if mt in ("llama", "qwen3", "smollm3", "olmo2") + GEMMA else False
     out = [("model.embed_tokens.weight", [V, D], "embed")]
 
     def lin(name, o, i, b=False):
@@ -393,7 +400,8 @@ def layout(cfg):
             out.append((name + ".bias", [o], "bias"))
     for l in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % l
-        out.append((p + "input_layernorm.weight", [D], "norm"))
+        if mt != "olmo2":
+            out.append((p + "input_layernorm.weight", [D], "norm"))
         if mt == "phi3":
             lin(p + "self_attn.qkv_proj", (H + 2 * KV) * hd, D)
         else:
@@ -403,10 +411,14 @@ def layout(cfg):
         if mt in ("qwen3", "gemma3_text"):
             out.append((p + "self_attn.q_norm.weight", [hd], "norm"))
             out.append((p + "self_attn.k_norm.weight", [hd], "norm"))
+        if mt == "olmo2":
+            out.append((p + "self_attn.q_norm.weight", [H * hd], "norm"))
+            out.append((p + "self_attn.k_norm.weight", [KV * hd], "norm"))
         lin(p + "self_attn.o_proj", D, H * hd, bias)
         out.append((p + "post_attention_layernorm.weight", [D], "norm"))
         if mt in SANDWICH:
             out.append((p + "pre_feedforward_layernorm.weight", [D], "norm"))
+        if mt in SANDWICH or mt == "olmo2":
             out.append((p + "post_feedforward_layernorm.weight", [D], "norm"))
         mb = mt in ("llama", "smollm3") and cfg.get("mlp_bias", False)
         if mt == "phi3":
