@@ -13,11 +13,11 @@ type acts struct {
 	n1           backend.Buf // first norm's output [rows,Dim]
 	mean1, rstd1 backend.Buf // its statistics [rows] (mean: LayerNorm only)
 	qkv          backend.Buf // a fused projection: gpt2's [rows,3·Dim], phi3's [rows,QDim+2·KVDim]
-	qpre, kpre   backend.Buf // q and k before their per-head norms (QKNorm)
-	qrstd, krstd backend.Buf // those norms' statistics [rows·Heads], [rows·KVHeads]
+	qpre, kpre   backend.Buf // q and k before their norms (QKNorm)
+	qrstd, krstd backend.Buf // those norms' statistics, one per head (or per row: QKNormFull)
 	q, k, v      backend.Buf // [rows,QDim], [rows,KVDim] ×2, after RoPE
 	att          backend.Buf // attention output [rows,QDim]
-	ao, aorstd   backend.Buf // gemma2/3: the attention's projection before its norm [rows,Dim], the norm's rstd
+	ao, aorstd   backend.Buf // gemma2/3, olmo2: the attention's projection before its norm [rows,Dim], the norm's rstd
 	mid          backend.Buf // residual stream after attention [rows,Dim]
 	n2           backend.Buf // second norm's output
 	mean2, rstd2 backend.Buf
@@ -25,7 +25,7 @@ type acts struct {
 	fc1          backend.Buf // gate (llama) or c_fc (gpt2) output [rows,Hidden]
 	fc2          backend.Buf // up (llama) [rows,Hidden]
 	act          backend.Buf // MLP activation, the down projection's input [rows,Hidden]
-	mo, morstd   backend.Buf // gemma2/3: the MLP's output before its norm [rows,Dim], the norm's rstd
+	mo, morstd   backend.Buf // gemma2/3, olmo2: the MLP's output before its norm [rows,Dim], the norm's rstd
 }
 
 // qkvWidth is the width of a fused q, k, v projection (gpt2, phi3), 0 without one.
@@ -95,8 +95,10 @@ func (m *Model) carveActs(ar *arena, rows int, withIn bool) acts {
 	if withIn {
 		a.in = ar.take(kStream, rows*D)
 	}
-	a.n1 = ar.take(kAct, rows*D)
-	a.rstd1 = ar.take(kF32, rows)
+	if !c.PostNorm { // olmo2 has no norms before attention and the MLP
+		a.n1, a.rstd1 = ar.take(kAct, rows*D), ar.take(kF32, rows)
+		a.n2, a.rstd2 = ar.take(kAct, rows*D), ar.take(kF32, rows)
+	}
 	if gpt2 {
 		a.mean1 = ar.take(kF32, rows)
 	}
@@ -114,8 +116,6 @@ func (m *Model) carveActs(ar *arena, rows int, withIn bool) acts {
 		a.mo, a.morstd = ar.take(kAct, rows*D), ar.take(kF32, rows)
 	}
 	a.mid = ar.take(kStream, rows*D)
-	a.n2 = ar.take(kAct, rows*D)
-	a.rstd2 = ar.take(kF32, rows)
 	if gpt2 {
 		a.mean2 = ar.take(kF32, rows)
 	} else {
