@@ -19,8 +19,9 @@ bin=bench/gpu-bin
 if [ "${1:-}" = "build" ]; then
   set -e
   mkdir -p "$bin"
-  echo "building $bin/cuda.test"
+  echo "building $bin/cuda.test and $bin/engine.test"
   CGO_ENABLED=0 go test -c -o "$bin/cuda.test" ./engine/backend/cuda
+  CGO_ENABLED=0 go test -c -o "$bin/engine.test" ./engine
   exit 0
 fi
 
@@ -32,8 +33,8 @@ say() { echo "$*" | tee -a "$summary"; }
 python=${PYTHON:-python3}
 start=$(date +%s)
 
-if [ ! -x "$bin/cuda.test" ]; then
-  echo "missing $bin/cuda.test: run 'bench/gpu.sh build' where Go is, then copy bench/gpu-bin here" >&2
+if [ ! -x "$bin/cuda.test" ] || [ ! -x "$bin/engine.test" ]; then
+  echo "missing $bin/cuda.test or $bin/engine.test: run 'bench/gpu.sh build' where Go is, then copy bench/gpu-bin here" >&2
   exit 2
 fi
 unset RLHFSTATION_CUDA_LIBS # the real device, not a stand-in
@@ -44,7 +45,7 @@ say "   git $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $($python -c 
 # 1. The backend's tests on the device: kernels against the CPU, the conformance suite,
 #    whole models, a GRPO step, generation. (The NVRTC 11.8 compile check skips here.)
 say "== tests on the GPU"
-if (cd engine/backend/cuda && timeout 300 "../../../$bin/cuda.test" -test.v -test.timeout 290s) > "$out/tests.log" 2>&1; then
+if (cd engine/backend/cuda && timeout 200 "../../../$bin/cuda.test" -test.v -test.timeout 190s) > "$out/tests.log" 2>&1; then
   say "   PASS ($(grep -c '^--- PASS' "$out/tests.log") passed, $(grep -c '^--- SKIP' "$out/tests.log") skipped)"
 else
   say "   FAIL: see $out/tests.log"; grep -E '^(--- FAIL|    .*_test.go)' "$out/tests.log" | head -20 | tee -a "$summary"
@@ -54,20 +55,24 @@ grep -E '^\s+\S+_test.go:[0-9]+: (device|conformance)' "$out/tests.log" | head -
 # 2. Kernel bandwidth: NF4 → bf16 against a device-to-device copy (target ratio ≥ 0.8), and
 #    the fused 4-bit GEMV of decoding.
 say "== NF4 dequantization vs device-to-device copy (GPU-event timing)"
-(cd engine/backend/cuda && timeout 120 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4' -test.benchtime 3x) > "$out/kernels.log" 2>&1
+(cd engine/backend/cuda && timeout 60 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4' -test.benchtime 3x) > "$out/kernels.log" 2>&1
 grep -E '^Benchmark' "$out/kernels.log" | tee -a "$summary"
 
 # 3. One GRPO step of a Qwen2.5-0.5B-shaped random model (1 prompt × 8 completions × 64 new
-#    tokens after a 32-token prompt; NF4 base, LoRA r 16 on every linear), and decoding
-#    (8 sequences and 1): the device work through the backend's ops (engine/backend/cuda's
-#    BenchmarkGRPOStepQwen05 and BenchmarkDecodeQwen05; the engine's own GRPO-step benchmark
-#    takes over once the model runs on the backend interface), then PyTorch + peft bf16 LoRA
-#    and transformers' generate on the same GPU.
-say "== GRPO step and decoding, Qwen2.5-0.5B-shaped (Go CUDA backend)"
-(cd engine/backend/cuda && timeout 300 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'Qwen05' -test.benchtime 3x) > "$out/qwen-go.log" 2>&1
+#    tokens after a 32-token prompt; NF4 base, LoRA r 16 on every linear): the model itself on
+#    the device (engine's BenchmarkGRPOStep/qwen05B with RLHFSTATION_BENCH_DEVICE=cuda: time,
+#    phases, the allocator's peak as gpu-peak-bytes), then the device ops composed by hand with
+#    the decode step replayed as a CUDA graph (engine/backend/cuda's BenchmarkGRPOStepQwen05 and
+#    BenchmarkDecodeQwen05, 8 sequences and 1), then PyTorch + peft bf16 LoRA and
+#    transformers' generate on the same GPU.
+say "== GRPO step, Qwen2.5-0.5B-shaped: the model on the device (engine benchmark)"
+(cd engine && RLHFSTATION_BENCH_DEVICE=cuda timeout 120 "../$bin/engine.test" -test.run '^$' -test.bench 'GRPOStep/qwen05B' -test.benchtime 3x -test.short) > "$out/qwen-engine.log" 2>&1
+grep -E '^Benchmark' "$out/qwen-engine.log" | tee -a "$summary" || say "   (no figure: see $out/qwen-engine.log)"
+say "== GRPO step and decoding, Qwen2.5-0.5B-shaped: device ops by hand, decode as a CUDA graph"
+(cd engine/backend/cuda && timeout 90 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'Qwen05' -test.benchtime 3x) > "$out/qwen-go.log" 2>&1
 grep -E '^Benchmark' "$out/qwen-go.log" | tee -a "$summary" || say "   (no figure: see $out/qwen-go.log)"
 say "== GRPO step and decoding, same shape (PyTorch + transformers + peft, bf16)"
-timeout 240 "$python" bench/gpu_step.py --prompts 1 --generations 8 --prompt-len 32 --new 64 --steps 3 > "$out/qwen-torch.json" 2> "$out/qwen-torch.log"
+timeout 120 "$python" bench/gpu_step.py --prompts 1 --generations 8 --prompt-len 32 --new 64 --steps 3 > "$out/qwen-torch.json" 2> "$out/qwen-torch.log"
 tee -a "$summary" < "$out/qwen-torch.json"
 
 say "== done in $(( $(date +%s) - start )) s; logs in $out"

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/optim"
 	"rlhfstation/internal/testref"
+	"rlhfstation/quant"
 )
 
 // benchSize is the work of one benchmarked GRPO step (bench/README.md): prompts × gens
@@ -216,6 +218,7 @@ func BenchmarkGRPOStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			dev := benchDevice(b, m)
 			s := newGRPOBench(m, bm.size)
 			if _, err := s.step(0); err != nil { // warm-up: buffers and tape grow once
 				b.Fatal(err)
@@ -245,8 +248,11 @@ func BenchmarkGRPOStep(b *testing.B) {
 			b.ReportMetric(sum.update/n, "update-s")
 			b.ReportMetric(cpu, "cpu-s")
 			b.ReportMetric(float64(m.NumParams()), "params")
-			if testing.Short() {
-				return
+			if st, ok := dev.(interface{ PeakBytes() int64 }); ok {
+				b.ReportMetric(float64(st.PeakBytes()), "gpu-peak-bytes")
+			}
+			if testing.Short() || dev != nil {
+				return // the PyTorch side of a GPU step is bench/gpu_step.py (bench/gpu.sh)
 			}
 			py := torchPython(b)
 			if py == "" {
@@ -265,6 +271,29 @@ func BenchmarkGRPOStep(b *testing.B) {
 			b.ReportMetric(goRate/t.TokensPerS, "x-torch")
 		})
 	}
+}
+
+// benchDevice puts m on the device $RLHFSTATION_BENCH_DEVICE names (bench/gpu.sh sets cuda),
+// its linears in NF4 as a run keeps them there; nil (the CPU, float32, as PyTorch's side) when
+// unset.
+func benchDevice(b *testing.B, m *model.Model) backend.Backend {
+	name := os.Getenv("RLHFSTATION_BENCH_DEVICE")
+	if name == "" || name == "cpu" {
+		return nil
+	}
+	dev, _, err := OpenDevice(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { dev.Close() })
+	if _, _, err := m.Quantize(quant.Default()); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Use(dev); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("on %s, linears in NF4", DeviceLabel(dev))
+	return dev
 }
 
 // torchResult is bench/grpo_step.py's answer.

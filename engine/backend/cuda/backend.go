@@ -72,6 +72,14 @@ func (b *Backend) DeviceBytes() int64 {
 	return b.d.mem.reserved
 }
 
+// PeakBytes is the most device memory the backend's buffers held at once (the allocator's
+// peak: what PyTorch's max_memory_allocated reports).
+func (b *Backend) PeakBytes() int64 {
+	b.d.mem.mu.Lock()
+	defer b.d.mem.mu.Unlock()
+	return b.d.mem.peak
+}
+
 // CheckFits refuses a run whose estimated peak memory exceeds 90% of the device's free
 // memory, before anything of it is allocated (see EstimateMemory).
 func (b *Backend) CheckFits(s RunShape) error { return b.d.CheckFits(s) }
