@@ -115,7 +115,7 @@ func DefaultThresholds() Thresholds {
 		// GRPO's loss sits near zero by construction (advantages are centred per group), so its
 		// relative jumps say nothing; the per-batch reward spreads (*/std) are noise too.
 		ZSkip: []string{"learning_rate", "perf/", "mem/", "ntl/total_digits", "ntl/correct_digits", "loss",
-			"reward_std", "rewards/*/std", "step_time", "num_tokens"},
+			"reward_std", "rewards/*/std", "step_time", "num_tokens", "ntl/aux_positions"},
 
 		KLMax:   0.30,
 		KLSteps: 2,
