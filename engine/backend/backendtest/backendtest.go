@@ -42,15 +42,23 @@ type Tolerances struct {
 	// Ops overrides F32 for the named ops (backend.Backend's method names): a backend that
 	// computes some ops in lower precision internally (bf16 products) names them here.
 	Ops map[string]Tol
+	// Model bounds the whole-model checks: log-probs and logits by Abs + Rel·|want| each;
+	// gradients and updated adapters by Rel of each tensor's norm; a greedy token that
+	// differs must have been within Abs of the reference's best logit.
+	Model Tol
 }
 
 // F32 is the tolerance of a backend that computes in float32 as the reference does, up to
 // the order of its sums.
-func F32() Tolerances { return Tolerances{F32: Tol{Abs: 2e-5, Rel: 1e-4}} }
+func F32() Tolerances {
+	return Tolerances{F32: Tol{Abs: 2e-5, Rel: 1e-4}, Model: Tol{Abs: 1e-4, Rel: 1e-3}}
+}
 
 // BF16 is the tolerance of a backend whose products and activations are bf16 (8 bits of
 // mantissa) with float32 sums, for unit-scale values.
-func BF16() Tolerances { return Tolerances{F32: Tol{Abs: 3e-2, Rel: 1.0 / 32}} }
+func BF16() Tolerances {
+	return Tolerances{F32: Tol{Abs: 3e-2, Rel: 1.0 / 32}, Model: Tol{Abs: 0.1, Rel: 0.05}}
+}
 
 func (t Tolerances) of(op string) Tol {
 	if o, ok := t.Ops[op]; ok {
@@ -83,12 +91,17 @@ func Run(t *testing.T, b backend.Backend, tol Tolerances, opts ...Option) {
 			g.run(e)
 		})
 	}
-	ops, shapes := 0, 0
+	ops, shapes, models := 0, 0, 0
 	for op, n := range s.passed {
-		if s.failed[op] == 0 {
+		switch {
+		case strings.HasPrefix(op, "model "):
+			models += n
+		case s.failed[op] == 0:
 			ops++
+			shapes += n
+		default:
+			shapes += n
 		}
-		shapes += n
 	}
 	var bad []string
 	for op, n := range s.failed {
@@ -97,8 +110,8 @@ func Run(t *testing.T, b backend.Backend, tol Tolerances, opts ...Option) {
 	if len(bad) > 0 {
 		t.Logf("%s: failed: %s", b.Name(), strings.Join(bad, ", "))
 	}
-	t.Logf("%s: %d ops, %s shapes passed; %d finite-difference checks of the reference's backwards",
-		b.Name(), ops, thousands(shapes), s.fdChecks)
+	t.Logf("%s: %d ops, %s shapes passed; %d whole-model checks passed; %d finite-difference checks of the reference's backwards",
+		b.Name(), ops, thousands(shapes), models, s.fdChecks)
 }
 
 // group is a subtest: a family of ops checked together (a forward and its backward share
