@@ -8,8 +8,8 @@ import (
 )
 
 func init() {
-	register("rope", ropeOps)
-	register("attention", attentionOps)
+	register("rope", true, ropeOps)
+	register("attention", true, attentionOps)
 }
 
 // ropeOps: rotary embeddings in place, forward and backward, from one pair per head to a
@@ -43,7 +43,7 @@ func ropeOps(e *env) {
 			}
 			e.check(op, shape, func() {
 				got := e.twin(func(s *side) []backend.Buf {
-					out := s.acc(x)
+					out := s.accAs(act, x)
 					if r := table(s); r != nil {
 						if op == "RoPEForward" {
 							s.do(op, s.b.RoPEForward(out, s.i32(pos), c.heads, r))
@@ -175,10 +175,10 @@ func attentionOps(e *env) {
 		var probs []float32
 		e.check("AttentionForward", c.String(), func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out, pr, out2 := s.out(rows*qw), s.out(nprobs), s.out(rows*qw)
-				sp := c.spans(s.in(k), s.in(v), backend.Buf{}, backend.Buf{})
-				s.do("AttentionForward", s.b.AttentionForward(out, pr, s.in(q), sp, a))
-				s.do("AttentionForward without probabilities", s.b.AttentionForward(out2, backend.Buf{}, s.in(q), sp, a))
+				out, pr, out2 := s.outAs(act, rows*qw), s.outAs(act, nprobs), s.outAs(act, rows*qw)
+				sp := c.spans(s.inAs(act, k), s.inAs(act, v), backend.Buf{}, backend.Buf{})
+				s.do("AttentionForward", s.b.AttentionForward(out, pr, s.inAs(act, q), sp, a))
+				s.do("AttentionForward without probabilities", s.b.AttentionForward(out2, backend.Buf{}, s.inAs(act, q), sp, a))
 				return []backend.Buf{out, pr, out2}
 			})
 			if got == nil {
@@ -196,13 +196,13 @@ func attentionOps(e *env) {
 			got := e.twin(func(s *side) []backend.Buf {
 				var outs []backend.Buf
 				for _, stored := range []bool{true, false} {
-					dq, dk, dv := s.acc(dq0), s.acc(dk0), s.acc(dv0)
-					sp := c.spans(s.in(k), s.in(v), dk, dv)
+					dq, dk, dv := s.accAs(act, dq0), s.accAs(act, dk0), s.accAs(act, dv0)
+					sp := c.spans(s.inAs(act, k), s.inAs(act, v), dk, dv)
 					pr := backend.Buf{}
 					if stored {
-						pr = s.in(probs)
+						pr = s.inAs(act, probs)
 					}
-					s.do(fmt.Sprintf("AttentionBackward (probabilities stored: %v)", stored), s.b.AttentionBackward(dq, s.in(dout), pr, s.in(q), sp, a))
+					s.do(fmt.Sprintf("AttentionBackward (probabilities stored: %v)", stored), s.b.AttentionBackward(dq, s.inAs(act, dout), pr, s.inAs(act, q), sp, a))
 					outs = append(outs, dq, dk, dv)
 				}
 				return outs
@@ -254,8 +254,8 @@ func attentionOps(e *env) {
 				return
 			}
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(n * qw)
-				s.do("AttentionRows", s.b.AttentionRows(out, s.in(qr), s.in(k), s.in(v), s.i32(ps), s.i32(pp), n, a, capacity*kw))
+				out := s.outAs(act, n*qw)
+				s.do("AttentionRows", s.b.AttentionRows(out, s.inAs(act, qr), s.inAs(act, k), s.inAs(act, v), s.i32(ps), s.i32(pp), n, a, capacity*kw))
 				return []backend.Buf{out}
 			})
 			if got != nil {

@@ -72,11 +72,20 @@ type Option func(*config)
 
 type config struct {
 	small bool
+	mixed *Tol
 }
 
 // Small uses shorter shape lists (fewer shapes of each kind, smaller long rows) for slow
 // backends, such as the CUDA backend on its CPU stand-in. Every op is still run.
 func Small() Option { return func(c *config) { c.small = true } }
+
+// Mixed runs the ops a second time with the operand types the model gives the backend: each
+// operand of the type b.Precision() names for its role (the residual stream, activations,
+// frozen weights; float32 for the rest, as the model passes them), compared with the
+// reference within tol. The ops whose operands are all float32 (log-probs, sampling, the
+// optimizer) and the whole-model checks are not repeated. A backend whose Precision is
+// float32 throughout has nothing to run.
+func Mixed(tol Tol) Option { return func(c *config) { c.mixed = &tol } }
 
 // Run runs the suite on b.
 func Run(t *testing.T, b backend.Backend, tol Tolerances, opts ...Option) {
@@ -91,6 +100,30 @@ func Run(t *testing.T, b backend.Backend, tol Tolerances, opts ...Option) {
 			g.run(e)
 		})
 	}
+	summary(t, s, "")
+	p := b.Precision()
+	if c.mixed == nil || p == (backend.Precision{Act: backend.F32, Stream: backend.F32, Weight: backend.F32}) {
+		return
+	}
+	m := &suite{b: b, ref: s.ref, tol: Tolerances{F32: *c.mixed}, small: c.small, mixed: &p, passed: map[string]int{}, failed: map[string]int{}}
+	name := fmt.Sprintf("stream %s, activations %s, weights %s", p.Stream, p.Act, p.Weight)
+	t.Run(name, func(t *testing.T) {
+		for _, g := range groups {
+			if !g.mixed {
+				continue
+			}
+			t.Run(g.name, func(t *testing.T) {
+				e := &env{suite: m, t: t, rng: rand.New(rand.NewPCG(uint64(len(g.name)), hash(g.name)))}
+				g.run(e)
+			})
+		}
+	})
+	summary(t, m, " with "+name)
+}
+
+// summary logs what passed (and failed).
+func summary(t *testing.T, s *suite, with string) {
+	b := s.b
 	ops, shapes, models := 0, 0, 0
 	for op, n := range s.passed {
 		switch {
@@ -110,6 +143,10 @@ func Run(t *testing.T, b backend.Backend, tol Tolerances, opts ...Option) {
 	if len(bad) > 0 {
 		t.Logf("%s: failed: %s", b.Name(), strings.Join(bad, ", "))
 	}
+	if s.mixed != nil {
+		t.Logf("%s: %d ops, %s shapes passed%s", b.Name(), ops, thousands(shapes), with)
+		return
+	}
 	t.Logf("%s: %d ops, %s shapes passed; %d whole-model checks passed; %d finite-difference checks of the reference's backwards",
 		b.Name(), ops, thousands(shapes), models, s.fdChecks)
 }
@@ -117,22 +154,26 @@ func Run(t *testing.T, b backend.Backend, tol Tolerances, opts ...Option) {
 // group is a subtest: a family of ops checked together (a forward and its backward share
 // inputs).
 type group struct {
-	name string
-	run  func(e *env)
+	name  string
+	mixed bool // has operands of other roles than float32: runs again under Mixed
+	run   func(e *env)
 }
 
 // groups is filled by the files of this package, one group each.
 var groups []group
 
-func register(name string, run func(e *env)) { groups = append(groups, group{name, run}) }
+func register(name string, mixed bool, run func(e *env)) {
+	groups = append(groups, group{name, mixed, run})
+}
 
 type suite struct {
 	b        backend.Backend
 	ref      backend.Backend
 	tol      Tolerances
 	small    bool
-	passed   map[string]int // op → shapes passed
-	failed   map[string]int // op → shapes failed
+	mixed    *backend.Precision // the run with the backend's own operand types
+	passed   map[string]int     // op → shapes passed
+	failed   map[string]int     // op → shapes failed
 	fdChecks int
 }
 
@@ -239,6 +280,9 @@ func (e *env) twin(f func(s *side) []backend.Buf) [][]float32 {
 func (e *env) run(b backend.Backend, ref bool, f func(s *side) []backend.Buf) [][]float32 {
 	e.t.Helper()
 	s := &side{e: e, b: b, ref: ref}
+	if !ref {
+		s.prec = e.mixed
+	}
 	defer s.free()
 	outs := f(s)
 	if s.failed || !e.must(b.Name()+": sync", b.Sync()) {
@@ -294,6 +338,9 @@ func (e *env) close(what string, got, want []float32, tol Tol) {
 // terms of the given scale: |got − want| ≤ abs·scale + rel·|want|.
 func (e *env) oracle(what string, got []float32, want []float64, abs, rel float64) {
 	e.t.Helper()
+	if e.mixed != nil {
+		return // checked in the float32 run
+	}
 	w := make([]float32, len(want))
 	for i, v := range want {
 		w[i] = float32(v)

@@ -7,7 +7,7 @@ import (
 	"rlhfstation/engine/backend"
 )
 
-func init() { register("elementwise", elementwiseOps) }
+func init() { register("elementwise", true, elementwiseOps) }
 
 var hf = backend.HostF32
 
@@ -21,10 +21,10 @@ func elementwiseOps(e *env) {
 
 		e.check("ResidualForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(n)
-				s.do("ResidualForward", s.b.ResidualForward(out, s.in(a), s.in(b), n))
-				inPlace := s.acc(a) // out may alias a
-				s.do("ResidualForward in place", s.b.ResidualForward(inPlace, inPlace, s.in(b), n))
+				out := s.outAs(stream, n)
+				s.do("ResidualForward", s.b.ResidualForward(out, s.inAs(stream, a), s.inAs(act, b), n))
+				inPlace := s.accAs(stream, a) // out may alias a
+				s.do("ResidualForward in place", s.b.ResidualForward(inPlace, inPlace, s.inAs(act, b), n))
 				return []backend.Buf{out, inPlace}
 			})
 			if got != nil {
@@ -38,9 +38,9 @@ func elementwiseOps(e *env) {
 		})
 		e.check("ResidualBackward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				da, db, da1 := s.acc(da0), s.acc(db0), s.acc(da0)
-				s.do("ResidualBackward", s.b.ResidualBackward(da, db, s.in(dout), n))
-				s.do("ResidualBackward without db", s.b.ResidualBackward(da1, backend.Buf{}, s.in(dout), n))
+				da, db, da1 := s.accAs(stream, da0), s.accAs(act, db0), s.accAs(stream, da0)
+				s.do("ResidualBackward", s.b.ResidualBackward(da, db, s.inAs(stream, dout), n))
+				s.do("ResidualBackward without db", s.b.ResidualBackward(da1, backend.Buf{}, s.inAs(stream, dout), n))
 				return []backend.Buf{da, db, da1}
 			})
 			if got != nil {
@@ -55,8 +55,8 @@ func elementwiseOps(e *env) {
 		})
 		e.check("Add", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				acc := s.acc(a)
-				s.do("Add", s.b.Add(acc, s.in(b), -0.375, n))
+				acc := s.accAs(stream, a)
+				s.do("Add", s.b.Add(acc, s.inAs(act, b), -0.375, n))
 				return []backend.Buf{acc}
 			})
 			if got != nil {
@@ -71,8 +71,8 @@ func elementwiseOps(e *env) {
 		x := e.randn(n, 2)
 		e.check("GELUForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(n)
-				s.do("GELUForward", s.b.GELUForward(out, s.in(x), n))
+				out := s.outAs(act, n)
+				s.do("GELUForward", s.b.GELUForward(out, s.inAs(act, x), n))
 				return []backend.Buf{out}
 			})
 			if got != nil {
@@ -85,8 +85,8 @@ func elementwiseOps(e *env) {
 		})
 		e.check("GELUBackward", shape, func() {
 			e.twin(func(s *side) []backend.Buf {
-				dx := s.acc(da0)
-				s.do("GELUBackward", s.b.GELUBackward(dx, s.in(dout), s.in(x), n))
+				dx := s.accAs(act, da0)
+				s.do("GELUBackward", s.b.GELUBackward(dx, s.inAs(act, dout), s.inAs(act, x), n))
 				return []backend.Buf{dx}
 			})
 		})
@@ -107,8 +107,8 @@ func elementwiseOps(e *env) {
 		gate, up := e.randn(n, 3), e.randn(n, 1)
 		e.check("SwiGLUForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(n)
-				s.do("SwiGLUForward", s.b.SwiGLUForward(out, s.in(gate), s.in(up), n))
+				out := s.outAs(act, n)
+				s.do("SwiGLUForward", s.b.SwiGLUForward(out, s.inAs(act, gate), s.inAs(act, up), n))
 				return []backend.Buf{out}
 			})
 			if got != nil {
@@ -121,8 +121,8 @@ func elementwiseOps(e *env) {
 		})
 		e.check("SwiGLUBackward", shape, func() {
 			e.twin(func(s *side) []backend.Buf {
-				dg, du := s.acc(da0), s.acc(db0)
-				s.do("SwiGLUBackward", s.b.SwiGLUBackward(dg, du, s.in(dout), s.in(gate), s.in(up), n))
+				dg, du := s.accAs(act, da0), s.accAs(act, db0)
+				s.do("SwiGLUBackward", s.b.SwiGLUBackward(dg, du, s.inAs(act, dout), s.inAs(act, gate), s.inAs(act, up), n))
 				return []backend.Buf{dg, du}
 			})
 		})
@@ -142,8 +142,8 @@ func elementwiseOps(e *env) {
 
 		e.check("GeGLUForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(n)
-				s.do("GeGLUForward", s.b.GeGLUForward(out, s.in(gate), s.in(up), n))
+				out := s.outAs(act, n)
+				s.do("GeGLUForward", s.b.GeGLUForward(out, s.inAs(act, gate), s.inAs(act, up), n))
 				return []backend.Buf{out}
 			})
 			if got != nil {
@@ -157,8 +157,8 @@ func elementwiseOps(e *env) {
 		})
 		e.check("GeGLUBackward", shape, func() {
 			e.twin(func(s *side) []backend.Buf {
-				dg, du := s.acc(da0), s.acc(db0)
-				s.do("GeGLUBackward", s.b.GeGLUBackward(dg, du, s.in(dout), s.in(gate), s.in(up), n))
+				dg, du := s.accAs(act, da0), s.accAs(act, db0)
+				s.do("GeGLUBackward", s.b.GeGLUBackward(dg, du, s.inAs(act, dout), s.inAs(act, gate), s.inAs(act, up), n))
 				return []backend.Buf{dg, du}
 			})
 		})
@@ -224,8 +224,8 @@ func elementwiseOps(e *env) {
 			e.check("DropoutForward", dshape, func() {
 				e.zerosOK = n < 16 // one element may well be dropped
 				got := e.twin(func(s *side) []backend.Buf {
-					out := s.out(n)
-					s.do("DropoutForward", s.b.DropoutForward(out, s.in(a), n, seed, p))
+					out := s.out(n) // LoRA's dropped-out input: float32, of an activation
+					s.do("DropoutForward", s.b.DropoutForward(out, s.inAs(act, a), n, seed, p))
 					return []backend.Buf{out}
 				})
 				if got != nil {
@@ -245,7 +245,7 @@ func elementwiseOps(e *env) {
 			})
 			e.check("DropoutBackward", dshape, func() {
 				e.twin(func(s *side) []backend.Buf {
-					dx := s.acc(da0)
+					dx := s.accAs(act, da0)
 					s.do("DropoutBackward", s.b.DropoutBackward(dx, s.in(dout), n, seed, p))
 					return []backend.Buf{dx}
 				})
@@ -273,7 +273,7 @@ func elementwiseOps(e *env) {
 		db0, dout := e.randn(cols, 1), e.randn(rows*cols, 1)
 		e.check("BiasForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.acc(x)
+				out := s.accAs(act, x)
 				s.do("BiasForward", s.b.BiasForward(out, s.in(bias), rows, cols))
 				return []backend.Buf{out}
 			})
@@ -288,7 +288,7 @@ func elementwiseOps(e *env) {
 		e.check("BiasBackward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				db := s.acc(db0)
-				s.do("BiasBackward", s.b.BiasBackward(db, s.in(dout), rows, cols))
+				s.do("BiasBackward", s.b.BiasBackward(db, s.inAs(act, dout), rows, cols))
 				return []backend.Buf{db}
 			})
 			if got != nil {

@@ -9,10 +9,10 @@ import (
 )
 
 func init() {
-	register("logprob", logProbOps)
-	register("head", headOps)
-	register("sample", sampleOps)
-	register("digits", digitOps)
+	register("logprob", false, logProbOps)
+	register("head", true, headOps)
+	register("sample", false, sampleOps)
+	register("digits", false, digitOps)
 }
 
 // logSoftmaxF64 returns log softmax(x·invT) and the entropy of that distribution.
@@ -156,7 +156,7 @@ func headOps(e *env) {
 		e.check("Logits", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				out := s.out(rows * vocab)
-				s.do("Logits", s.b.Logits(out, s.in(hidden), s.in(head), rows, dim, vocab))
+				s.do("Logits", s.b.Logits(out, s.inAs(act, hidden), s.inAs(weight, head), rows, dim, vocab))
 				return []backend.Buf{out}
 			})
 			if got != nil {
@@ -172,7 +172,7 @@ func headOps(e *env) {
 		e.check("HeadLogProbs", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				lp, ent := s.out(rows), s.out(rows)
-				s.do("HeadLogProbs", s.b.HeadLogProbs(lp, ent, s.in(hidden), s.in(head), s.i32(targets), rows, dim, vocab, invT, softcap))
+				s.do("HeadLogProbs", s.b.HeadLogProbs(lp, ent, s.inAs(act, hidden), s.inAs(weight, head), s.i32(targets), rows, dim, vocab, invT, softcap))
 				return []backend.Buf{lp, ent}
 			})
 			if got == nil {
@@ -199,8 +199,8 @@ func headOps(e *env) {
 		})
 		e.check("HeadLogProbsBackward", shape, func() {
 			e.twin(func(s *side) []backend.Buf {
-				dh := s.acc(dh0)
-				s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.in(hidden), s.in(head), s.in(dlogp), s.i32(targets), rows, dim, vocab, invT, softcap))
+				dh := s.accAs(act, dh0)
+				s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(weight, head), s.in(dlogp), s.i32(targets), rows, dim, vocab, invT, softcap))
 				return []backend.Buf{dh}
 			})
 		})

@@ -13,7 +13,7 @@ import (
 	"rlhfstation/engine/optim"
 )
 
-func init() { register("model", modelChecks) }
+func init() { register("model", false, modelChecks) }
 
 // modelFamilies are small random models of every family engine/model reads, as config.json
 // writes them (so the suite needs none of the model's field names): grouped-query ratios 1,

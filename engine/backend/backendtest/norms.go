@@ -8,8 +8,8 @@ import (
 )
 
 func init() {
-	register("norms", normOps)
-	register("embedding", embeddingOps)
+	register("norms", true, normOps)
+	register("embedding", true, embeddingOps)
 }
 
 // normOps: RMSNorm (plain, and gemma's 1 + w) and LayerNorm, forward and backward, with
@@ -39,8 +39,8 @@ func normOps(e *env) {
 			var rstd []float32
 			e.check("RMSNormForward", oshape, func() {
 				got := e.twin(func(s *side) []backend.Buf {
-					out, r := s.out(rows*dim), s.out(rows)
-					s.do("RMSNormForward", s.b.RMSNormForward(out, r, s.in(x), s.in(wn), rows, dim, eps, offset))
+					out, r := s.outAs(act, rows*dim), s.out(rows)
+					s.do("RMSNormForward", s.b.RMSNormForward(out, r, s.inAs(stream, x), s.in(wn), rows, dim, eps, offset))
 					return []backend.Buf{out, r}
 				})
 				if got == nil {
@@ -64,9 +64,9 @@ func normOps(e *env) {
 			if rstd != nil {
 				e.check("RMSNormBackward", oshape, func() {
 					e.twin(func(s *side) []backend.Buf {
-						dx, dw, dx1 := s.acc(dx0), s.acc(dw0), s.acc(dx0)
-						s.do("RMSNormBackward", s.b.RMSNormBackward(dx, dw, s.in(dout), s.in(x), s.in(wn), s.in(rstd), rows, dim, offset))
-						s.do("RMSNormBackward, weight frozen", s.b.RMSNormBackward(dx1, backend.Buf{}, s.in(dout), s.in(x), s.in(wn), s.in(rstd), rows, dim, offset))
+						dx, dw, dx1 := s.accAs(stream, dx0), s.acc(dw0), s.accAs(stream, dx0)
+						s.do("RMSNormBackward", s.b.RMSNormBackward(dx, dw, s.inAs(act, dout), s.inAs(stream, x), s.in(wn), s.in(rstd), rows, dim, offset))
+						s.do("RMSNormBackward, weight frozen", s.b.RMSNormBackward(dx1, backend.Buf{}, s.inAs(act, dout), s.inAs(stream, x), s.in(wn), s.in(rstd), rows, dim, offset))
 						return []backend.Buf{dx, dw, dx1}
 					})
 				})
@@ -94,8 +94,8 @@ func normOps(e *env) {
 		var mean, rstd []float32
 		e.check("LayerNormForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out, m, r := s.out(rows*dim), s.out(rows), s.out(rows)
-				s.do("LayerNormForward", s.b.LayerNormForward(out, m, r, s.in(x), s.in(w), s.in(bias), rows, dim, eps))
+				out, m, r := s.outAs(act, rows*dim), s.out(rows), s.out(rows)
+				s.do("LayerNormForward", s.b.LayerNormForward(out, m, r, s.inAs(stream, x), s.in(w), s.in(bias), rows, dim, eps))
 				return []backend.Buf{out, m, r}
 			})
 			if got == nil {
@@ -124,9 +124,9 @@ func normOps(e *env) {
 		if mean != nil {
 			e.check("LayerNormBackward", shape, func() {
 				e.twin(func(s *side) []backend.Buf {
-					dx, dw, db, dx1 := s.acc(dx0), s.acc(dw0), s.acc(db0), s.acc(dx0)
-					s.do("LayerNormBackward", s.b.LayerNormBackward(dx, dw, db, s.in(dout), s.in(x), s.in(w), s.in(mean), s.in(rstd), rows, dim))
-					s.do("LayerNormBackward, frozen", s.b.LayerNormBackward(dx1, backend.Buf{}, backend.Buf{}, s.in(dout), s.in(x), s.in(w), s.in(mean), s.in(rstd), rows, dim))
+					dx, dw, db, dx1 := s.accAs(stream, dx0), s.acc(dw0), s.acc(db0), s.accAs(stream, dx0)
+					s.do("LayerNormBackward", s.b.LayerNormBackward(dx, dw, db, s.inAs(act, dout), s.inAs(stream, x), s.in(w), s.in(mean), s.in(rstd), rows, dim))
+					s.do("LayerNormBackward, frozen", s.b.LayerNormBackward(dx1, backend.Buf{}, backend.Buf{}, s.inAs(act, dout), s.inAs(stream, x), s.in(w), s.in(mean), s.in(rstd), rows, dim))
 					return []backend.Buf{dx, dw, db, dx1}
 				})
 			})
@@ -182,7 +182,7 @@ func embeddingOps(e *env) {
 			case acc:
 				return s.acc(x)
 			}
-			return s.in(x)
+			return s.inAs(weight, x)
 		}
 		optI := func(s *side, x []int32) backend.Buf {
 			if x == nil {
@@ -192,8 +192,8 @@ func embeddingOps(e *env) {
 		}
 		e.check("EmbeddingForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(c.rows * c.dim)
-				s.do("EmbeddingForward", s.b.EmbeddingForward(out, s.i32(ids), optI(s, pos), s.in(wte), opt(s, wpe, false), c.dim))
+				out := s.outAs(stream, c.rows*c.dim)
+				s.do("EmbeddingForward", s.b.EmbeddingForward(out, s.i32(ids), optI(s, pos), s.inAs(weight, wte), opt(s, wpe, false), c.dim))
 				return []backend.Buf{out}
 			})
 			if got != nil {
@@ -212,7 +212,7 @@ func embeddingOps(e *env) {
 		e.check("EmbeddingBackward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				dwte, dwpe := s.acc(dwte0), opt(s, dwpe0, true)
-				s.do("EmbeddingBackward", s.b.EmbeddingBackward(dwte, dwpe, s.in(dout), s.i32(ids), optI(s, pos), c.dim))
+				s.do("EmbeddingBackward", s.b.EmbeddingBackward(dwte, dwpe, s.inAs(stream, dout), s.i32(ids), optI(s, pos), c.dim))
 				if dwpe.Nil() {
 					return []backend.Buf{dwte}
 				}

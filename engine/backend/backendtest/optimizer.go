@@ -7,7 +7,7 @@ import (
 	"rlhfstation/engine/backend"
 )
 
-func init() { register("optimizer", optimizerOps) }
+func init() { register("optimizer", false, optimizerOps) }
 
 // optimizerOps: AdamW over tensors of many sizes at once (with and without weight decay,
 // the first step and a later one), the global gradient norm and the scaling of clipping.

@@ -9,9 +9,9 @@ import (
 )
 
 func init() {
-	register("gemm", gemmOps)
-	register("matmul", matmulOps)
-	register("q4", q4Ops)
+	register("gemm", true, gemmOps)
+	register("matmul", true, matmulOps)
+	register("q4", true, q4Ops)
 }
 
 // gemmShapes cover the CPU's GEMM paths (and a device's tiles): one element, partial
@@ -78,6 +78,22 @@ func (g gemmCase) String() string {
 	return s
 }
 
+// aRole and cRole are the roles of A and C in the mixed run: LoRA's products, an activation
+// times a float32 weight into float32 (x·Aᵀ) or accumulated into an activation (y += …).
+func (g gemmCase) aRole() role {
+	if g.batch > 0 {
+		return f32
+	}
+	return act
+}
+
+func (g gemmCase) cRole() role {
+	if g.batch > 0 || g.beta == 0 {
+		return f32
+	}
+	return act
+}
+
 // dims returns the stored rows and columns of A, B and C and their leading dimensions.
 func (g gemmCase) dims() (ar, ac, lda, br, bc, ldb, ldc int) {
 	ar, ac = g.m, g.k
@@ -113,17 +129,17 @@ func (g gemmCase) run() {
 	got := e.twin(func(s *side) []backend.Buf {
 		var c backend.Buf
 		if g.beta == 0 {
-			c = s.out(len(c0))
+			c = s.outAs(g.cRole(), len(c0))
 			if g.batch == 0 { // beta = 0: C is written, not read; only the rest of C stays NaN
 				s.fail("Upload", s.b.Upload(c, nanExcept(c0, g.m, g.n, ldc)))
 			}
 		} else {
-			c = s.acc(c0)
+			c = s.accAs(g.cRole(), c0)
 		}
 		if g.batch > 0 {
 			s.do("GEMMBatched", s.b.GEMMBatched(g.ta, g.tb, g.m, g.n, g.k, g.alpha, s.in(a), lda, sa, s.in(b), ldb, sb, g.beta, c, ldc, sc, g.batch))
 		} else {
-			s.do("GEMM", s.b.GEMM(g.ta, g.tb, g.m, g.n, g.k, g.alpha, s.in(a), lda, s.in(b), ldb, g.beta, c, ldc))
+			s.do("GEMM", s.b.GEMM(g.ta, g.tb, g.m, g.n, g.k, g.alpha, s.inAs(g.aRole(), a), lda, s.in(b), ldb, g.beta, c, ldc))
 		}
 		return []backend.Buf{c}
 	})
@@ -185,9 +201,9 @@ func matmulOps(e *env) {
 		dx0, dw0, db0 := e.randn(rows*in, 0.3), e.randn(outDim*in, 0.3), e.randn(outDim, 0.3)
 		e.check("MatmulForward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
-				out, outNB := s.out(rows*outDim), s.out(rows*outDim)
-				s.do("MatmulForward", s.b.MatmulForward(out, s.in(x), s.in(w), s.in(bias), rows, in, outDim))
-				s.do("MatmulForward without bias", s.b.MatmulForward(outNB, s.in(x), s.in(w), backend.Buf{}, rows, in, outDim))
+				out, outNB := s.outAs(act, rows*outDim), s.outAs(act, rows*outDim)
+				s.do("MatmulForward", s.b.MatmulForward(out, s.inAs(act, x), s.inAs(weight, w), s.in(bias), rows, in, outDim))
+				s.do("MatmulForward without bias", s.b.MatmulForward(outNB, s.inAs(act, x), s.inAs(weight, w), backend.Buf{}, rows, in, outDim))
 				return []backend.Buf{out, outNB}
 			})
 			if got == nil {
@@ -209,12 +225,12 @@ func matmulOps(e *env) {
 		})
 		e.check("MatmulBackward", shape, func() {
 			e.twin(func(s *side) []backend.Buf {
-				dx, dw, db := s.acc(dx0), s.acc(dw0), s.acc(db0)
-				s.do("MatmulBackward", s.b.MatmulBackward(dx, dw, db, s.in(dout), s.in(x), s.in(w), rows, in, outDim))
-				dx1 := s.acc(dx0) // a frozen weight: the input gradient alone
-				s.do("MatmulBackward, input only", s.b.MatmulBackward(dx1, backend.Buf{}, backend.Buf{}, s.in(dout), backend.Buf{}, s.in(w), rows, in, outDim))
+				dx, dw, db := s.accAs(act, dx0), s.acc(dw0), s.acc(db0)
+				s.do("MatmulBackward", s.b.MatmulBackward(dx, dw, db, s.inAs(act, dout), s.inAs(act, x), s.inAs(weight, w), rows, in, outDim))
+				dx1 := s.accAs(act, dx0) // a frozen weight: the input gradient alone
+				s.do("MatmulBackward, input only", s.b.MatmulBackward(dx1, backend.Buf{}, backend.Buf{}, s.inAs(act, dout), backend.Buf{}, s.inAs(weight, w), rows, in, outDim))
 				dw1 := s.acc(dw0) // the first layer: no input gradient
-				s.do("MatmulBackward, weight only", s.b.MatmulBackward(backend.Buf{}, dw1, backend.Buf{}, s.in(dout), s.in(x), backend.Buf{}, rows, in, outDim))
+				s.do("MatmulBackward, weight only", s.b.MatmulBackward(backend.Buf{}, dw1, backend.Buf{}, s.inAs(act, dout), s.inAs(act, x), backend.Buf{}, rows, in, outDim))
 				return []backend.Buf{dx, dw, db, dx1, dw1}
 			})
 		})
@@ -258,6 +274,9 @@ func q4Ops(e *env) {
 		}
 		dense := dequantize(w)
 		e.check("Q4Dequantize", shape, func() {
+			if e.mixed != nil {
+				return // float32 only
+			}
 			q, err := e.b.UploadQ4(w)
 			if !e.must("UploadQ4", err) {
 				return
@@ -300,9 +319,9 @@ func q4Ops(e *env) {
 			}
 			e.check("Q4MulT", rshape, func() {
 				got := e.twin(func(s *side) []backend.Buf {
-					y := s.out(rows * c.out)
+					y := s.outAs(act, rows*c.out)
 					if q := q4(s); q != nil {
-						s.do("Q4MulT", s.b.Q4MulT(y, s.in(x), q, rows))
+						s.do("Q4MulT", s.b.Q4MulT(y, s.inAs(act, x), q, rows))
 					}
 					return []backend.Buf{y}
 				})
@@ -320,9 +339,9 @@ func q4Ops(e *env) {
 			})
 			e.check("Q4MulAcc", rshape, func() {
 				got := e.twin(func(s *side) []backend.Buf {
-					dx := s.acc(dx0)
+					dx := s.accAs(act, dx0)
 					if q := q4(s); q != nil {
-						s.do("Q4MulAcc", s.b.Q4MulAcc(dx, s.in(dy), q, rows))
+						s.do("Q4MulAcc", s.b.Q4MulAcc(dx, s.inAs(act, dy), q, rows))
 					}
 					return []backend.Buf{dx}
 				})

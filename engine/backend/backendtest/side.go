@@ -16,6 +16,35 @@ type side struct {
 	ref    bool
 	allocs []*alloc
 	failed bool
+	prec   *backend.Precision // the operand types of the roles; nil: float32 throughout
+}
+
+// role is what an operand is to the model, which decides its type under a Precision: the
+// residual stream (and its gradient), an activation, a frozen weight, or float32 always
+// (norm weights, biases, statistics, LoRA tensors, gradients of parameters, log-probs).
+type role uint8
+
+const (
+	f32 role = iota
+	stream
+	act
+	weight
+)
+
+// dtype is the element type of an operand of role r on this side.
+func (s *side) dtype(r role) backend.DType {
+	if s.prec == nil {
+		return backend.F32
+	}
+	switch r {
+	case stream:
+		return s.prec.Stream
+	case act:
+		return s.prec.Act
+	case weight:
+		return s.prec.Weight
+	}
+	return backend.F32
 }
 
 type alloc struct {
@@ -57,10 +86,12 @@ func (s *side) alloc(dt backend.DType, n int) *alloc {
 	return a
 }
 
-// floats uploads x into a guarded float32 view; values marks an input (all of it must stay).
-func (s *side) floats(x []float32, input bool) backend.Buf {
+// floats uploads x into a guarded view of role r's type (float32 or bf16); input marks an
+// input (all of it must stay).
+func (s *side) floats(r role, x []float32, input bool) backend.Buf {
 	s.e.t.Helper()
-	a := s.alloc(backend.F32, len(x))
+	dt := s.dtype(r)
+	a := s.alloc(dt, len(x))
 	a.input = input
 	a.f32 = make([]float32, padFront+len(x)+padBack)
 	for i := range a.f32 {
@@ -68,23 +99,32 @@ func (s *side) floats(x []float32, input bool) backend.Buf {
 	}
 	copy(a.f32[padFront:], x)
 	s.fail("Upload", s.b.Upload(a.base, a.f32))
+	if dt == backend.BF16 { // what the buffer holds
+		for i, v := range a.f32 {
+			a.f32[i] = roundBF16(v)
+		}
+	}
 	return a.view
 }
 
-// in is a float32 input.
-func (s *side) in(x []float32) backend.Buf { return s.floats(x, true) }
+// in is a float32 input; inAs one of role r.
+func (s *side) in(x []float32) backend.Buf           { return s.floats(f32, x, true) }
+func (s *side) inAs(r role, x []float32) backend.Buf { return s.floats(r, x, true) }
 
-// out is a float32 output of n values, NaN until the op writes them.
-func (s *side) out(n int) backend.Buf {
+// out is a float32 output of n values, NaN until the op writes them; outAs one of role r.
+func (s *side) out(n int) backend.Buf { return s.outAs(f32, n) }
+func (s *side) outAs(r role, n int) backend.Buf {
 	x := make([]float32, n)
 	for i := range x {
 		x[i] = float32(math.NaN())
 	}
-	return s.floats(x, false)
+	return s.floats(r, x, false)
 }
 
-// acc is a float32 output the op accumulates into (or rewrites in place), starting at init.
-func (s *side) acc(init []float32) backend.Buf { return s.floats(init, false) }
+// acc is a float32 output the op accumulates into (or rewrites in place), starting at init;
+// accAs one of role r.
+func (s *side) acc(init []float32) backend.Buf           { return s.floats(f32, init, false) }
+func (s *side) accAs(r role, init []float32) backend.Buf { return s.floats(r, init, false) }
 
 // i32 is an int32 input.
 func (s *side) i32(x []int32) backend.Buf {
@@ -154,7 +194,8 @@ func (s *side) checkUntouched() {
 			h := make([]float32, n)
 			s.fail("Download", s.b.Download(h, a.base))
 			for i := range h {
-				if outside(i) && math.Float32bits(h[i]) != math.Float32bits(a.f32[i]) {
+				same := math.Float32bits(h[i]) == math.Float32bits(a.f32[i]) || h[i] != h[i] && a.f32[i] != a.f32[i]
+				if outside(i) && !same {
 					bad = fmt.Sprintf("element %d is %v, was %v", i-padFront, h[i], a.f32[i])
 					break
 				}
