@@ -44,7 +44,7 @@ type Tolerances struct {
 	Ops map[string]Tol
 	// Model bounds the whole-model checks: log-probs and logits by Abs + Rel·|want| each;
 	// gradients and updated adapters by Rel of each tensor's norm; a greedy token that
-	// differs must have been within Abs of the reference's best logit.
+	// differs must have a logit within both logits' bounds of the reference's best.
 	Model Tol
 }
 
