@@ -365,20 +365,7 @@ func (a *args) fail(format string, v ...any) {
 
 // f32 returns the host float32 slice of x (its whole view), which must hold n values.
 func (a *args) f32(name string, x backend.Buf, n int) []float32 {
-	switch {
-	case x.Nil():
-		if n == 0 {
-			return nil
-		}
-		a.fail("%s is absent", name)
-	case x.DType() != backend.F32 || !x.IsHost():
-		a.fail("%s is %v, want host f32", name, x)
-	case x.Len() < n:
-		a.fail("%s holds %d values, the op needs %d", name, x.Len(), n)
-	default:
-		return x.F32()
-	}
-	return nil
+	return hostSlice(a, name, x, n, backend.F32, x.F32)
 }
 
 // optF32 is f32 for an optional buffer: nil when absent.
@@ -391,20 +378,7 @@ func (a *args) optF32(name string, x backend.Buf, n int) []float32 {
 
 // i32 returns the host int32 slice of x, which must hold n values.
 func (a *args) i32(name string, x backend.Buf, n int) []int32 {
-	switch {
-	case x.Nil():
-		if n == 0 {
-			return nil
-		}
-		a.fail("%s is absent", name)
-	case x.DType() != backend.I32 || !x.IsHost():
-		a.fail("%s is %v, want host i32", name, x)
-	case x.Len() < n:
-		a.fail("%s holds %d values, the op needs %d", name, x.Len(), n)
-	default:
-		return x.I32()
-	}
-	return nil
+	return hostSlice(a, name, x, n, backend.I32, x.I32)
 }
 
 func (a *args) optI32(name string, x backend.Buf, n int) []int32 {
@@ -412,4 +386,23 @@ func (a *args) optI32(name string, x backend.Buf, n int) []int32 {
 		return nil
 	}
 	return a.i32(name, x, n)
+}
+
+// hostSlice checks that x is a host buffer of type dt holding at least n values (absent
+// only when n is 0) and returns its slice; a failed check is recorded in a and gives nil.
+func hostSlice[T any](a *args, name string, x backend.Buf, n int, dt backend.DType, slice func() []T) []T {
+	switch {
+	case x.Nil():
+		if n == 0 {
+			return nil
+		}
+		a.fail("%s is absent", name)
+	case x.DType() != dt || !x.IsHost():
+		a.fail("%s is %v, want host %v", name, x, dt)
+	case x.Len() < n:
+		a.fail("%s holds %d values, the op needs %d", name, x.Len(), n)
+	default:
+		return slice()
+	}
+	return nil
 }
