@@ -23,15 +23,16 @@ Runs GRPO headless: the same engine as the workstation, writing the same run fol
 (config.toml, events.jsonl, tb/, baselines.json, checkpoints/). Without --model it trains the
 built-in model on the preset's built-in prompts. Settings come from, in order of precedence:
 flags, the --config file (or RUNDIR/config.toml with --resume), the preset's [grpo] table,
-the built-in model's run defaults (when it is the model), the defaults of DESIGN §5.
-Below, "(default V)" is DESIGN §5's value, used with --model; "[built-in model: V]" is where a
-run on the built-in model starts instead. SIGINT/SIGTERM save a checkpoint and exit with 130.`
+the built-in model's run defaults (when it is the model), the defaults (README "Defaults").
+Below, "(default V)" is the value used with --model; "[built-in model: V]" is where a run on
+the built-in model starts instead. SIGINT/SIGTERM save a checkpoint and exit with 130.`
 
 func runBatch(s streams, args []string) error {
 	fs := newFlagSet("batch", batchUsage, s.stderr)
 	fs.Bool("batch", true, "run headless (this mode)")
 	flags := config.Bind(fs)
 	flags.AnnotateDefaults(engine.BuiltinRunDefaults(), "built-in model")
+	runUsage(fs, batchUsage, flags)
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -123,13 +123,14 @@ func TestRandomBytesAsDataAreRefusedWithoutAStubFolder(t *testing.T) {
 // --batch -h shows where a run on the built-in model starts beside DESIGN's defaults.
 func TestBatchHelpShowsTheBuiltinModelsDefaults(t *testing.T) {
 	_, _, errs := runCaptured(t, "--batch", "-h")
-	for _, want := range []string{"number of optimizer steps (max_steps) [built-in model: 150] (default 100)",
-		"[built-in model: 0.0005] (default 1e-05)", "[built-in model: 48] (default 128)"} {
+	for _, want := range []string{"number of optimizer steps (default 100) [built-in model: 150]",
+		"(default 1e-05) [built-in model: 0.0005]", "(default 128) [built-in model: 48]",
+		"grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo", "--epsilon_high", "--top_p", "--top_k", "--config FILE"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("--batch -h lacks %q", want)
 		}
 	}
-	if strings.Contains(errs, "[built-in model: 50] (default 50)") {
+	if strings.Contains(errs, "(default 50) [built-in model: 50]") {
 		t.Error("a built-in default equal to DESIGN's is repeated")
 	}
 }

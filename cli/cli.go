@@ -113,7 +113,7 @@ func exitCode(err error, stderr io.Writer) int {
 
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "rlhfstation: GRPO fine-tuning of language models, live in the terminal")
-	fmt.Fprintln(w, "\nusage:\n  rlhfstation                 the workstation (TUI)\n  rlhfstation --batch [flags] headless run (rlhfstation --batch -h for its flags)\n  rlhfstation COMMAND [flags] (rlhfstation COMMAND -h for its flags)\n\ncommands:")
+	fmt.Fprintln(w, "\nusage:\n  rlhfstation [--config run.toml] [flags]          the workstation (TUI)\n  rlhfstation --batch [--config run.toml] [flags]  headless run (rlhfstation --batch -h lists every setting)\n  rlhfstation COMMAND [flags]                      (rlhfstation COMMAND -h for its flags)\n\ncommands:")
 	list := make([]command, 0, len(commands))
 	for _, c := range commands {
 		if c.name == "workstation" || c.name == "batch" {
@@ -127,7 +127,11 @@ func printUsage(w io.Writer) {
 		}
 		return list[i].name < list[j].name
 	})
+	width := 0 // the longest name sets the column, so that no summary is pushed out of it
 	for _, c := range list {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range list {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"rlhfstation/engine/config"
 )
 
 // usageError marks a bad invocation: it exits with 2 instead of 1.
@@ -25,6 +27,15 @@ func newFlagSet(name, usageLine string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// runUsage makes fs's -h text list the run flags grouped, each with its TRL name, its other
+// names and its default (config.Flags.PrintDefaults).
+func runUsage(fs *flag.FlagSet, usageLine string, flags *config.Flags) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: rlhfstation %s\n\nflags:\n", usageLine)
+		flags.PrintDefaults(fs.Output())
+	}
 }
 
 // parseFlags parses args with fs, allowing flags after positional arguments

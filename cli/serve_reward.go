@@ -119,6 +119,7 @@ func serveReward(ctx context.Context, s streams, args []string, ready func(addr 
 		MaxBatch:     *maxBatch,
 		Health:       map[string]any{"preset": p.Name, "model": dir, "functions": names},
 		Log:          s.stderr,
+		NeedLabels:   labelled(p),
 	})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", *addr)
@@ -155,6 +156,18 @@ func serveReward(ctx context.Context, s streams, args []string, ready func(addr 
 	}
 	fmt.Fprintf(s.stdout, "serve-reward stopped after %d requests (%d texts scored)\n", requests.Load(), texts.Load())
 	return err
+}
+
+// labelled names the preset's rewards that score against the label: correctness and NTL.
+func labelled(p presets.Preset) []string {
+	var out []string
+	if p.Correctness != nil && p.Correctness.Weight > 0 {
+		out = append(out, "correctness")
+	}
+	if p.NTL != nil && p.NTL.Weight > 0 && p.NTL.Mode != rewards.AllTokensMode {
+		out = append(out, "ntl")
+	}
+	return out
 }
 
 // describeFuncs is "ppl ×1, ntl ×1, correctness ×1".

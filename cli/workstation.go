@@ -35,6 +35,7 @@ func workstationFlags(stderr io.Writer) (*flag.FlagSet, *string, *config.Flags) 
 	theme := fs.String("theme", "auto", "palette: auto (ask the terminal), dark or light")
 	flags := config.Bind(fs)
 	flags.AnnotateDefaults(engine.BuiltinRunDefaults(), "built-in model")
+	runUsage(fs, workstationUsage, flags)
 	return fs, theme, flags
 }
 

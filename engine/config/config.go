@@ -215,9 +215,17 @@ func (c *Config) setOrigin(key, src string) {
 func (c *Config) Finish() error {
 	if _, set := c.origin["epsilon_high"]; !set {
 		c.EpsilonHigh = c.Epsilon
+		if c.LossType == "cispo" {
+			c.EpsilonHigh = CISPOEpsilonHigh
+		}
 	}
 	return c.Validate()
 }
+
+// CISPOEpsilonHigh is epsilon_high under loss_type cispo when no layer sets it: CISPO caps the
+// importance weight itself at epsilon_high, and a cap at epsilon (0.2) would only scale the
+// learning rate down; 5.0 is ScaleRL's value.
+const CISPOEpsilonHigh = 5.0
 
 // GenerationSteps is steps_per_generation as TRL resolves it: the micro-steps one generation
 // batch serves, gradient_accumulation_steps unless set.
@@ -307,7 +315,7 @@ func (c *Config) Validate() error {
 	nonNegative("vespo_lambda_neg", c.VESPOLambdaNeg)
 	if c.LossType == "cispo" && c.EpsilonHigh <= 1 {
 		// TRL accepts it, but a cap at or below 1 only scales the learning rate down.
-		bad("epsilon_high", c.EpsilonHigh, "loss_type cispo caps the importance weight itself at epsilon_high: set it above 1 (ScaleRL uses 5.0)")
+		bad("epsilon_high", c.EpsilonHigh, "loss_type cispo caps the importance weight itself at epsilon_high: set it above 1 (--epsilon_high; ScaleRL uses 5.0, the value when unset)")
 	}
 	nonNegative("max_grad_norm", c.MaxGradNorm)
 	atLeast("per_device_train_batch_size", c.PerDeviceTrainBatchSize, 1)

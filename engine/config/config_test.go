@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -327,6 +328,7 @@ reward_weights = [1, -0.5]
 loss_type = "cispo"
 steps_per_generation = -1
 sapo_temperature_neg = 0
+epsilon_high = 0.5
 `)
 	_, err := Load(path)
 	if err == nil {
@@ -336,7 +338,7 @@ sapo_temperature_neg = 0
 		`importance_sampling_level = "batch" (` + path + ":1): must be one of token, sequence",
 		"top_entropy_quantile = 1.5 (" + path + ":2): must be in [0, 1]",
 		"reward_weights = [1.0, -0.5] (" + path + ":3): must be finite numbers not below 0",
-		"epsilon_high = 0.2 (default): loss_type cispo caps the importance weight itself",
+		"epsilon_high = 0.5 (" + path + ":7): loss_type cispo caps the importance weight itself",
 		"steps_per_generation = -1 (" + path + ":5): must be at least 0",
 		"sapo_temperature_neg = 0.0 (" + path + ":6): must be greater than 0",
 	} {
@@ -489,5 +491,99 @@ func TestDataTable(t *testing.T) {
 		if _, err := Load(writeTOML(t, tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want %q", tc.text, err, tc.want)
 		}
+	}
+}
+
+// Every setting of Config is a flag under its TOML key (TRL's and PEFT's names), listed in -h
+// with its default, and setting it changes that key: the flag list is the struct's.
+func TestEveryKeyIsAFlag(t *testing.T) {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	f := Bind(fs)
+	var help strings.Builder
+	f.PrintDefaults(&help)
+	def := Default()
+	var want []string
+	for _, l := range leaves(def) {
+		want = append(want, l.key)
+		fl := fs.Lookup(l.key)
+		if fl == nil {
+			t.Errorf("config key %s has no flag --%s", l.key, l.key)
+			continue
+		}
+		if d := fmtFlagValue(l.v.Interface()); d != "" && !strings.Contains(help.String(), "--"+l.key+" ") {
+			t.Errorf("-h does not list --%s", l.key)
+		} else if d != "" && fl.DefValue != d {
+			t.Errorf("--%s shows default %q, Default() has %q", l.key, fl.DefValue, d)
+		}
+		if dashed := strings.ReplaceAll(l.key, "_", "-"); fs.Lookup(dashed) == nil {
+			t.Errorf("--%s has no dashed alias --%s", l.key, dashed)
+		}
+	}
+	if got := f.Keys(); !reflect.DeepEqual(got, want) {
+		t.Errorf("flags %v\nconfig keys %v", got, want)
+	}
+	// Each flag reaches its key: set every one to a value other than its default.
+	var args []string
+	for _, l := range leaves(def) {
+		var v string
+		switch l.v.Interface().(type) {
+		case Modules:
+			v = "q_proj,v_proj"
+		case []float64:
+			v = "1,2"
+		case string:
+			if enum := l.f.Tag.Get("enum"); enum != "" {
+				opts := strings.Split(enum, ",")
+				v = opts[len(opts)-1]
+				if v == l.v.String() {
+					v = opts[0]
+				}
+			} else {
+				v = "x" + l.v.String()
+			}
+		case bool:
+			v = fmt.Sprint(!l.v.Bool())
+		case int, int64:
+			v = fmt.Sprint(l.v.Int() + 3)
+		case float64:
+			v = fmt.Sprint(l.v.Float()/2 + 0.125)
+		}
+		args = append(args, "--"+l.key+"="+v)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := f.ApplyTo(c); err != nil {
+		t.Fatal(err)
+	}
+	was := map[string]string{}
+	for _, l := range leaves(def) {
+		was[l.key] = fmtValue(l.v.Interface())
+	}
+	for _, l := range leaves(c) {
+		if now := fmtValue(l.v.Interface()); now == was[l.key] {
+			t.Errorf("--%s did not change %s (%s)", l.key, l.key, now)
+		}
+		if c.Origin(l.key) != "--"+l.key {
+			t.Errorf("%s's origin %q", l.key, c.Origin(l.key))
+		}
+	}
+}
+
+// loss_type cispo without epsilon_high takes ScaleRL's cap, 5, and runs; with it, the value given.
+func TestCISPOEpsilonHigh(t *testing.T) {
+	c, err := newFlags(t, "--loss-type", "cispo").Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EpsilonHigh != CISPOEpsilonHigh {
+		t.Errorf("cispo's epsilon_high %v, want %v", c.EpsilonHigh, CISPOEpsilonHigh)
+	}
+	if c, err = newFlags(t, "--loss_type", "cispo", "--epsilon_high", "3").Resolve(nil); err != nil || c.EpsilonHigh != 3 {
+		t.Fatalf("--epsilon_high 3: %v %v", c, err)
+	}
+	if _, err = newFlags(t, "--loss_type", "cispo", "--epsilon_high", "0.2").Resolve(nil); err == nil || !strings.Contains(err.Error(), "--epsilon_high") {
+		t.Fatalf("cispo with a cap of 0.2: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -181,6 +182,10 @@ func TestCompletionRules(t *testing.T) {
 	})
 	if len(evs) != 1 || evs[0].Rule != RuleLengthDrift || evs[0].Step < 200 || evs[0].Step > 240 || evs[0].Value < 1 {
 		t.Fatalf("longer completions:%s", describe(evs))
+	}
+	// The alert's value is the one its message states, in the unit it names.
+	if want := fmt.Sprintf("drift %+.3f (recent/early − 1)", evs[0].Value); !strings.Contains(evs[0].Message, want) {
+		t.Errorf("length_drift value %v, message %q", evs[0].Value, evs[0].Message)
 	}
 }
 

@@ -180,8 +180,9 @@ func (m *Monitor) ObserveSamples(step int, samples []events.Sample) []events.Eve
 	}
 	drift := ready && early.MeanLength > 0 && (ratio >= th.LengthDriftRatio || ratio <= 1/th.LengthDriftRatio)
 	check(RuleLengthDrift, "completions/length_drift", events.Info, drift, ratio-1, func() string {
-		return sprintf("completion length drifted to %.1f words, %.2f× its early %.1f (limits %.2f× and %.2f×); a reward that depends on length is shaping it; check that the length is what the task needs",
-			recent.MeanLength, ratio, early.MeanLength, 1/th.LengthDriftRatio, th.LengthDriftRatio)
+		// The value is the metric, recent/early − 1: the message leads with it in that unit.
+		return sprintf("completion length drift %+.3f (recent/early − 1): %.1f words against an early %.1f, %.2f× (limits %.2f× and %.2f×); a reward that depends on length is shaping it; check that the length is what the task needs",
+			ratio-1, recent.MeanLength, early.MeanLength, ratio, 1/th.LengthDriftRatio, th.LengthDriftRatio)
 	})
 	return out
 }

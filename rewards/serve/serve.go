@@ -45,6 +45,9 @@ type Options struct {
 	MaxBatch     int            // most texts scored in one batch; default 512
 	Health       map[string]any // extra fields of GET /health (model, preset, functions…)
 	Log          io.Writer      // one line per refused or failed request; nil: none
+	// NeedLabels names the reward functions that score against a label (correctness, NTL):
+	// a request without "labels" is refused with 400 instead of scoring them 0 unseen.
+	NeedLabels []string
 }
 
 // DefaultMaxBodyBytes is the default request body limit.
@@ -211,7 +214,7 @@ func (s *Server) getReward(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	items, err := parse(body)
+	items, err := parse(body, s.opts.NeedLabels)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -233,7 +236,7 @@ func (s *Server) getReward(w http.ResponseWriter, r *http.Request) {
 }
 
 // parse checks a request body and gives its items.
-func parse(body []byte) ([]Item, error) {
+func parse(body []byte, needLabels []string) ([]Item, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("the request body is not valid UTF-8 (first bad byte at offset %d)", firstInvalid(body))
 	}
@@ -241,6 +244,13 @@ func parse(body []byte) ([]Item, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" { // the body itself: an array, a string…
+			return nil, fmt.Errorf(`the request body is a JSON %s; it must be an object {"query": [...], "prompts": [...], "labels": [...]}`, typeErr.Value)
+		}
+		if errors.As(err, &typeErr) {
+			return nil, fmt.Errorf(`"%s": a JSON %s where a list of strings belongs`, typeErr.Field, typeErr.Value)
+		}
 		return nil, fmt.Errorf(`the request body is not a JSON object {"query": [...], "prompts": [...], "labels": [...]}: %v`, err)
 	}
 	if dec.More() {
@@ -252,6 +262,9 @@ func parse(body []byte) ([]Item, error) {
 	q := *req.Query
 	if req.Prompts != nil && len(*req.Prompts) != len(q) {
 		return nil, fmt.Errorf("%d queries but %d prompts", len(q), len(*req.Prompts))
+	}
+	if req.Labels == nil && len(needLabels) > 0 && len(q) > 0 {
+		return nil, fmt.Errorf(`the request has no "labels": %s score(s) each completion against its label (the ground truth); send one label per query, null where there is none`, strings.Join(needLabels, " and "))
 	}
 	if req.Labels != nil && len(*req.Labels) != len(q) {
 		return nil, fmt.Errorf("%d queries but %d labels", len(q), len(*req.Labels))

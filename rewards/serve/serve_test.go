@@ -87,7 +87,7 @@ func TestGetReward(t *testing.T) {
 		t.Errorf("response %s\nwant     %s", b, want)
 	}
 	// The label is the ground truth as the data reader normalises it.
-	items, _ := parse([]byte(`{"query": ["a"], "prompts": [""], "labels": ["... #### $1,004"]}`))
+	items, _ := parse([]byte(`{"query": ["a"], "prompts": [""], "labels": ["... #### $1,004"]}`), nil)
 	if items[0].Answer != "1004" {
 		t.Errorf("answer %q", items[0].Answer)
 	}
@@ -119,10 +119,11 @@ func TestBadRequestsGet400AndTheServerKeepsServing(t *testing.T) {
 		name, body, reason string
 	}{
 		{"invalid JSON", `{"query": ["a", }`, "not a JSON object"},
-		{"not an object", `["a"]`, "not a JSON object"},
+		{"not an object", `["a"]`, "the request body is a JSON array; it must be an object {"},
+		{"empty list", `[]`, "the request body is a JSON array; it must be an object {"},
 		{"two values", `{"query": []} {}`, "more than one JSON value"},
 		{"no query", `{"prompts": ["a"]}`, `no "query" list`},
-		{"query of numbers", `{"query": [1, 2]}`, "not a JSON object"},
+		{"query of numbers", `{"query": [1, 2]}`, `"query": a JSON number where a list of strings belongs`},
 		{"lengths", `{"query": ["a", "b"], "prompts": ["a"], "labels": ["1", "2"]}`, "2 queries but 1 prompts"},
 		{"label lengths", `{"query": ["a", "b"], "prompts": ["a", "b"], "labels": ["1"]}`, "2 queries but 1 labels"},
 		{"prompt not a prefix", `{"query": ["hello"], "prompts": ["bye"]}`, "query 0 does not start with prompt 0"},
@@ -131,6 +132,9 @@ func TestBadRequestsGet400AndTheServerKeepsServing(t *testing.T) {
 	}
 	for _, c := range cases {
 		code, out := post(t, ts.URL, []byte(c.body))
+		if strings.Contains(fmt.Sprint(out["error"]), "serve.") {
+			t.Errorf("%s: the error names a Go type: %v", c.name, out["error"])
+		}
 		if code != 400 || !strings.Contains(fmt.Sprint(out["error"]), c.reason) {
 			t.Errorf("%s: status %d, %v; want 400 with %q", c.name, code, out, c.reason)
 		}
@@ -249,5 +253,18 @@ func TestConcurrentRequestsAreBatched(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.batches) != 2 || f.batches[0] != 1 || f.batches[1] != 12 {
 		t.Errorf("batches %v, want [1 12]", f.batches)
+	}
+}
+
+// A preset that scores against labels refuses a request without them instead of scoring
+// correctness 0 unseen; with labels (null where there is none) it answers.
+func TestMissingLabelsAre400WhenThePresetNeedsThem(t *testing.T) {
+	_, ts := newServer(t, &fakeScore{}, Options{NeedLabels: []string{"correctness"}})
+	code, out := post(t, ts.URL, []byte(`{"query": ["1 + 1 = 2"]}`))
+	if code != 400 || !strings.Contains(fmt.Sprint(out["error"]), `no "labels": correctness score(s) each completion against its label`) {
+		t.Fatalf("no labels: %d %v", code, out)
+	}
+	if code, out := post(t, ts.URL, []byte(`{"query": ["1 + 1 = 2"], "labels": [null]}`)); code != 200 {
+		t.Fatalf("labels given: %d %v", code, out)
 	}
 }
