@@ -92,7 +92,7 @@ func (e *Engine) save() error {
 		Epoch: float64(e.cursor / max(len(e.prompts), 1)), RNGState: fmt.Sprintf("pcg seed=%d stream=step<<16|k", e.cfg.Seed),
 		ConfigHash: e.cfg.Hash(), Metrics: e.lastStep, ScheduleSteps: e.sched.Total, WarmupSteps: e.sched.Warmup,
 		NumInputTokensSeen: e.tokensSeen}
-	base := e.opts.ModelName
+	base := AdapterBase(e.opts.ModelDir, e.opts.ModelName)
 	c := checkpoint.Checkpoint{Config: e.adapters.AdapterConfig(base, e.model.Config.Family() == model.GPT2),
 		Tensors: tensors, Optimizer: opt, State: state, Generation: gen}
 	if err := checkpoint.Save(dir, c); err != nil {

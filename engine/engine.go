@@ -52,22 +52,23 @@ type Options struct {
 // Engine is one GRPO run. Create it with New, drive it with Run in a goroutine, read its
 // events from Events, and steer it with Pause, Resume, SaveNow and Stop.
 type Engine struct {
-	cfg      *config.Config
-	opts     Options
-	preset   presets.Preset
-	model    *model.Model
-	tok      *tokenizer.Tokenizer
-	adapters *lora.Set
-	modules  []*adapter
-	opt      *optim.AdamW
-	params   []*optim.Param
-	sched    optim.Schedule
-	funcs    []rewards.Weighted
-	digits   *rewards.DigitVocab
-	prompts  []data.Example
-	base     rewards.Baselines
-	mon      *monitor.Monitor
-	sampler  monitor.Sampler
+	cfg         *config.Config
+	opts        Options
+	preset      presets.Preset
+	model       *model.Model
+	tok         *tokenizer.Tokenizer
+	adapters    *lora.Set
+	modules     []*adapter
+	opt         *optim.AdamW
+	params      []*optim.Param
+	sched       optim.Schedule
+	funcs       []rewards.Weighted
+	digits      *rewards.DigitVocab
+	prompts     []data.Example
+	evalPrompts []data.Example // what evaluation during training runs on (evalsteps.go)
+	base        rewards.Baselines
+	mon         *monitor.Monitor
+	sampler     monitor.Sampler
 
 	dev     backend.Backend // where it computes (OpenDevice)
 	device  string          // its label for events

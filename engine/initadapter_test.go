@@ -270,3 +270,33 @@ func TestInitAdapterPartialAndResume(t *testing.T) {
 		t.Errorf("resumed run's steps: %v", m)
 	}
 }
+
+// An adapter records config.json's _name_or_path when it is a hub id, else the model
+// folder's absolute path: never the path as typed, which peft elsewhere cannot resolve.
+func TestAdapterBase(t *testing.T) {
+	dir := t.TempDir()
+	write := func(js string) {
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "model_type": "qwen2"}`)
+	if got := AdapterBase(dir, dir); got != "Qwen/Qwen2.5-0.5B-Instruct" {
+		t.Errorf("hub id: %q", got)
+	}
+	write(`{"_name_or_path": "/home/someone/ckpt", "model_type": "qwen2"}`)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AdapterBase(rel, rel); got != dir || !filepath.IsAbs(got) {
+		t.Errorf("local path: %q, want %q", got, dir)
+	}
+	if got := AdapterBase("", BuiltinModelName); got != BuiltinModelName {
+		t.Errorf("built-in: %q", got)
+	}
+}

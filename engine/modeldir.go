@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"rlhfstation/engine/builtin"
 	"rlhfstation/engine/model"
@@ -40,4 +42,30 @@ func LoadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
 		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
 	}
 	return m, tok, nil
+}
+
+// hubID matches a Hugging Face hub repository id, "owner/name".
+var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// AdapterBase is what an adapter trained on the model in dir records as its
+// base_model_name_or_path, so that peft elsewhere finds the base: config.json's _name_or_path
+// when it is a hub id (as save_pretrained leaves it), else the folder's absolute path (as
+// peft records a local folder). The built-in model keeps its name, which --init-adapter
+// resolves here; its refusals compare the folders' hashes either way (checkBase).
+func AdapterBase(dir, name string) string {
+	if name == BuiltinModelName {
+		return name
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+		var c struct {
+			NameOrPath string `json:"_name_or_path"`
+		}
+		if json.Unmarshal(raw, &c) == nil && hubID.MatchString(c.NameOrPath) && !isDir(c.NameOrPath) {
+			return c.NameOrPath
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }

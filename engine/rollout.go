@@ -82,7 +82,11 @@ func (e *Engine) encodePrompt(x data.Example) []int {
 
 // generate samples G completions for each prompt with the policy (adapters on).
 func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint64) (*batch, error) {
-	g := e.cfg.NumGenerations
+	return e.generateWith(ctx, prompts, e.cfg.NumGenerations, float32(e.cfg.Temperature), seed)
+}
+
+// generateWith samples g completions for each prompt at temperature t (0: greedy).
+func (e *Engine) generateWith(ctx context.Context, prompts []data.Example, g int, t float32, seed uint64) (*batch, error) {
 	b := &batch{}
 	var inputs [][]int
 	for _, p := range prompts {
@@ -103,7 +107,7 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 		}
 	}
 	gen, err := e.model.Generate(inputs, model.GenerateOptions{
-		MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: float32(e.cfg.Temperature),
+		MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: t,
 		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, OnLogits: onLogits, Adapters: model.AdaptersOn})
 	if err != nil {
 		return nil, err

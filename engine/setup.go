@@ -104,6 +104,9 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.setupEval(); err != nil {
+		return nil, err
+	}
 	baseRead, err := e.readBaselines()
 	if err != nil {
 		return nil, err

@@ -62,6 +62,9 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	e.step = step
 	metrics := e.stepMetrics(roll, loss, lossStats, upd, time.Since(t0).Seconds())
 	aux.metrics(metrics)
+	if err := e.evaluate(ctx, step, metrics); err != nil {
+		return err
+	}
 	return e.publishStep(step, metrics, roll.batches, upd)
 }
 

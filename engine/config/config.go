@@ -85,10 +85,15 @@ type Config struct {
 	AdamBeta1                 float64   `toml:"adam_beta1" grpo:""`
 	AdamBeta2                 float64   `toml:"adam_beta2" grpo:""`
 	AdamEpsilon               float64   `toml:"adam_epsilon" grpo:""`
+	// EvalStrategy "steps" evaluates every eval_steps steps (eval_steps > 0 alone turns it on
+	// too); EvalSteps 0 = logging_steps, as in transformers.
+	EvalStrategy string `toml:"eval_strategy" grpo:"" enum:"no,steps"`
+	EvalSteps    int    `toml:"eval_steps" grpo:""`
 
 	Data  Data  `toml:"data"`
 	LoRA  LoRA  `toml:"lora"`
 	Quant Quant `toml:"quant"`
+	Eval  Eval  `toml:"eval"`
 
 	// Monitor is the [monitor] table, kept undecoded for the monitor package.
 	Monitor map[string]any `toml:"monitor"`
@@ -114,6 +119,24 @@ type Data struct {
 	// ChatTemplateKwargs are extra template variables (Qwen3's enable_thinking), as
 	// transformers' apply_chat_template takes them; kept as decoded.
 	ChatTemplateKwargs map[string]any `toml:"chat_template_kwargs"`
+}
+
+// Eval is the [eval] table: the prompts evaluation during training runs on.
+type Eval struct {
+	Data    string  `toml:"data"`    // prompt file (answers give correctness); "" = holdout, else the built-in held-out prompts
+	Holdout float64 `toml:"holdout"` // share of the training prompts set aside for evaluation (when no data)
+	Prompts int     `toml:"prompts"` // most prompts evaluated
+}
+
+// Evaluates reports whether the run evaluates during training, and every how many steps.
+func (c *Config) Evaluates() (bool, int) {
+	if c.EvalStrategy != "steps" && c.EvalSteps == 0 {
+		return false, 0
+	}
+	if c.EvalSteps > 0 {
+		return true, c.EvalSteps
+	}
+	return true, c.LoggingSteps
 }
 
 // LoRA is the [lora] table, with PEFT LoraConfig's names.
@@ -189,9 +212,11 @@ func Default() *Config {
 		AdamBeta1:                 0.9,
 		AdamBeta2:                 0.999,
 		AdamEpsilon:               1e-8,
+		EvalStrategy:              "no",
 
 		LoRA:  LoRA{R: 16, Alpha: 32, TargetModules: Modules{AllLinear}, InitLoRAWeights: true},
 		Quant: Quant{Type: "nf4", BlockSize: 64, DoubleQuant: true},
+		Eval:  Eval{Prompts: 16},
 	}
 }
 
@@ -330,6 +355,9 @@ func (c *Config) Validate() error {
 	inUnit("adam_beta1", c.AdamBeta1)
 	inUnit("adam_beta2", c.AdamBeta2)
 	positive("adam_epsilon", c.AdamEpsilon)
+	atLeast("eval_steps", c.EvalSteps, 0)
+	inUnit("eval.holdout", c.Eval.Holdout)
+	atLeast("eval.prompts", c.Eval.Prompts, 1)
 
 	atLeast("lora.r", c.LoRA.R, 1)
 	positive("lora.lora_alpha", c.LoRA.Alpha)

@@ -107,6 +107,11 @@ var help = map[string]string{
 	"quant.type":                  "4-bit format of the frozen base",
 	"quant.blocksize":             "quantization block size",
 	"quant.double_quant":          "quantize the block scales too",
+	"eval_strategy":               `"steps": evaluate every eval_steps steps (eval/* metrics)`,
+	"eval_steps":                  "evaluate every N steps (> 0 turns evaluation on); 0 = logging_steps",
+	"eval.data":                   "prompts to evaluate on (answers give eval/correct_*); default: [eval] holdout, else held-out built-in prompts",
+	"eval.holdout":                "share of the training prompts set aside for evaluation",
+	"eval.prompts":                "most prompts evaluated each time",
 }
 
 // common are the keys the -h text lists first; the rest follow under "every other setting".
