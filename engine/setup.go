@@ -89,9 +89,6 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMemory(opts.ModelDir, mc, cfg); err != nil {
-		return nil, err
-	}
 	if err := checkContext(mc, cfg, opts.ModelDir); err != nil {
 		return nil, err
 	}
@@ -105,6 +102,9 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		return nil, err
 	}
 	if err := e.setupEval(); err != nil {
+		return nil, err
+	}
+	if err := checkMemory(opts.ModelDir, cfg, e.prompts); err != nil {
 		return nil, err
 	}
 	baseRead, err := e.readBaselines()

@@ -139,7 +139,7 @@ func TestDashboardContent(t *testing.T) {
 	contains(t, v,
 		"run 20250301-120000-math", "model models/qwen2-0.5b", "cuda:0", "step 60/60", "100%",
 		"elapsed 2m33s", "1,508 tok/s", "gpu 20.1 GiB", "✓ completed",
-		"word         39.60    42.00   -5.7%", "aggregate    52.38    55.27   -5.2%", "+4.6%: better than baseline",
+		"word         39.60    42.00   +5.7%", "aggregate    52.38    55.27   +5.2%", "+4.6%: better than baseline",
 		"digit accuracy    77.3% ↑", "digits seen       5,880 (3,901 right)",
 		"KL divergence", "max 0.3300", "alert > 0.30", "── mean", "std",
 		"alerts · 1 critical · 2 warning · 1 info",

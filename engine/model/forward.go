@@ -160,21 +160,23 @@ func (m *Model) scratchFor(rows int) (*scratch, error) {
 	if s.rows >= rows {
 		return s, nil
 	}
-	D := m.Config.Dim
-	carve := func(ar *arena) {
-		s.x, s.tmp, s.hidden = ar.take(kStream, rows*D), ar.take(kAct, rows*D), ar.take(kAct, rows*D)
-		s.fmean, s.frstd = ar.take(kF32, rows), ar.take(kF32, rows)
-		s.a = m.carveActs(ar, rows, false)
-	}
 	var count arena
-	carve(&count)
+	m.layScratch(s, &count, rows)
 	ar, err := grow(m.b, &s.mem, &count)
 	if err != nil {
 		return nil, err
 	}
-	carve(ar)
+	m.layScratch(s, ar, rows)
 	s.rows = rows
 	return s, nil
+}
+
+// layScratch carves the inference buffers for rows rows out of ar (FootprintOf counts them too).
+func (m *Model) layScratch(s *scratch, ar *arena, rows int) {
+	D := m.Config.Dim
+	s.x, s.tmp, s.hidden = ar.take(kStream, rows*D), ar.take(kAct, rows*D), ar.take(kAct, rows*D)
+	s.fmean, s.frstd = ar.take(kF32, rows), ar.take(kF32, rows)
+	s.a = m.carveActs(ar, rows, false)
 }
 
 // scratchBuf returns n elements of dt of *x, reallocated when too small or of another type.

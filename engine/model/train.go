@@ -207,67 +207,70 @@ func perToken(p *pass, seqs [][]int, rowVals []float32) [][]float32 {
 
 // carve lays out the tape's buffers for pass p, growing the allocations when needed.
 func (t *Tape) carve(p *pass) error {
-	m := t.m
-	D, rows := m.Config.Dim, p.rows
-	lay := func(ar *arena) {
-		t.layers = t.layers[:0]
-		for range m.Layers {
-			// no attention probabilities: the backward recomputes them, which costs one
-			// GEMM per head instead of a sequence-length-squared buffer per head and block
-			t.layers = append(t.layers, m.carveActs(ar, rows, true))
-		}
-		t.final, t.hidden, t.tmp = ar.take(kStream, rows*D), ar.take(kAct, rows*D), ar.take(kAct, rows*D)
-		t.fmean, t.frstd = ar.take(kF32, rows), ar.take(kF32, rows)
-	}
 	var count arena
-	lay(&count)
-	ar, err := grow(m.b, &t.mem, &count)
+	t.lay(&count, p.rows)
+	ar, err := grow(t.m.b, &t.mem, &count)
 	if err != nil {
 		return err
 	}
-	lay(ar)
+	t.lay(ar, p.rows)
 	return nil
+}
+
+// lay carves the tape's buffers for rows rows out of ar (FootprintOf counts them too).
+func (t *Tape) lay(ar *arena, rows int) {
+	m := t.m
+	D := m.Config.Dim
+	t.layers = t.layers[:0]
+	for range m.Layers {
+		// no attention probabilities: the backward recomputes them, which costs one
+		// GEMM per head instead of a sequence-length-squared buffer per head and block
+		t.layers = append(t.layers, m.carveActs(ar, rows, true))
+	}
+	t.final, t.hidden, t.tmp = ar.take(kStream, rows*D), ar.take(kAct, rows*D), ar.take(kAct, rows*D)
+	t.fmean, t.frstd = ar.take(kF32, rows), ar.take(kF32, rows)
 }
 
 // carveGrads lays out the backward scratch.
 func (t *Tape) carveGrads() error {
-	m := t.m
-	c := &m.Config
-	rows, D, F := t.p.rows, c.Dim, c.Hidden
-	chunk := min(len(t.sel), m.headRows())
-	lay := func(ar *arena) {
-		g := &t.g
-		g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
-		g.att, g.q = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.QDim())
-		g.k, g.v = ar.take(kAct, rows*c.KVDim()), ar.take(kAct, rows*c.KVDim())
-		g.qkv = ar.take(kAct, rows*qkvWidth(c))
-		if c.QKNorm {
-			g.qpre, g.kpre = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.KVDim())
-		}
-		if c.Sandwich || c.PostNorm {
-			g.o = ar.take(kAct, rows*D)
-		}
-		if c.Family() != GPT2 {
-			g.fc2 = ar.take(kAct, rows*F)
-		}
-		if c.Fused {
-			g.gu = ar.take(kAct, rows*2*F)
-		}
-		g.fc1, g.act = ar.take(kAct, rows*F), ar.take(kAct, rows*F)
-		g.logits, g.dl = ar.take(kF32, chunk*c.Vocab), ar.take(kF32, chunk*c.Vocab)
-		if c.FinalSoftcap > 0 {
-			g.draw = ar.take(kF32, chunk*c.Vocab)
-		}
-		g.dhsel = ar.take(kStream, len(t.sel)*D)
-	}
 	var count arena
-	lay(&count)
-	ar, err := grow(m.b, &t.g.mem, &count)
+	t.layGrads(&count, t.p.rows)
+	ar, err := grow(t.m.b, &t.g.mem, &count)
 	if err != nil {
 		return err
 	}
-	lay(ar)
+	t.layGrads(ar, t.p.rows)
 	return nil
+}
+
+// layGrads carves the backward's scratch for rows rows out of ar.
+func (t *Tape) layGrads(ar *arena, rows int) {
+	c := &t.m.Config
+	D, F := c.Dim, c.Hidden
+	chunk := min(len(t.sel), t.m.headRows())
+	g := &t.g
+	g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
+	g.att, g.q = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.QDim())
+	g.k, g.v = ar.take(kAct, rows*c.KVDim()), ar.take(kAct, rows*c.KVDim())
+	g.qkv = ar.take(kAct, rows*qkvWidth(c))
+	if c.QKNorm {
+		g.qpre, g.kpre = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.KVDim())
+	}
+	if c.Sandwich || c.PostNorm {
+		g.o = ar.take(kAct, rows*D)
+	}
+	if c.Family() != GPT2 {
+		g.fc2 = ar.take(kAct, rows*F)
+	}
+	if c.Fused {
+		g.gu = ar.take(kAct, rows*2*F)
+	}
+	g.fc1, g.act = ar.take(kAct, rows*F), ar.take(kAct, rows*F)
+	g.logits, g.dl = ar.take(kF32, chunk*c.Vocab), ar.take(kF32, chunk*c.Vocab)
+	if c.FinalSoftcap > 0 {
+		g.draw = ar.take(kF32, chunk*c.Vocab)
+	}
+	g.dhsel = ar.take(kStream, len(t.sel)*D)
 }
 
 // Backward propagates a loss back through the tape's forward. dlogp[s][i] is the loss's

@@ -6,6 +6,7 @@ package charts
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"charm.land/lipgloss/v2"
@@ -66,7 +67,11 @@ func Reward(ctx *context.Context) Model {
 		if !ok {
 			return nil
 		}
-		c := []string{"now " + format.Value(v) + " " + format.Arrow(r.TrendOf("reward"))}
+		now := "now " + format.Value(v)
+		if t := r.TrendOf("reward"); t != state.Unknown { // Unknown's "·" would double the separator
+			now += " " + format.Arrow(t)
+		}
+		c := []string{now}
 		if z, ok := r.Last("frac_reward_zero_std"); ok {
 			c = append(c, "zero-std groups "+format.Percent(z))
 		}
@@ -202,8 +207,7 @@ func Plot(st styles.Styles, data [][]float64, labels []string, caption []string,
 	if h >= 3 {
 		plotRows = h - 1
 	}
-	dec := decimals(lo, hi)
-	yfmt := func(v float64) string { return fmt.Sprintf("%.*f", dec, v) }
+	yfmt := axisFormat(lo, hi, max(plotRows-2, 1))
 	labelW := max(len(yfmt(lo)), len(yfmt(hi)), len(yfmt(-math.Abs(hi-lo)/2+lo)))
 	cols := w - labelW - offset
 	if cols < 2 {
@@ -274,6 +278,22 @@ func legendLine(st styles.Styles, labels []string, caption []string, w int) stri
 		line, sep = next, st.Muted.Render(" · ")
 	}
 	return styles.Clip(line, w)
+}
+
+// axisFormat formats the y labels of a plot of rows+1 rows over [lo, hi] so that no two rows
+// read the same: fixed decimals, or for values below 0.001 (a KL near 1e-6) the digits of
+// scientific notation the rows' spacing needs, where fixed decimals would run out.
+func axisFormat(lo, hi float64, rows int) func(float64) string {
+	mag := math.Max(math.Abs(lo), math.Abs(hi))
+	if mag == 0 || mag >= 1e-3 {
+		dec := decimals(lo, hi)
+		return func(v float64) string { return fmt.Sprintf("%.*f", dec, v) }
+	}
+	digits := 1
+	if step := (hi - lo) / float64(rows); step > 0 {
+		digits = max(1, min(int(math.Ceil(math.Log10(mag/step)))+1, 4))
+	}
+	return func(v float64) string { return strconv.FormatFloat(v, 'e', digits-1, 64) }
 }
 
 // decimals picks how many decimals the y labels need to tell rows apart.

@@ -113,3 +113,34 @@ func TestDecimals(t *testing.T) {
 		}
 	}
 }
+
+// A KL near 1e-6 gets y labels that tell every row apart (fixed decimals capped at 6 used to
+// print 0.000005 twice).
+func TestTinyValuesGetDistinctAxisLabels(t *testing.T) {
+	st := styles.New(true, true)
+	var kl []float64
+	for i := 0; i < 40; i++ {
+		kl = append(kl, 1e-6+float64(i)*1.2e-7)
+	}
+	for _, h := range []int{6, 10, 16} {
+		out := Plot(st, [][]float64{kl}, []string{"kl"}, nil, 60, h)
+		seen := map[string]bool{}
+		for _, line := range strings.Split(out, "\n") {
+			i := strings.IndexAny(line, "┤┼")
+			if i < 0 {
+				continue
+			}
+			label := strings.TrimSpace(line[:i])
+			if seen[label] {
+				t.Errorf("height %d: label %q twice:\n%s", h, label, out)
+			}
+			seen[label] = true
+			if !strings.Contains(label, "e-0") {
+				t.Errorf("height %d: label %q is not in scientific notation", h, label)
+			}
+		}
+		if len(seen) < 2 {
+			t.Errorf("height %d: no labels:\n%s", h, out)
+		}
+	}
+}

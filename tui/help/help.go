@@ -32,6 +32,10 @@ func (m Model) View() string {
 		st.Muted.Render("q asks before stopping a live run (it saves a checkpoint first);"),
 		st.Muted.Render("in a replay, space and s do nothing: the run is not live."),
 		st.Muted.Render("esc or ? closes this help."),
+		"",
+		st.Muted.Render("reward title: stability = mean/std of the latest rewards (higher: steadier);"),
+		st.Muted.Render("consistency = share of them within mean ± 2σ (lower: outliers)."),
+		st.Muted.Render("perplexity: improvement over the baseline, + and ↑ are better."),
 	}
 	body += "\n" + strings.Join(notes, "\n")
 	w := min(lipgloss.Width(body)+4, m.Width)

@@ -48,7 +48,9 @@ func (m Model) body(w, h int) string {
 		if !ok {
 			return fmt.Sprintf("%-14s %8s", label, "—")
 		}
-		t := r.TrendOf(metric)
+		// The whole run's trend, as the chart and the sparklines show it: the latest few
+		// points of a falling loss may tick up, and the arrow must not contradict the chart.
+		t := r.TrendOver(metric, 0)
 		a := format.Arrow(t)
 		if (t == state.Rising) == upGood && t != state.Stable && t != state.Unknown {
 			a = st.Good.Render(a)

@@ -1,7 +1,9 @@
 // Package perplexity is the pane of the multi-level perplexity reward (DESIGN §6.1): each
 // level now, against its baseline, with a sparkline of its run and its trend arrow, one level a
 // row so that no two lines cross; and, when there is room, a chart of the improvement over the
-// baselines. Lower perplexity is better, and the pane says so.
+// baselines. One convention holds across the title, the rows and the chart: improvement over
+// the baseline, (B − P)/B as DESIGN §6.1 defines it, positive and rising when perplexity
+// falls; only the "now" column is perplexity itself.
 package perplexity
 
 import (
@@ -33,7 +35,7 @@ func (m Model) Title(w int) string {
 	st := m.Ctx.Styles
 	v, ok := m.Ctx.Run.Last("ppl/improvement")
 	if !ok {
-		return "perplexity · lower is better"
+		return "perplexity · improvement over baseline, + is better"
 	}
 	verdict, style := "better", st.Good
 	switch {
@@ -44,7 +46,7 @@ func (m Model) Title(w int) string {
 	}
 	p := format.SignedPercent(v)
 	for _, t := range [][2]string{
-		{"perplexity · lower is better · improvement ", p + ", " + verdict + " than baseline"},
+		{"perplexity · improvement over baseline (+ is better) ", p + ", " + verdict},
 		{"perplexity · improvement ", p + ": " + verdict + " than baseline"},
 		{"perplexity · ", p + ": " + verdict + " than baseline"},
 		{"perplexity · ", p + " " + verdict},
@@ -69,7 +71,7 @@ func Used(r *state.Run) bool {
 	return false
 }
 
-// columns of a row: level, now, baseline, Δ, then the sparkline and the arrow.
+// columns of a row: level, now, baseline, improvement, then the sparkline and the arrow.
 const rowFixed = 9 + 1 + 8 + 1 + 8 + 1 + 7 + 1
 
 func (m Model) body(w, h int) string {
@@ -77,18 +79,27 @@ func (m Model) body(w, h int) string {
 	if !Used(r) {
 		return st.Muted.Render("waiting for perplexity metrics…")
 	}
+	// A narrow pane (80 columns) drops the baseline column before the sparkline: the
+	// improvement already says where the baseline is.
+	narrow := w-rowFixed-2 < 6
 	spark := w - rowFixed - 2 // the arrow and its space
+	if narrow {
+		spark += 9
+	}
 	if spark < 6 {
 		spark = 0
 	}
 	var lines []string
 	if h >= 5 {
 		// The sparkline and the arrow both tell the whole run.
-		head := fmt.Sprintf("%-9s %8s %8s %7s %s", "level", "now", "baseline", "Δ", "run")
+		head := fmt.Sprintf("%-9s %8s %8s %7s %s", "level", "ppl now", "baseline", "improv", "run")
+		if narrow {
+			head = fmt.Sprintf("%-9s %8s %7s %s", "level", "ppl now", "improv", "run")
+		}
 		lines = append(lines, st.Muted.Render(head))
 	}
 	for _, l := range Levels {
-		lines = append(lines, m.row(l, spark))
+		lines = append(lines, m.row(l, spark, narrow))
 	}
 	if rest := h - len(lines); rest >= 4 {
 		lines = append(lines, m.chart(w, rest))
@@ -96,9 +107,10 @@ func (m Model) body(w, h int) string {
 	return strings.Join(lines, "\n")
 }
 
-// row is one level: name, now, baseline, relative change, the level's run as a sparkline and
-// the run's trend arrow. Lower is better, so a fall is drawn as good.
-func (m Model) row(level string, spark int) string {
+// row is one level: name, perplexity now, baseline, improvement over the baseline, the
+// level's improvement over the run as a sparkline and its trend arrow: up is better, as in
+// the title and the chart.
+func (m Model) row(level string, spark int, narrow bool) string {
 	st, r := m.Ctx.Styles, m.Ctx.Run
 	name := "ppl/" + level
 	v, ok := r.Last(name)
@@ -106,35 +118,41 @@ func (m Model) row(level string, spark int) string {
 		return fmt.Sprintf("%-9s %8s", level, "—")
 	}
 	base := r.Baselines.Get(level)
-	bs, ds := "—", ""
+	bs, ds := "—", fmt.Sprintf("%7s", "")
 	if base > 0 {
 		bs = format.Value(base)
-		d := (v - base) / base
+		d := (base - v) / base
 		ds = fmt.Sprintf("%7s", format.SignedPercent(d))
 		switch {
-		case d < 0:
-			ds = st.Good.Render(ds)
 		case d > 0:
+			ds = st.Good.Render(ds)
+		case d < 0:
 			ds = st.Bad.Render(ds)
 		}
-	} else {
-		ds = fmt.Sprintf("%7s", "")
 	}
+	// Perplexity falling is improvement rising.
 	t := r.TrendOver(name, 0)
 	arrow := format.Arrow(t)
 	switch t {
 	case state.Falling:
-		arrow = st.Good.Render(arrow)
+		arrow = st.Good.Render(format.Arrow(state.Rising))
 	case state.Rising:
-		arrow = st.Bad.Render(arrow)
+		arrow = st.Bad.Render(format.Arrow(state.Falling))
 	}
 	line := fmt.Sprintf("%-9s %8s %8s %s", level, format.Value(v), bs, ds)
+	if narrow {
+		line = fmt.Sprintf("%-9s %8s %s", level, format.Value(v), ds)
+	}
 	if spark > 0 {
 		style := st.Text
 		if len(st.SeriesTag) > 0 {
 			style = st.SeriesTag[0]
 		}
-		line += " " + style.Render(charts.Sparkline(r.Series(name), spark))
+		imp := m.relative(level)
+		for i := range imp {
+			imp[i] = -imp[i]
+		}
+		line += " " + style.Render(charts.Sparkline(imp, spark))
 	}
 	return line + " " + arrow
 }
@@ -156,12 +174,16 @@ func (m Model) chart(w, h int) string {
 	if !r.Has("ppl/aggregate") {
 		level = "word"
 	}
-	what := "% against baseline"
+	what := "% over baseline"
 	if r.Baselines.Get(level) <= 0 {
-		what = "% against its first value"
+		what = "% over its first value"
 	}
-	return charts.Plot(st, [][]float64{m.relative(level)}, []string{level},
-		[]string{level + " " + what, "below 0 is better"}, w, h)
+	imp := m.relative(level)
+	for i := range imp {
+		imp[i] = -imp[i]
+	}
+	return charts.Plot(st, [][]float64{imp}, []string{level},
+		[]string{level + " improvement " + what, "above 0 is better"}, w, h)
 }
 
 // relative is a level's series as a percentage change against its baseline (against its

@@ -16,6 +16,7 @@ import (
 	"rlhfstation/engine/events"
 	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
+	"rlhfstation/tui/styles"
 )
 
 // Model is the samples pane.
@@ -133,9 +134,6 @@ func (m *Model) refresh(top bool) {
 	}
 	section("prompt", s.Prompt)
 	section("completion", s.Completion)
-	if s.Answer != "" {
-		section("answer", s.Answer)
-	}
 	m.vp.SetContent(strings.TrimRight(b.String(), "\n"))
 	if top {
 		m.vp.GotoTop()
@@ -178,6 +176,10 @@ func (m Model) View() string {
 			return st.Muted.Render("no samples yet")
 		}
 		head := st.Muted.Render("reward ") + st.Bold.Render(number(s.Reward, "%.3f"))
+		// The answer comes next: at the head, where scrolling cannot push it out of sight.
+		if s.Answer != "" {
+			head += st.Muted.Render("  answer ") + st.Bold.Render(strings.Join(strings.Fields(s.Answer), " "))
+		}
 		if s.Advantage == s.Advantage { // other tools' tables may not carry it (NaN)
 			head += st.Muted.Render("  advantage ") + number(s.Advantage, "%+.3f")
 		}
@@ -190,6 +192,7 @@ func (m Model) View() string {
 		for _, k := range names {
 			per = append(per, st.Muted.Render(k+" ")+fmt.Sprintf("%.2f", s.Rewards[k]))
 		}
-		return head + "\n" + strings.Join(per, st.Muted.Render(" · ")) + "\n" + m.vp.View()
+		// Each header line is clipped to the pane: a wrapped one would push the text's end out.
+		return styles.Clip(head, w) + "\n" + styles.Clip(strings.Join(per, st.Muted.Render(" · ")), w) + "\n" + m.vp.View()
 	})
 }

@@ -1,0 +1,209 @@
+// Package memory predicts the peak resident memory of a GRPO run on the CPU from the model's
+// config.json and the run's configuration, before anything is loaded: the buffers are those
+// the model's passes carve (model.FootprintOf), the weights those the loader and the
+// quantizer hold at once. A run that would not fit is refused with the settings that would
+// make it fit (Check).
+package memory
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"rlhfstation/engine/config"
+	"rlhfstation/engine/model"
+	"rlhfstation/internal/human"
+	"rlhfstation/quant"
+)
+
+// Estimate is a run's peak resident memory by part, in bytes.
+type Estimate struct {
+	Fixed int64 // the program, the Go runtime, the tokenizer
+	// Load is the loader's peak: the float32 weights and the weight files' pages mapped
+	// while they are read (the quantizer's copies come after the files are closed).
+	Load int64
+	// Weights are what stays resident while training: the embeddings and head in float32,
+	// the linears 4-bit (or float32 with [quant] type "none").
+	Weights int64
+	LoRA    int64 // the adapters: weights, gradients, AdamW's two moments, and their [rows, r] activations
+	model.Footprint
+}
+
+// Run is the peak while training: the resident weights and every buffer of a step. The
+// loader's float32 copy is freed by then, and the Go heap reuses its memory.
+func (e Estimate) Run() int64 {
+	f := e.Footprint
+	return e.Fixed + e.Weights + e.LoRA + f.Tape + f.Grads + f.Scratch + f.Logits + f.KVCache
+}
+
+// Total is the peak: loading or training, whichever is larger.
+func (e Estimate) Total() int64 { return max(e.Fixed+e.Load, e.Run()) }
+
+func (e Estimate) String() string {
+	return fmt.Sprintf("loading %s; training: weights %s, LoRA %s, activations %s, backward %s, inference buffers %s, logits %s, KV cache %s",
+		human.Bytes(e.Fixed+e.Load), human.Bytes(e.Weights), human.Bytes(e.LoRA), human.Bytes(e.Tape), human.Bytes(e.Grads),
+		human.Bytes(e.Scratch), human.Bytes(e.Logits), human.Bytes(e.KVCache))
+}
+
+// Model is what the estimate needs of a model folder: its config and how its weights are stored.
+type Model struct {
+	Config *model.Config
+	// FileBytes is the size of the weight files; 0 = the parameters in config.json's
+	// torch_dtype (DTypeBytes each).
+	FileBytes  int64
+	DTypeBytes int
+	Quantized  bool // the linears are 4-bit in the folder (a bitsandbytes layout)
+}
+
+// ReadModel reads what the estimate needs from a model folder: config.json and the sizes of
+// the weight files, when there are any (none is fine: the estimate then assumes config.json's
+// torch_dtype, as `rlhfstation check` does before downloading weights).
+func ReadModel(dir string) (Model, error) {
+	mc, err := model.LoadConfig(dir)
+	if err != nil {
+		return Model{}, err
+	}
+	out := Model{Config: mc, DTypeBytes: 2}
+	if raw, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+		_, out.Quantized, _ = quant.IsQuantized(raw)
+		var dt struct {
+			TorchDType string `json:"torch_dtype"`
+			DType      string `json:"dtype"` // transformers 4.56 and later
+		}
+		if json.Unmarshal(raw, &dt) == nil && (dt.TorchDType == "float32" || dt.DType == "float32") {
+			out.DTypeBytes = 4
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	var size int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			size += st.Size()
+		}
+	}
+	if size > 0 {
+		out.FileBytes = size
+	}
+	return out, nil
+}
+
+// fixed is the program with its runtime and a tokenizer (about 200 bytes a vocabulary entry).
+const fixed = 48 << 20
+
+// For predicts the peak resident memory of a run of c on m on the CPU. promptTokens is the
+// longest prompt in tokens when the prompts are known (0: max_prompt_length, the most a
+// prompt keeps).
+func For(m Model, c *config.Config, promptTokens int) Estimate {
+	mc := m.Config
+	total, linear := model.ParamCounts(mc)
+	e := Estimate{Fixed: fixed + int64(mc.Vocab)*200}
+	file := m.FileBytes
+	if file <= 0 {
+		file = int64(max(m.DTypeBytes, 2)) * total
+	}
+	q4 := quantizedBytes(linear, c.Quant)
+	switch {
+	case m.Quantized: // the linears arrive 4-bit and stay so
+		e.Load = 4*(total-linear) + q4 + file
+		e.Weights = 4*(total-linear) + q4
+	case c.Quant.Type == "none":
+		e.Load = 4*total + file
+		e.Weights = 4 * total
+	default:
+		// Loading holds the float32 weights and the mapped files; quantizing then adds the
+		// 4-bit copies and the new buffer of the rest before the float32 linears go.
+		e.Load = 4*total + max(file, q4+4*(total-linear))
+		e.Weights = 4*(total-linear) + q4
+	}
+	prompt := c.MaxPromptLength
+	if promptTokens > 0 {
+		prompt = min(prompt, promptTokens)
+	}
+	seqs := c.PerDeviceTrainBatchSize * c.NumGenerations
+	seqLen := min(prompt+c.MaxCompletionLength, mc.Context())
+	e.Footprint = model.FootprintOf(mc, seqs, seqLen, c.MaxCompletionLength, model.Precision32)
+	var targets []string
+	if !c.LoRA.TargetModules.AllLinear() {
+		targets = c.LoRA.TargetModules
+	}
+	rows := int64(seqs) * int64(seqLen)
+	for _, s := range model.LoRAShapes(mc, targets) {
+		params := int64(c.LoRA.R) * int64(s[0]+s[1])
+		e.LoRA += 16*params + 4*rows*int64(c.LoRA.R) // A and B, their gradients, two moments; x·Aᵀ per row
+	}
+	return e
+}
+
+// quantizedBytes is the size of n linear weights in 4-bit: packed codes and the block scales
+// (8-bit with a float32 scale per 256 blocks under double quantization).
+func quantizedBytes(n int64, q config.Quant) int64 {
+	bs := int64(max(q.BlockSize, 1))
+	if q.DoubleQuant {
+		return n/2 + n/bs + 4*n/(bs*256)
+	}
+	return n/2 + 4*n/bs
+}
+
+// Check refuses a run whose estimate exceeds nine tenths of avail, naming every setting that
+// would make it fit on its own, with a value that would (largest first), and the estimate's parts.
+func Check(m Model, c *config.Config, promptTokens int, avail int64) error {
+	est := For(m, c, promptTokens)
+	if est.Total() <= avail*9/10 {
+		return nil
+	}
+	fits := func(c *config.Config) bool { return For(m, c, promptTokens).Total() <= avail*9/10 }
+	var ways []string
+	// Each key on its own: the largest value below the current one that fits.
+	try := func(key string, cur, floor int, set func(*config.Config, int), note func(v int) string) {
+		best := 0
+		for lo, hi := floor, cur-1; lo <= hi; {
+			mid := (lo + hi) / 2
+			cc := *c
+			set(&cc, mid)
+			if fits(&cc) {
+				best, lo = mid, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		if best > 0 {
+			s := fmt.Sprintf("%s = %d (now %d)", key, best, cur)
+			if note != nil {
+				s += note(best)
+			}
+			ways = append(ways, s)
+		}
+	}
+	try("per_device_train_batch_size", c.PerDeviceTrainBatchSize, 1, func(cc *config.Config, v int) { cc.PerDeviceTrainBatchSize = v },
+		func(v int) string {
+			ga := (c.PerDeviceTrainBatchSize*c.GradientAccumulationSteps + v - 1) / v
+			return fmt.Sprintf(" with gradient_accumulation_steps = %d to keep the batch", ga)
+		})
+	try("num_generations", c.NumGenerations, 2, func(cc *config.Config, v int) { cc.NumGenerations = v }, nil)
+	try("max_completion_length", c.MaxCompletionLength, 1, func(cc *config.Config, v int) { cc.MaxCompletionLength = v }, nil)
+	prompt := c.MaxPromptLength
+	if promptTokens > 0 {
+		prompt = min(prompt, promptTokens)
+	}
+	try("max_prompt_length", prompt, 1, func(cc *config.Config, v int) { cc.MaxPromptLength = v }, func(int) string {
+		return " (longer prompts are cut to their last tokens)"
+	})
+	if c.Quant.Type == "none" {
+		cc := *c
+		cc.Quant.Type = "nf4"
+		if fits(&cc) {
+			ways = append(ways, `quant.type = "nf4" (now "none")`)
+		}
+	}
+	how := "lower one of: " + strings.Join(ways, "; ")
+	if len(ways) == 0 {
+		how = "no setting of this run fits it on its own: use a smaller model, or lower several of per_device_train_batch_size, num_generations, max_completion_length and max_prompt_length together"
+		if est.Fixed+est.Load > avail*9/10 {
+			how = "the model alone does not fit while loading: use a smaller model, or a 4-bit folder made elsewhere with `rlhfstation quantize`"
+		}
+	}
+	return fmt.Errorf("the run needs about %s of memory but %s is available (%s): %s",
+		human.Bytes(est.Total()), human.Bytes(avail), est, how)
+}

@@ -1,0 +1,90 @@
+package memory
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlhfstation/engine/config"
+)
+
+func folder(t *testing.T, cfg string) Model {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadModel(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+const gib = 1 << 30
+
+// Qwen2.5-0.5B at the defaults (4 prompts × 8 completions × 128 tokens, prompts of a
+// hundred-odd tokens such as GSM8K's) fits a 24 GB machine; at max_prompt_length's 512 it
+// does not, and the refusal names every key that would make it fit, with values that do.
+func TestQwen05DefaultsFit24GB(t *testing.T) {
+	m := folder(t, fmt.Sprintf(Qwen05Config, 24))
+	c := config.Default()
+	avail := int64(22 * gib) // MemAvailable of an idle 24 GB machine
+	e := For(m, c, 160)
+	t.Logf("qwen2.5-0.5b defaults, 160-token prompts: %.2f GiB (%s)", float64(e.Total())/gib, e)
+	if err := Check(m, c, 160, avail); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	if w := float64(e.Weights) / gib; w < 0.5 || w > 0.8 {
+		t.Errorf("resident weights %.2f GiB: want the float32 embeddings (0.51 GiB) and 4-bit linears (0.18 GiB)", w)
+	}
+	if l := float64(e.Load) / gib; l < 2.6 || l > 3 {
+		t.Errorf("loading %.2f GiB: want float32 weights (1.84 GiB) and the bf16 file (0.92 GiB)", l)
+	}
+	err := Check(m, c, 0, avail)
+	t.Logf("at max_prompt_length 512: %v", err)
+	if err == nil {
+		t.Fatal("512-token prompts fit?")
+	}
+	// max_completion_length alone cannot make 512-token prompts fit: it is not named.
+	for _, key := range []string{"per_device_train_batch_size = ", "gradient_accumulation_steps = ", "num_generations = ",
+		"max_prompt_length = "} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("the refusal does not name %s", key)
+		}
+	}
+	// Every value it names fits.
+	for _, way := range []struct {
+		key string
+		set func(*config.Config, int)
+	}{
+		{"per_device_train_batch_size", func(c *config.Config, v int) { c.PerDeviceTrainBatchSize = v }},
+		{"num_generations", func(c *config.Config, v int) { c.NumGenerations = v }},
+		{"max_prompt_length", func(c *config.Config, v int) { c.MaxPromptLength = v }},
+	} {
+		var v int
+		if _, err := fmt.Sscanf(err.Error()[strings.Index(err.Error(), way.key+" = "):], way.key+" = %d", &v); err != nil {
+			t.Fatalf("%s: %v", way.key, err)
+		}
+		cc := *c
+		way.set(&cc, v)
+		if For(m, &cc, 0).Total() > avail*9/10 {
+			t.Errorf("%s = %d does not fit", way.key, v)
+		}
+		way.set(&cc, v+1)
+		if For(m, &cc, 0).Total() <= avail*9/10 {
+			t.Errorf("%s = %d is not the largest that fits", way.key, v)
+		}
+	}
+}
+
+// A model too large to load names no run setting.
+func TestModelAloneTooLarge(t *testing.T) {
+	m := folder(t, fmt.Sprintf(Qwen05Config, 24))
+	err := Check(m, config.Default(), 16, 2*gib)
+	if err == nil || !strings.Contains(err.Error(), "the model alone does not fit while loading") {
+		t.Fatalf("%v", err)
+	}
+}
