@@ -2,8 +2,11 @@ package engine
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"rlhfstation/engine/config"
 	"rlhfstation/engine/events"
 )
 
@@ -54,5 +57,50 @@ func TestEvalNeedsPrompts(t *testing.T) {
 	}
 	if _, ok := err.(*ConfigError); !ok {
 		t.Errorf("not a configuration error: %v", err)
+	}
+}
+
+// num_train_epochs sets the run's length when max_steps is not set: half an epoch of 16
+// prompts at 2 a step is 4 steps. cosine_with_min_lr ends at its floor, not at 0.
+func TestEpochsAndMinLRSchedule(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.toml")
+	err := os.WriteFile(path, []byte(`preset = "math"
+device = "cpu"
+run_name = "run"
+per_device_train_batch_size = 2
+num_generations = 4
+max_completion_length = 12
+learning_rate = 1e-3
+num_train_epochs = 0.5
+lr_scheduler_type = "cosine_with_min_lr"
+lr_scheduler_kwargs = { min_lr_rate = 0.25 }
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OutputDir = t.TempDir()
+	evs, _, err := run(t, c, "", "math")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lrs []float64
+	for _, ev := range evs {
+		if ev.Type == events.Step {
+			lrs = append(lrs, ev.Metrics["learning_rate"])
+		}
+	}
+	if len(lrs) != 4 {
+		t.Fatalf("%d steps, want 4 (half an epoch of 16 prompts, 2 a step)", len(lrs))
+	}
+	// transformers: 0.5·(1 + cos(π·progress))·(1 − 0.25) + 0.25, progress = step/4.
+	for s, lr := range lrs {
+		want := c.LearningRate * (0.5*(1+math.Cos(math.Pi*float64(s)/4))*0.75 + 0.25)
+		if math.Abs(lr-want) > 1e-9*want {
+			t.Errorf("step %d: learning rate %g, want %g", s+1, lr, want)
+		}
 	}
 }

@@ -107,6 +107,10 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err := checkMemory(opts.ModelDir, cfg, e.prompts); err != nil {
 		return nil, err
 	}
+	if steps := cfg.StepsFor(len(e.prompts)); steps != cfg.MaxSteps && opts.Resume == "" {
+		e.logf("num_train_epochs = %g over %d prompts: max_steps = %d", cfg.NumTrainEpochs, len(e.prompts), steps)
+		cfg.MaxSteps = steps
+	}
 	baseRead, err := e.readBaselines()
 	if err != nil {
 		return nil, err
@@ -170,7 +174,10 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if e.opt, err = optim.NewAdamW(e.model.Backend(), e.params, cfg.AdamBeta1, cfg.AdamBeta2, cfg.AdamEpsilon, cfg.WeightDecay); err != nil {
 		return nil, err
 	}
-	e.sched = optim.Schedule{Kind: cfg.LRSchedulerType, Warmup: cfg.WarmupStepsFor(), Total: cfg.MaxSteps}
+	k := cfg.LRSchedulerKwargs
+	e.sched = optim.Schedule{Kind: cfg.LRSchedulerType, Warmup: cfg.WarmupStepsFor(), Total: cfg.MaxSteps, BaseLR: cfg.LearningRate,
+		Args: optim.ScheduleArgs{NumCycles: k.NumCycles, MinLR: k.MinLR, MinLRRate: k.MinLRRate, LREnd: k.LREnd, Power: k.Power,
+			NumDecaySteps: k.NumDecaySteps, NumStableSteps: k.NumStableSteps, DecayType: k.DecayType, MinLRRatio: k.MinLRRatio}}
 	if err := e.sched.Validate(); err != nil {
 		return nil, err
 	}

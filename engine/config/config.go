@@ -78,7 +78,7 @@ type Config struct {
 	SaveSteps                 int       `toml:"save_steps" grpo:""`       // 0 = only at the end
 	SaveTotalLimit            int       `toml:"save_total_limit" grpo:""` // 0 = keep all
 	Seed                      int64     `toml:"seed" grpo:""`
-	LRSchedulerType           string    `toml:"lr_scheduler_type" grpo:"" enum:"constant,linear,cosine"`
+	LRSchedulerType           string    `toml:"lr_scheduler_type" grpo:"" enum:"constant,constant_with_warmup,linear,cosine,cosine_with_min_lr,polynomial,warmup_stable_decay"`
 	WarmupSteps               int       `toml:"warmup_steps" grpo:""`
 	WarmupRatio               float64   `toml:"warmup_ratio" grpo:""`
 	WeightDecay               float64   `toml:"weight_decay" grpo:""`
@@ -88,12 +88,17 @@ type Config struct {
 	// EvalStrategy "steps" evaluates every eval_steps steps (eval_steps > 0 alone turns it on
 	// too); EvalSteps 0 = logging_steps, as in transformers.
 	EvalStrategy string `toml:"eval_strategy" grpo:"" enum:"no,steps"`
-	EvalSteps    int    `toml:"eval_steps" grpo:""`
+	// NumTrainEpochs sets the run's length, ceil(epochs × prompts / (per_device_train_batch_size ×
+	// gradient_accumulation_steps)) steps, when no layer sets max_steps (TRL's rule).
+	NumTrainEpochs float64 `toml:"num_train_epochs" grpo:""`
+	EvalSteps      int     `toml:"eval_steps" grpo:""`
 
 	Data  Data  `toml:"data"`
 	LoRA  LoRA  `toml:"lora"`
 	Quant Quant `toml:"quant"`
 	Eval  Eval  `toml:"eval"`
+	// LRSchedulerKwargs are the schedules' arguments, with transformers' names (optim.ScheduleArgs).
+	LRSchedulerKwargs LRSchedulerKwargs `toml:"lr_scheduler_kwargs"`
 
 	// Monitor is the [monitor] table, kept undecoded for the monitor package.
 	Monitor map[string]any `toml:"monitor"`
@@ -121,11 +126,35 @@ type Data struct {
 	ChatTemplateKwargs map[string]any `toml:"chat_template_kwargs"`
 }
 
+// LRSchedulerKwargs is the lr_scheduler_kwargs table: what cosine_with_min_lr, polynomial
+// and warmup_stable_decay read (0 or "" = transformers' default).
+type LRSchedulerKwargs struct {
+	MinLR          float64 `toml:"min_lr"`
+	MinLRRate      float64 `toml:"min_lr_rate"`
+	NumCycles      float64 `toml:"num_cycles"`
+	LREnd          float64 `toml:"lr_end"`
+	Power          float64 `toml:"power"`
+	NumDecaySteps  int     `toml:"num_decay_steps"`
+	NumStableSteps int     `toml:"num_stable_steps"`
+	DecayType      string  `toml:"decay_type" enum:",cosine,linear,1-sqrt"`
+	MinLRRatio     float64 `toml:"min_lr_ratio"`
+}
+
 // Eval is the [eval] table: the prompts evaluation during training runs on.
 type Eval struct {
 	Data    string  `toml:"data"`    // prompt file (answers give correctness); "" = holdout, else the built-in held-out prompts
 	Holdout float64 `toml:"holdout"` // share of the training prompts set aside for evaluation (when no data)
 	Prompts int     `toml:"prompts"` // most prompts evaluated
+}
+
+// StepsFor is the run's length for n training prompts: max_steps, unless no layer set it and
+// one set num_train_epochs, whose epochs then decide (rounded up to whole steps).
+func (c *Config) StepsFor(n int) int {
+	if c.Origin("max_steps") != "default" || c.Origin("num_train_epochs") == "default" || n == 0 {
+		return c.MaxSteps
+	}
+	per := c.PerDeviceTrainBatchSize * c.GradientAccumulationSteps
+	return max(1, int(math.Ceil(c.NumTrainEpochs*float64(n)/float64(per))))
 }
 
 // Evaluates reports whether the run evaluates during training, and every how many steps.
@@ -213,6 +242,7 @@ func Default() *Config {
 		AdamBeta2:                 0.999,
 		AdamEpsilon:               1e-8,
 		EvalStrategy:              "no",
+		NumTrainEpochs:            3,
 
 		LoRA:  LoRA{R: 16, Alpha: 32, TargetModules: Modules{AllLinear}, InitLoRAWeights: true},
 		Quant: Quant{Type: "nf4", BlockSize: 64, DoubleQuant: true},
@@ -356,6 +386,7 @@ func (c *Config) Validate() error {
 	inUnit("adam_beta2", c.AdamBeta2)
 	positive("adam_epsilon", c.AdamEpsilon)
 	atLeast("eval_steps", c.EvalSteps, 0)
+	nonNegative("num_train_epochs", c.NumTrainEpochs)
 	inUnit("eval.holdout", c.Eval.Holdout)
 	atLeast("eval.prompts", c.Eval.Prompts, 1)
 

@@ -18,7 +18,13 @@ func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
 	py := testref.Python(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	b := cpu.New()
-	for _, kind := range []string{"constant", "linear", "cosine"} {
+	// lr_scheduler_kwargs per kind, with transformers' names: what reference.py's formulas read.
+	kwargs := map[string]ScheduleArgs{
+		"cosine_with_min_lr":  {MinLRRate: 0.1},
+		"polynomial":          {LREnd: 1e-4, Power: 2},
+		"warmup_stable_decay": {NumDecaySteps: 4, DecayType: "linear", MinLRRatio: 0.05},
+	}
+	for _, kind := range Kinds {
 		sizes := []int{7, 13}
 		var init [][]float32
 		var params []*Param
@@ -50,8 +56,12 @@ func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
 			}
 			grads = append(grads, gs)
 		}
-		sched := Schedule{Kind: kind, Warmup: 3, Total: steps}
 		const lr, maxNorm = 1e-2, 1.0
+		sched := Schedule{Kind: kind, Warmup: 3, Total: steps, Args: kwargs[kind], BaseLR: lr}
+		if err := sched.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		a := kwargs[kind]
 		opt, err := NewAdamW(b, params, 0.9, 0.999, 1e-8, 0.01)
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +81,9 @@ func TestAdamWClipScheduleMatchPyTorch(t *testing.T) {
 			}
 		}
 		in, _ := json.Marshal(map[string]any{"params": init, "grads": grads, "lr": lr, "beta1": 0.9,
-			"beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "warmup": 3, "total": steps, "kind": kind, "max_norm": maxNorm})
+			"beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "warmup": 3, "total": steps, "kind": kind, "max_norm": maxNorm,
+			"kwargs": map[string]any{"min_lr_rate": a.MinLRRate, "lr_end": a.LREnd, "power": a.Power,
+				"num_decay_steps": a.NumDecaySteps, "decay_type": a.DecayType, "min_lr_ratio": a.MinLRRatio}})
 		cmd := exec.Command(py, filepath.Join("testdata", "reference.py"))
 		cmd.Stdin = bytes.NewReader(in)
 		out, err := cmd.Output()
