@@ -204,6 +204,7 @@ rank = 4
 type = "nf4"
 [grpo]
 beta = 0.1
+lora_rank = 3
 `)
 	_, err := Load(path)
 	if err == nil {
@@ -213,7 +214,7 @@ beta = 0.1
 	want := []string{
 		path + `:3: unknown key "betta"; did you mean "beta"?`,
 		path + `:7: unknown key "lora.rank"`,
-		path + `:10: unknown key "grpo"; GRPO settings go at the top level of a run configuration`,
+		path + `:12: [grpo] lora_rank: not a GRPO setting`,
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d errors, want %d:\n%v", len(lines), len(want), err)
@@ -585,5 +586,21 @@ func TestCISPOEpsilonHigh(t *testing.T) {
 	}
 	if _, err = newFlags(t, "--loss_type", "cispo", "--epsilon_high", "0.2").Resolve(nil); err == nil || !strings.Contains(err.Error(), "--epsilon_high") {
 		t.Fatalf("cispo with a cap of 0.2: %v", err)
+	}
+}
+
+// A run config may hold a [grpo] table, as a preset does: its keys are the GRPO settings.
+func TestGRPOTableInRunConfig(t *testing.T) {
+	path := writeTOML(t, "seed = 3\n[grpo]\nbeta = 0.05\nnum_generations = 4\n")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Beta != 0.05 || c.NumGenerations != 4 || c.Origin("beta") != path+":3" {
+		t.Errorf("beta %v (%s), num_generations %v", c.Beta, c.Origin("beta"), c.NumGenerations)
+	}
+	_, err = Load(writeTOML(t, "[grpo]\nmodel = \"x\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "[grpo] model: not a GRPO setting") {
+		t.Errorf("a non-GRPO key in [grpo]: %v", err)
 	}
 }

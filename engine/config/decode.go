@@ -166,6 +166,27 @@ func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly 
 				} else {
 					walk(sub, path)
 				}
+			case !ok && len(prefix) == 0 && k == "grpo" && !grpoOnly:
+				// A [grpo] table, as a preset has it: its keys are the top level's GRPO keys.
+				sub, isMap := v.(map[string]any)
+				if !isMap {
+					fail(path, "grpo: want a table [grpo] of GRPO settings, got %s", describe(v))
+					break
+				}
+				for _, sk := range keys(sub) {
+					p := append(path[:len(path):len(path)], sk)
+					sl, known := byKey[sk]
+					switch {
+					case !known || !sl.grpo:
+						fail(p, "[grpo] %s: not a GRPO setting (a [grpo] table holds top-level training keys only)%s", sk, suggest(sk, byKey, true))
+					default:
+						if err := set(sl.v, sub[sk]); err != nil {
+							fail(p, "%s: %v", sk, err)
+						} else {
+							c.setOrigin(sk, where(source, loc, p))
+						}
+					}
+				}
 			case !ok && key == "data.chat_template_kwargs" && !grpoOnly:
 				c.applyChatKwargs(v, path, func(p []string) string { return where(source, loc, p) }, fail)
 			case !ok:
