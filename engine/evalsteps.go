@@ -27,7 +27,7 @@ func (e *Engine) setupEval() error {
 	case ev.Data != "":
 		ex, _, err := data.Read(ev.Data)
 		if err != nil {
-			return fmt.Errorf("[eval] data: %w", err)
+			return &ConfigError{fmt.Errorf("[eval] data: %w", err)}
 		}
 		for _, x := range ex {
 			if x.Prompt != "" || Conversational(x) {

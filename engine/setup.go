@@ -99,7 +99,8 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 	e.prompts, err = e.loadPrompts()
 	if err != nil {
-		return nil, err
+		// A malformed or missing data file is bad input: exit 2, as the README promises.
+		return nil, &ConfigError{err}
 	}
 	if err := e.setupEval(); err != nil {
 		return nil, err
