@@ -72,6 +72,14 @@ func Reward(ctx *context.Context) Model {
 			now += " " + format.Arrow(t)
 		}
 		c := []string{now}
+		// Evaluation during training (eval_steps): its latest reward and correctness.
+		if e, ok := r.Last("eval/reward"); ok {
+			ev := "eval " + format.Value(e)
+			if g, ok := r.Last("eval/correct_greedy"); ok {
+				ev += " · greedy correct " + format.Percent(g)
+			}
+			c = append([]string{c[0], ev}, c[1:]...)
+		}
 		if z, ok := r.Last("frac_reward_zero_std"); ok {
 			c = append(c, "zero-std groups "+format.Percent(z))
 		}

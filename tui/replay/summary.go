@@ -19,6 +19,7 @@ var summaryMetrics = []string{
 	"completions/mean_length", "ppl/word", "ppl/phrase", "ppl/sentence", "ppl/aggregate", "ppl/improvement",
 	"ntl/digit_accuracy", "ntl/loss", "ntl/reward", "perf/step_seconds", "perf/tokens_per_second",
 	"mem/rss_bytes", "mem/gpu_bytes",
+	"eval/reward", "eval/greedy/reward", "eval/correct_sampled", "eval/correct_greedy",
 }
 
 // Found says where a run was read from, for runs of other tools.
