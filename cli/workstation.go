@@ -135,6 +135,11 @@ func resolveSetup(args []string, set setup.Settings, stderr io.Writer) (*config.
 			}
 		}
 	}
+	for key, v := range set.Changed { // the settings page: every other key, by its flag
+		if err := fs.Set(key, v); err != nil {
+			return nil, engine.Options{}, &engine.ConfigError{Err: fmt.Errorf("%s = %q: %v", key, v, err)}
+		}
+	}
 	return engine.ResolveRun(flags)
 }
 
@@ -166,6 +171,12 @@ func setupChoices(c *config.Config) (setup.Choices, error) {
 	}
 	ch := setup.Choices{Preset: c.Preset, Model: c.Model, Data: c.Data.Path, Adapter: c.InitAdapter, Steps: c.MaxSteps,
 		Devices: []string{"auto", "cpu", "cuda"}, Device: c.Device}
+	onForm := map[string]bool{"preset": true, "model": true, "data.path": true, "init_adapter": true, "max_steps": true, "device": true}
+	for _, s := range c.Settings() {
+		if !onForm[s.Key] {
+			ch.Settings = append(ch.Settings, setup.Setting{Key: s.Key, Value: s.Value, Help: s.Help, Common: s.Common})
+		}
+	}
 	for _, in := range infos {
 		if in.Err != nil {
 			continue

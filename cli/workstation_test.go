@@ -27,3 +27,17 @@ func TestSetupFieldClearedFallsBackToTheDefault(t *testing.T) {
 		t.Errorf("cleared field resolves to model %q, %d steps; want %q, 3", cfg.Model, cfg.MaxSteps, def.Model)
 	}
 }
+
+// The settings page's changes are set by their keys' flags.
+func TestSetupSettingsReachTheConfig(t *testing.T) {
+	cfg, _, err := resolveSetup(nil, setup.Settings{Changed: map[string]string{"num_generations": "4", "lora.r": "8", "top_p": "0.9"}}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NumGenerations != 4 || cfg.LoRA.R != 8 || cfg.TopP != 0.9 {
+		t.Errorf("num_generations %d, lora.r %d, top_p %v", cfg.NumGenerations, cfg.LoRA.R, cfg.TopP)
+	}
+	if _, _, err := resolveSetup(nil, setup.Settings{Changed: map[string]string{"num_generations": "many"}}, io.Discard); err == nil {
+		t.Error("a bad value accepted")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -455,10 +456,40 @@ func TestSetupStartsRun(t *testing.T) {
 	hs.key("tab", "right", "tab", "enter") // device: cpu; start
 	m := hs.waitFor("the dashboard", func(m snap) bool { return m.screen == screenDashboard && m.closed })
 	want := setup.Settings{Preset: "math", Model: "models/tiny", Adapter: "runs/a/checkpoints/step-000010", Steps: 20, Device: "cpu"}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Start got %+v, want %+v", got, want)
 	}
 	contains(t, m.view, "✓ completed")
+}
+
+// The settings row opens a page of every other setting, common first, then "advanced"; a
+// changed value reaches Start by its key.
+func TestSetupSettingsPage(t *testing.T) {
+	choices := &setup.Choices{Presets: []setup.Preset{{Name: "story"}}, Steps: 10,
+		Settings: []setup.Setting{{Key: "num_generations", Value: "8", Help: "completions per prompt (G)", Common: true},
+			{Key: "loss_type", Value: "dapo", Common: true}, {Key: "top_p", Value: "1", Help: "nucleus sampling"}}}
+	var got setup.Settings
+	opts := baseOptions(Session{})
+	opts.Setup = choices
+	opts.Start = func(s setup.Settings) (Session, error) {
+		got = s
+		return Session{Events: feed(finishedRun(), false)}, nil
+	}
+	hs := start(t, opts, 100, 30)
+	contains(t, hs.model().view, "3 settings at their defaults")
+	hs.key("tab", "tab", "tab", "tab", "tab", "tab", "enter") // settings
+	contains(t, hs.model().view, "num_generations", "completions per prompt (G)", "advanced", "top_p")
+	hs.key("backspace")
+	hs.tm.Type("4")
+	hs.key("down", "down", "backspace")
+	hs.tm.Type("0.9")
+	hs.key("esc")
+	contains(t, hs.model().view, "num_generations = 4 · top_p = 0.9")
+	hs.key("tab", "enter") // start
+	hs.waitFor("the dashboard", func(m snap) bool { return m.screen == screenDashboard && m.closed })
+	if want := map[string]string{"num_generations": "4", "top_p": "0.9"}; !reflect.DeepEqual(got.Changed, want) {
+		t.Errorf("changed %v, want %v", got.Changed, want)
+	}
 }
 
 func TestSetupRejectsBadSteps(t *testing.T) {

@@ -422,3 +422,34 @@ func (f *Flags) Resolve(preset PresetFunc) (*Config, error) {
 	}
 	return c, nil
 }
+
+// Setting is one key with its value as typed on the command line, and its -h line.
+type Setting struct {
+	Key, Value, Help string
+	Common           bool // one of the keys -h and the setup screen list first
+}
+
+// Settings lists every key that has a flag with c's value, the common ones first, then the
+// rest in declaration order: what the setup screen's settings page edits.
+func (c *Config) Settings() []Setting {
+	isCommon := map[string]bool{}
+	for _, k := range common {
+		isCommon[k] = true
+	}
+	byKey := map[string]Setting{}
+	var rest []Setting
+	for _, l := range leaves(c) {
+		s := Setting{Key: l.key, Value: fmtFlagValue(l.v.Interface()), Help: usageOf(l), Common: isCommon[l.key]}
+		byKey[l.key] = s
+		if !s.Common {
+			rest = append(rest, s)
+		}
+	}
+	var out []Setting
+	for _, k := range common {
+		if s, ok := byKey[k]; ok {
+			out = append(out, s)
+		}
+	}
+	return append(out, rest...)
+}

@@ -37,6 +37,8 @@ type Choices struct {
 	Steps   int
 	Devices []string // e.g. auto, cpu, cuda; auto/cpu/cuda when empty
 	Device  string
+	// Settings are every other run setting, for the settings page (common ones first).
+	Settings []Setting
 }
 
 // Settings is what the user chose.
@@ -47,6 +49,9 @@ type Settings struct {
 	Adapter string // init_adapter: a PEFT adapter folder to start from, "" for fresh adapters
 	Steps   int
 	Device  string
+	// Changed are the settings page's keys whose value the user changed, key → value as a
+	// flag takes it.
+	Changed map[string]string
 }
 
 // StartMsg carries the chosen settings to the app, which hands them to the caller.
@@ -62,6 +67,7 @@ const (
 	fieldAdapter
 	fieldSteps
 	fieldDevice
+	fieldSettings
 	fieldStart
 	fieldCount
 )
@@ -79,6 +85,7 @@ type Model struct {
 	focus   int
 	err     string
 	busy    bool
+	page    page
 }
 
 // New returns the screen for the given choices.
@@ -102,6 +109,7 @@ func New(ctx *context.Context, c Choices) Model {
 			m.device = i
 		}
 	}
+	m.page = newPage(c.Settings)
 	m.model.SetValue(c.Model)
 	m.data.SetValue(c.Data)
 	m.adapter.SetValue(c.Adapter)
@@ -135,13 +143,13 @@ func (m *Model) SetBusy(b bool) { m.busy = b }
 
 // Editing reports whether a text field has the keyboard.
 func (m Model) Editing() bool {
-	return m.focus == fieldModel || m.focus == fieldData || m.focus == fieldAdapter || m.focus == fieldSteps
+	return m.page.open || m.focus == fieldModel || m.focus == fieldData || m.focus == fieldAdapter || m.focus == fieldSteps
 }
 
 // Settings returns what the form holds now.
 func (m Model) Settings() (Settings, error) {
 	s := Settings{Model: strings.TrimSpace(m.model.Value()), Data: strings.TrimSpace(m.data.Value()),
-		Adapter: strings.TrimSpace(m.adapter.Value())}
+		Adapter: strings.TrimSpace(m.adapter.Value()), Changed: m.page.changed()}
 	if len(m.choices.Presets) > 0 {
 		s.Preset = m.choices.Presets[m.preset].Name
 	}
@@ -155,6 +163,9 @@ func (m Model) Settings() (Settings, error) {
 }
 
 func (m *Model) setFocus(f int) {
+	if f%fieldCount == fieldSettings && len(m.page.items) == 0 { // no settings page: skip its row
+		f += f - m.focus
+	}
 	m.focus = (f + fieldCount) % fieldCount
 	for i, in := range []*input.Model{&m.model, &m.data, &m.adapter, &m.steps} {
 		if m.focus == fieldModel+i {
@@ -177,6 +188,10 @@ func (m *Model) Update(msg tea.Msg) tea.Cmd {
 	if m.busy {
 		return nil
 	}
+	if m.page.open {
+		m.page.update(k)
+		return nil
+	}
 	keys := m.Ctx.Keys
 	switch {
 	case key.Matches(k, keys.Next):
@@ -184,6 +199,10 @@ func (m *Model) Update(msg tea.Msg) tea.Cmd {
 		return nil
 	case key.Matches(k, keys.Prev):
 		m.setFocus(m.focus - 1)
+		return nil
+	case k.Keystroke() == "enter" && m.focus == fieldSettings && len(m.page.items) > 0:
+		m.page.open = true
+		m.page.setFocus(0)
 		return nil
 	case k.Keystroke() == "enter":
 		if m.focus != fieldStart {
@@ -319,7 +338,15 @@ func (m Model) View() string {
 	if m.focus == fieldDevice {
 		dev = st.Selected.Render(dev)
 	}
-	b.WriteString(label(fieldDevice, "device") + dev + "\n\n")
+	b.WriteString(label(fieldDevice, "device") + dev + "\n")
+	if len(m.page.items) > 0 {
+		sum := styles.Clip(m.page.summary(), inner-labelW)
+		if m.focus == fieldSettings {
+			sum = st.Selected.Render(sum)
+		}
+		b.WriteString(label(fieldSettings, "settings") + sum + "\n")
+	}
+	b.WriteString("\n")
 	start := "[ start ]"
 	switch {
 	case m.busy:
@@ -332,7 +359,12 @@ func (m Model) View() string {
 		b.WriteString("\n\n" + st.FlashErr.Render(lipgloss.Wrap(m.err, inner, " ")))
 	}
 	body := b.String()
+	title := "rlhfstation · new run"
+	if m.page.open {
+		title = "rlhfstation · new run · settings (TRL names; esc returns)"
+		body = m.page.view(st, inner, max(m.Height-4, 3))
+	}
 	h := min(lipgloss.Height(body)+2, m.Height)
-	box := st.Box("rlhfstation · new run", body, fw, h, true)
+	box := st.Box(title, body, fw, h, true)
 	return lipgloss.Place(m.Width, m.Height, lipgloss.Center, lipgloss.Center, box)
 }
