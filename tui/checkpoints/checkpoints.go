@@ -138,7 +138,7 @@ func (m *Model) Sync() {
 	for _, f := range fixed {
 		pathW -= f + 2
 	}
-	pathW = max(pathW-2, 4)
+	pathW = max(pathW, 4)
 	m.table.SetColumns([]table.Column{
 		{Title: "", Width: 1}, {Title: "step", Width: 7}, {Title: "reward", Width: 7},
 		{Title: "health", Width: 6}, {Title: "ref", Width: 3}, {Title: "path", Width: pathW},
@@ -186,9 +186,20 @@ func refMark(ref bool) string {
 }
 
 // shortPath shows a checkpoint by its last two path elements (checkpoints/step-000100).
-func shortPath(p string) string {
+// runPath names a checkpoint within its run folder (checkpoints/step-000060).
+func runPath(p string) string {
 	d, f := filepath.Split(filepath.Clean(p))
 	if d == "" {
+		return f
+	}
+	return filepath.Join(filepath.Base(d), f)
+}
+
+// shortPath names a checkpoint in the table: its folder alone when it lies in the run's
+// checkpoints/ (all of them do; the detail pane gives the whole path), else with its parent.
+func shortPath(p string) string {
+	d, f := filepath.Split(filepath.Clean(p))
+	if d == "" || filepath.Base(d) == "checkpoints" {
 		return f
 	}
 	return filepath.Join(filepath.Base(d), f)
@@ -430,7 +441,7 @@ func (m Model) View() string {
 	body = append(body, m.detail.View())
 	dt := "details"
 	if c, ok := m.Selected(); ok {
-		dt = "checkpoint " + shortPath(c.Path)
+		dt = "checkpoint " + runPath(c.Path)
 	}
 	det := st.Box(dt, strings.Join(body, "\n"), dw, dh, m.prompt.Focused())
 	if m.wide {

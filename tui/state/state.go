@@ -86,6 +86,11 @@ type Run struct {
 	Baselines Baselines
 	Events    int // events applied
 
+	// PausedAt is when the run paused ("paused" log event), zero while it runs; Paused is the
+	// time spent paused before it, which the elapsed time leaves out.
+	PausedAt time.Time
+	Paused   time.Duration
+
 	metrics map[string][]Point
 	sums    map[string]float64 // of every finite value, thinned or not
 }
@@ -136,6 +141,15 @@ func (r *Run) Apply(e events.Event) {
 	case events.Checkpoint:
 		r.addCheckpoint(Checkpoint{Step: e.Step, Path: e.Path, Time: e.Time, Health: e.Health, Event: true})
 	case events.Log:
+		switch {
+		case e.Message == "paused" && r.PausedAt.IsZero() && !e.Time.IsZero():
+			r.PausedAt = e.Time
+		case e.Message == "resumed" && !r.PausedAt.IsZero():
+			if e.Time.After(r.PausedAt) {
+				r.Paused += e.Time.Sub(r.PausedAt)
+			}
+			r.PausedAt = time.Time{}
+		}
 		r.Logs = append(r.Logs, e)
 		if len(r.Logs) > keepLogs {
 			r.Logs = r.Logs[len(r.Logs)-keepLogs:]
@@ -268,7 +282,8 @@ func (r *Run) MetricNames() []string {
 	return out
 }
 
-// Elapsed is the run's wall time: start to end for a finished run, start to now otherwise.
+// Elapsed is the run's working time: start to end for a finished run, start to now
+// otherwise, less the time it spent paused (it stands still while paused).
 func (r *Run) Elapsed(now time.Time) time.Duration {
 	if r.StartTime.IsZero() {
 		return 0
@@ -280,7 +295,10 @@ func (r *Run) Elapsed(now time.Time) time.Duration {
 	if end.Before(r.LastTime) {
 		end = r.LastTime
 	}
-	return end.Sub(r.StartTime)
+	if !r.PausedAt.IsZero() && !r.Ended {
+		end = r.PausedAt
+	}
+	return end.Sub(r.StartTime) - r.Paused
 }
 
 // ETA estimates the time to the last step from the mean of the latest step durations

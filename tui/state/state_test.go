@@ -155,3 +155,18 @@ func TestLongRunIsThinned(t *testing.T) {
 		t.Errorf("sum %g", r.Sum("d"))
 	}
 }
+
+// Elapsed time stands still while the run is paused and leaves the pause out afterwards.
+func TestElapsedLeavesPausesOut(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := New()
+	r.Apply(events.Event{Type: events.RunStart, Time: t0})
+	r.Apply(events.Event{Type: events.Log, Message: "paused", Time: t0.Add(10 * time.Second)})
+	if got := r.Elapsed(t0.Add(70 * time.Second)); got != 10*time.Second {
+		t.Errorf("paused: elapsed %v, want 10s", got)
+	}
+	r.Apply(events.Event{Type: events.Log, Message: "resumed", Time: t0.Add(70 * time.Second)})
+	if got := r.Elapsed(t0.Add(75 * time.Second)); got != 15*time.Second {
+		t.Errorf("resumed: elapsed %v, want 15s", got)
+	}
+}
