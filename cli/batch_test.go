@@ -101,9 +101,9 @@ func TestRandomBytesAsDataAreRefusedWithoutAStubFolder(t *testing.T) {
 	}
 	os.WriteFile(data, b, 0o644)
 	out := t.TempDir()
-	// As bytes they are not UTF-8: refused before anything else.
+	// As bytes they are not UTF-8: refused before anything else, as bad input (exit 2).
 	code, stdout, stderr := runCaptured(t, "--batch", "--model", testmodel.Dir(t), "--data", data, "--out", out, "--steps", "2")
-	if code != 1 || !strings.Contains(stderr, "random.bin:1: not UTF-8 text") {
+	if code != 2 || !strings.Contains(stderr, "random.bin:1: not UTF-8 text") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	// The same bytes read as Latin-1 characters are text whose perplexity overflows.

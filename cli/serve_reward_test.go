@@ -275,7 +275,7 @@ func TestServeRewardRefusesBadRequests(t *testing.T) {
 	}
 	good()
 	// A text longer than the model's context (256 tokens) is scored on what fits, not refused.
-	long, _ := json.Marshal(map[string]any{"query": []string{"Go." + strings.Repeat(" Then 12 - 5 = 7 pens are left.", 60)}, "prompts": []string{"Go."}})
+	long, _ := json.Marshal(map[string]any{"query": []string{"Go." + strings.Repeat(" Then 12 - 5 = 7 pens are left.", 60)}, "prompts": []string{"Go."}, "labels": []any{nil}})
 	if resp, err := http.Post(url+"/get_reward", "application/json", bytes.NewReader(long)); err != nil {
 		t.Error(err)
 	} else if resp.Body.Close(); resp.StatusCode != 200 {
@@ -289,6 +289,8 @@ func TestServeRewardRefusesBadRequests(t *testing.T) {
 	}{
 		{"invalid JSON", strings.NewReader(`{"query": ["a"`), "not a JSON object"},
 		{"mismatched lists", strings.NewReader(`{"query": ["a", "b"], "prompts": ["a"], "labels": ["1", "2"]}`), "2 queries but 1 prompts"},
+		{"no labels for a preset that scores against them", strings.NewReader(`{"query": ["Q: 1+1? A: 2"]}`), "correctness and ntl score(s) each completion against its label"},
+		{"a list, not an object", strings.NewReader(`[]`), "the request body is a JSON array; it must be an object"},
 		{"100 MB body", huge, "over the limit of 8388608"},
 		{"non-UTF-8 text", strings.NewReader("{\"query\": [\"\xff\xfe\"]}"), "not valid UTF-8"},
 	} {
