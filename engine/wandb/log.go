@@ -251,14 +251,15 @@ func (r *Reader) end() error {
 	return fmt.Errorf("%s: at byte %d: %w", r.name, r.off, ErrIncomplete)
 }
 
-// logWriter frames records into a .wandb file.
-type logWriter struct {
+// LogWriter frames records into a .wandb file (buffered: Flush pushes them out).
+type LogWriter struct {
 	w   *bufio.Writer
 	off int64
 }
 
-func newLogWriter(w io.Writer) (*logWriter, error) {
-	lw := &logWriter{w: bufio.NewWriterSize(w, 64<<10)}
+// NewLogWriter writes the file header to w and returns a writer of records after it.
+func NewLogWriter(w io.Writer) (*LogWriter, error) {
+	lw := &LogWriter{w: bufio.NewWriterSize(w, 64<<10)}
 	var h [headerLen]byte
 	copy(h[:4], ident[:])
 	binary.LittleEndian.PutUint16(h[4:6], magic)
@@ -268,8 +269,14 @@ func newLogWriter(w io.Writer) (*logWriter, error) {
 	return lw, err
 }
 
+// Write encodes and frames one record.
+func (lw *LogWriter) Write(r Record) error { return lw.write(Encode(r)) }
+
+// Flush writes what is buffered.
+func (lw *LogWriter) Flush() error { return lw.w.Flush() }
+
 // write frames one record: a full chunk when it fits the block, else first, middle…, last.
-func (lw *logWriter) write(data []byte) error {
+func (lw *LogWriter) write(data []byte) error {
 	first := true
 	for {
 		left := blockSize - int(lw.off%blockSize)

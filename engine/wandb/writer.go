@@ -36,7 +36,7 @@ type Writer struct {
 	dir   string
 	path  string
 	f     *os.File
-	lw    *logWriter
+	lw    *LogWriter
 	num   int64
 	start time.Time
 	last  map[string]float64 // the summary: each metric's last value
@@ -69,7 +69,7 @@ func Create(runDir string, run Run) (*Writer, error) {
 		return nil, fmt.Errorf("wandb: %w", err)
 	}
 	w.f = f
-	if w.lw, err = newLogWriter(f); err != nil {
+	if w.lw, err = NewLogWriter(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wandb: %s: %w", w.path, err)
 	}
@@ -124,7 +124,7 @@ func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil && w.lw != nil {
-		if err := w.lw.w.Flush(); err != nil {
+		if err := w.lw.Flush(); err != nil {
 			w.err = fmt.Errorf("wandb: %s: %w", w.path, err)
 		}
 	}
@@ -184,7 +184,7 @@ func (w *Writer) record(r Record) {
 	}
 	w.num++
 	r.Num = w.num
-	if err := w.lw.write(Encode(r)); err != nil {
+	if err := w.lw.Write(r); err != nil {
 		w.err = fmt.Errorf("wandb: %s: %w", w.path, err)
 	}
 }
