@@ -25,6 +25,7 @@ import (
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
+	"rlhfstation/engine/wandb"
 	"rlhfstation/engine/tokenizer"
 	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
@@ -86,6 +87,7 @@ type Engine struct {
 	jsonl     *events.Writer
 	jsonlFile *os.File
 	tb        *tensorboard.Writer
+	wb        *wandb.Writer // [report] to = ["wandb"]: a W&B offline run in the run folder
 	out       chan events.Event
 
 	ctrl      chan control
@@ -176,6 +178,7 @@ func (e *Engine) emit(ev events.Event) {
 			e.logf("writing events.jsonl: %v", err)
 		}
 	}
+	e.report(ev)
 	e.out <- ev
 }
 
@@ -190,6 +193,35 @@ func (e *Engine) flush() {
 		if err := e.tb.Flush(); err != nil {
 			e.logf("flushing TensorBoard events: %v", err)
 		}
+	}
+	if e.wb != nil {
+		if err := e.wb.Flush(); err != nil {
+			e.logf("flushing the W&B run: %v", err)
+		}
+	}
+}
+
+// report writes an event to the W&B run: a step's metrics as a history record, run_end as the
+// summary and the exit record (exit code 1 when the run failed).
+func (e *Engine) report(ev events.Event) {
+	if e.wb == nil {
+		return
+	}
+	var err error
+	switch ev.Type {
+	case events.Step:
+		err = e.wb.Log(int64(ev.Step), ev.Time, ev.Metrics)
+	case events.RunEnd:
+		code := 0
+		if ev.Status == "failed" {
+			code = 1
+		}
+		err = e.wb.Finish(code, ev.Time)
+	}
+	if err != nil {
+		e.logf("writing the W&B run: %v", err)
+		e.wb.Close()
+		e.wb = nil
 	}
 }
 
@@ -207,6 +239,9 @@ func (e *Engine) close() {
 	}
 	if e.tb != nil {
 		e.tb.Close()
+	}
+	if e.wb != nil {
+		e.wb.Close()
 	}
 	e.lock.Release()
 	e.closeDevice()

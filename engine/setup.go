@@ -16,6 +16,7 @@ import (
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
+	"rlhfstation/engine/wandb"
 	"rlhfstation/internal/human"
 	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
@@ -482,7 +483,12 @@ func (e *Engine) openSinks() error {
 		return err
 	}
 	e.jsonlFile, e.jsonl = f, events.NewWriter(f)
-	e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb"))
+	if e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb")); err != nil {
+		return err
+	}
+	if e.cfg.Reports("wandb") {
+		e.wb, err = wandb.Create(e.runDir, wandb.Run{Name: e.runName, Config: e.cfg.Map(), Args: os.Args[1:]})
+	}
 	return err
 }
 
