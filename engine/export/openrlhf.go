@@ -79,7 +79,7 @@ func openrlhf(run Run, o Options, m *mapping) ([]file, error) {
 	if c.TopK != 0 {
 		m.unmapped("top_k", c.TopK, "OpenRLHF 0.11.0 has no top-k sampling flag")
 	} else {
-		m.used["top_k"] = true
+		m.set("top_k", "(no top-k flag)", 0, "off, as OpenRLHF samples")
 	}
 	flag("max_completion_length", "--rollout.max_new_tokens", c.MaxCompletionLength)
 	flag("max_prompt_length,max_completion_length", "--data.max_len", c.MaxPromptLength+c.MaxCompletionLength, "prompt + response")
@@ -148,7 +148,7 @@ func openrlhf(run Run, o Options, m *mapping) ([]file, error) {
 	case "fp4":
 		m.unmapped("quant", c.Quant.Type, "OpenRLHF's --ds.load_in_4bit is NF4 only: FP4 is not exported")
 	default:
-		m.used["quant"] = true
+		m.set("quant.type", "(no --ds.load_in_4bit)", "none", "a bf16 base")
 	}
 	flag("", "--ds.param_dtype", "bf16")
 	flag("", "--ds.zero_stage", 2)

@@ -33,9 +33,10 @@ func trl(run Run, o Options, m *mapping) ([]file, error) {
 	}
 	if run.ChatTemplate {
 		m.set("data.path", "train.jsonl: prompt (conversational), answer", fmt.Sprintf("%d prompts", len(rows)), "the answer and the other columns reach the reward function as keyword arguments")
+		m.set("data.chat_template", "(the tokenizer's chat template)", c.Data.ChatTemplate, "TRL renders conversational prompts with the model's template")
 	} else {
 		m.set("data.path", "train.jsonl: prompt (plain text), answer", fmt.Sprintf("%d prompts", len(rows)), "the model has no chat template (or data.chat_template = none): standard prompts")
-		m.used["data.chat_template"] = true
+		m.set("data.chat_template", "(plain-text prompts)", c.Data.ChatTemplate, "no template renders them")
 	}
 
 	var kw []string // GRPOConfig keyword arguments
