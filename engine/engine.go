@@ -20,6 +20,7 @@ import (
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
+	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/monitor"
@@ -103,6 +104,10 @@ type Engine struct {
 	closed    bool
 
 	commandLogs []*os.File // the command rewards' stderr copies
+
+	envs       []*envRun // the environments of multi-turn rollouts (episode.go)
+	episodeSeq int       // episodes started, for their ids
+	entropy    *grpo.AdaptiveEntropy
 }
 
 type control int
@@ -201,6 +206,7 @@ func (e *Engine) close() {
 	}
 	e.closed = true
 	e.closeCommands()
+	e.closeEnvironments()
 	e.flush()
 	if e.jsonlFile != nil {
 		e.jsonlFile.Close()

@@ -74,7 +74,9 @@ type Failure struct {
 	IDs    []string // the episodes it failed
 }
 
-func (f Failure) Error() string { return fmt.Sprintf("environment %s: %s: %s", f.Env, f.Kind, f.Detail) }
+func (f Failure) Error() string {
+	return fmt.Sprintf("environment %s: %s: %s", f.Env, f.Kind, f.Detail)
+}
 
 // Message is the failure for people, with the process's last stderr lines.
 func (f Failure) Message() string {
@@ -401,4 +403,3 @@ func (t *tail) lines() []string {
 	defer t.mu.Unlock()
 	return append([]string(nil), t.l...)
 }
-

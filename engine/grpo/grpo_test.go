@@ -443,7 +443,6 @@ func TestHandValues(t *testing.T) {
 	}
 }
 
-
 // TestGDPOMatchesPyTorch compares normalize_then_sum (GDPO) advantages with the reference for
 // three reward functions on different scales, one of them not applicable to some completions
 // and none applicable to one, and checks that the aggregation differs from sum_then_normalize.
