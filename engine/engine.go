@@ -20,7 +20,6 @@ import (
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
-	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/monitor"
@@ -107,7 +106,6 @@ type Engine struct {
 
 	envs       []*envRun // the environments of multi-turn rollouts (episode.go)
 	episodeSeq int       // episodes started, for their ids
-	entropy    *grpo.AdaptiveEntropy
 }
 
 type control int
