@@ -105,6 +105,9 @@ type Engine struct {
 	closed    bool
 
 	commandLogs []*os.File // the command rewards' stderr copies
+
+	envs       []*envRun // the environments of multi-turn rollouts (episode.go)
+	episodeSeq int       // episodes started, for their ids
 }
 
 type control int
@@ -233,6 +236,7 @@ func (e *Engine) close() {
 	}
 	e.closed = true
 	e.closeCommands()
+	e.closeEnvironments()
 	e.flush()
 	if e.jsonlFile != nil {
 		e.jsonlFile.Close()
