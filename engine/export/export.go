@@ -187,12 +187,21 @@ var ownSettings = map[string]string{
 	"monitor":          "rlhfstation's anomaly rules: `rlhfstation watch` applies them to the engine's logs",
 	"report.to":        "rlhfstation's own trackers",
 	"rewards":          "command rewards run inside serve-reward, not in the engine",
+	"environments":     "rlhfstation's environment protocol: verl's agent loop, TRL's environment_factory and OpenRLHF's agent functions each have their own",
 }
 
 // unusedReason says why a GRPO key this run leaves at rest needs no counterpart ("" when none
 // applies).
 func unusedReason(key, lossType string) string {
 	switch {
+	case key == "filter_groups":
+		return "dynamic sampling is off"
+	case key == "max_num_gen_batches":
+		return "a bound of rlhfstation's dynamic sampling"
+	case key == "delta" || key == "off_policy_mask_threshold":
+		return "0: off"
+	case strings.HasPrefix(key, "entropy_coef_") || key == "entropy_target" || key == "use_adaptive_entropy":
+		return "the adaptive entropy controller's; off in this run"
 	case key == "reward_weights":
 		return "the preset's weights apply inside serve-reward, which returns one combined reward"
 	case key == "steps_per_generation":

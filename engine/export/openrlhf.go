@@ -124,6 +124,14 @@ func openrlhf(run Run, o Options, m *mapping) ([]file, error) {
 		m.set("(KL estimator)", "--algo.kl.estimator", "k3", "DESIGN §5's and TRL's estimator")
 	}
 	flag("beta", "--algo.kl.init_coef", c.Beta)
+	if c.EntropyCoef > 0 {
+		flag("entropy_coef", "--actor.entropy_coef", c.EntropyCoef)
+	}
+	if c.FilterGroups {
+		flag("filter_groups", "--algo.dynamic_filtering_enable", nil, "keeps the groups whose mean reward lies inside the range")
+		flag("", "--algo.dynamic_filtering_range", []float64{0, 1})
+		m.set("filter_groups", "--algo.dynamic_filtering_range", "0 1", "for rewards in [0, 1], the groups whose rewards are not all equal")
+	}
 	flag("seed", "--train.seed", c.Seed)
 
 	flag("lora.r", "--ds.lora.rank", c.LoRA.R)

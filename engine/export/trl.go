@@ -82,6 +82,22 @@ func trl(run Run, o Options, m *mapping) ([]file, error) {
 	num("vespo_lambda_pos", "vespo_lambda_pos", c.VESPOLambdaPos)
 	num("vespo_k_neg", "vespo_k_neg", c.VESPOKNeg)
 	num("vespo_lambda_neg", "vespo_lambda_neg", c.VESPOLambdaNeg)
+	if c.Delta > 0 {
+		num("delta", "delta", c.Delta)
+	}
+	num("entropy_coef", "entropy_coef", c.EntropyCoef)
+	num("use_adaptive_entropy", "use_adaptive_entropy", c.UseAdaptiveEntropy)
+	num("entropy_target", "entropy_target", c.EntropyTarget)
+	num("entropy_coef_min", "entropy_coef_min", c.EntropyCoefMin)
+	num("entropy_coef_max", "entropy_coef_max", c.EntropyCoefMax)
+	num("entropy_coef_delta", "entropy_coef_delta", c.EntropyCoefDelta)
+	if c.OffPolicyMaskThreshold > 0 {
+		num("off_policy_mask_threshold", "off_policy_mask_threshold", c.OffPolicyMaskThreshold)
+	}
+	m.unmapped("multi_objective_aggregation", c.MultiObjectiveAggregation, "serve-reward returns one combined reward: nothing to aggregate")
+	if c.FilterGroups {
+		m.unmapped("filter_groups", true, "TRL 1.9.0 has no dynamic sampling")
+	}
 	m.unmapped("reward_weights", c.RewardWeights, "the preset's weights apply inside serve-reward, which returns one combined reward")
 	m.unmapped("max_prompt_length", c.MaxPromptLength, "TRL 1.9.0's GRPOConfig has no max_prompt_length: prompts are not truncated")
 	num("per_device_train_batch_size,num_generations", "per_device_train_batch_size", c.PerDeviceTrainBatchSize*c.NumGenerations,

@@ -177,7 +177,13 @@ func verl(run Run, o Options, m *mapping) ([]file, error) {
 	set("", actor+"kl_loss_type", "low_var_kl")
 	m.set("(KL estimator)", actor+"kl_loss_type", "low_var_kl", "k3, the estimator of DESIGN §5 and TRL")
 	set("", "algorithm.use_kl_in_reward", false)
-	set("", actor+"entropy_coeff", 0)
+	set("entropy_coef", actor+"entropy_coeff", c.EntropyCoef, "the entropy bonus")
+	if c.UseAdaptiveEntropy {
+		m.unmapped("use_adaptive_entropy", true, "verl 0.7.0 has no adaptive entropy coefficient: entropy_coef stays fixed")
+	}
+	if c.FilterGroups {
+		m.unmapped("filter_groups", true, "dynamic sampling is verl's DAPO recipe (recipe/dapo), not main_ppo's configuration")
+	}
 	set("seed", "data.seed", c.Seed)
 	set("seed", actor+"data_loader_seed", c.Seed)
 
