@@ -532,6 +532,8 @@ func TestEveryKeyIsAFlag(t *testing.T) {
 			v = "q_proj,v_proj"
 		case []float64:
 			v = "1,2"
+		case []string:
+			v = "wandb"
 		case string:
 			if enum := l.f.Tag.Get("enum"); enum != "" {
 				opts := strings.Split(enum, ",")

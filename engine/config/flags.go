@@ -43,6 +43,7 @@ var aliases = map[string][]string{
 	"output_dir":                  {"out"},
 	"data.path":                   {"data"},
 	"data.chat_template":          {"chat-template"},
+	"report.to":                   {"report-to"},
 }
 
 // help is the -h line of each key; a key without one is listed with its default alone.
@@ -180,10 +181,12 @@ func (k *keyFlag) IsBoolFlag() bool { return k.kind.Kind() == reflect.Bool }
 func (k *keyFlag) Set(s string) error {
 	var v any
 	switch {
-	case k.kind == reflect.TypeOf(Modules{}):
+	case k.kind == reflect.TypeOf(Modules{}) || k.kind == reflect.TypeOf([]string{}):
 		var list []any
 		for _, e := range strings.Split(s, ",") {
-			list = append(list, strings.TrimSpace(e))
+			if e = strings.TrimSpace(e); e != "" || k.kind == reflect.TypeOf(Modules{}) {
+				list = append(list, e)
+			}
 		}
 		v = list
 	case k.kind.Kind() == reflect.Slice:
@@ -227,6 +230,8 @@ func (k *keyFlag) Set(s string) error {
 func fmtFlagValue(v any) string {
 	switch v := v.(type) {
 	case Modules:
+		return strings.Join(v, ",")
+	case []string:
 		return strings.Join(v, ",")
 	case []float64:
 		s := make([]string, len(v))
@@ -308,7 +313,7 @@ func (f *Flags) PrintDefaults(w io.Writer) {
 
 func typeName(t reflect.Type) string {
 	switch {
-	case t == reflect.TypeOf(Modules{}):
+	case t == reflect.TypeOf(Modules{}) || t == reflect.TypeOf([]string{}):
 		return "NAMES"
 	case t.Kind() == reflect.Slice:
 		return "LIST"
