@@ -477,7 +477,7 @@ func TestSetupSettingsPage(t *testing.T) {
 	}
 	hs := start(t, opts, 100, 30)
 	contains(t, hs.model().view, "3 settings at their defaults")
-	hs.key("tab", "tab", "tab", "tab", "tab", "tab", "enter") // settings
+	hs.key("tab", "tab", "tab", "tab", "tab", "tab", "space") // settings
 	contains(t, hs.model().view, "num_generations", "completions per prompt (G)", "advanced", "top_p")
 	hs.key("backspace")
 	hs.tm.Type("4")

@@ -56,7 +56,7 @@ func (p page) changed() map[string]string {
 func (p page) summary() string {
 	ch := p.changed()
 	if len(ch) == 0 {
-		return fmt.Sprintf("%d settings at their defaults (enter: batch, generations, lengths, loss… and advanced)", len(p.items))
+		return fmt.Sprintf("%d settings at their defaults (space: batch, generations, lengths, loss… and advanced)", len(p.items))
 	}
 	var parts []string
 	for _, s := range p.items {

@@ -200,7 +200,8 @@ func (m *Model) Update(msg tea.Msg) tea.Cmd {
 	case key.Matches(k, keys.Prev):
 		m.setFocus(m.focus - 1)
 		return nil
-	case k.Keystroke() == "enter" && m.focus == fieldSettings && len(m.page.items) > 0:
+	case (k.Keystroke() == "space" || k.Keystroke() == "right") && m.focus == fieldSettings && len(m.page.items) > 0:
+		// Space opens the page; enter moves on to start, as on every other row.
 		m.page.open = true
 		m.page.setFocus(0)
 		return nil
