@@ -30,7 +30,7 @@ const eventBuffer = 256
 // resuming, reopens) the run folder. Nothing is written before every input has been read and
 // checked.
 func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
-	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan control, 16)}
+	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan request, 16)}
 	if opts.ModelDir == "" {
 		return nil, errors.New("engine: no model folder")
 	}
@@ -161,6 +161,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		}
 	}()
 	e.mon = monitor.New(th)
+	e.stopOn = th.StopOn
 	e.mon.Now = e.now
 	e.mon.WarmupSteps = cfg.WarmupStepsFor()
 
