@@ -28,6 +28,7 @@ standard library; it works with transformers >= 4.46 and 5.x, with TRL's GRPOTra
 Trainer.
 """
 
+import atexit
 import datetime
 import functools
 import json
@@ -314,6 +315,7 @@ class RLHFStationCallback(TrainerCallback):
                 self._guard = subprocess.Popen([self.binary, "watch", self.run_dir, "--summary"],
                                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True)
+            atexit.register(self._end_guard)  # a run that dies without on_train_end leaves no guard behind
             self._log(state.global_step, f"stop_on {', '.join(self.stop_on)}: guarded by rlhfstation watch (pid {self._guard.pid}, guard.log)")
         elif self.stop_on:
             self._log(state.global_step, "stop_on is recorded for `rlhfstation watch`: the rlhfstation binary is not on PATH, "
@@ -399,6 +401,11 @@ class RLHFStationCallback(TrainerCallback):
         with self._lock:
             self._file.close()
         self._file = None
+
+    def _end_guard(self):
+        g = self._guard
+        if g is not None and g.poll() is None:
+            g.terminate()
 
     # --- TRL's completions ---------------------------------------------------------------
 

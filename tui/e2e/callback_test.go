@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"rlhfstation/engine/events"
 	"rlhfstation/engine/runs/runstest"
 	"rlhfstation/internal/testref"
 )
@@ -85,4 +86,51 @@ func stepOf(t *testing.T, screen string) int {
 		t.Fatalf("no step counter on screen:\n%s", screen)
 	}
 	return atoi(m[1])
+}
+
+// TestCallbackGuardStopsOnAlert: with stop_on=["kl_spike"] and the binary on PATH, the callback
+// starts `rlhfstation watch --summary` as its guard; with no dashboard open, the KL spike stops
+// the trainer after a save, and each checkpoint event carries the health `inspect` reported.
+func TestCallbackGuardStopsOnAlert(t *testing.T) {
+	bin := build(t)
+	py := testref.Python3(t)
+	tmp := t.TempDir()
+	hist, adapter := filepath.Join(tmp, "trainer_state.json"), filepath.Join(tmp, "adapter")
+	if err := runstest.TrainerState(hist, runstest.Plan{Steps: 60, Seed: 3, KLSpike: 32}, 60); err != nil {
+		t.Fatal(err)
+	}
+	if err := runstest.Adapter(adapter, runstest.AdapterOptions{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(tmp, "runs", "my-grpo")
+	out, err := exec.Command(py, filepath.Join(testref.RepoRoot(), "engine", "control", "testdata", "standin_trainer.py"),
+		"--history", hist, "--run-dir", runDir, "--output-dir", filepath.Join(tmp, "out"), "--max-steps", "60",
+		"--save-steps", "10", "--step-seconds", "0.1", "--rlhfstation", bin, "--adapter", adapter, "--stop-on", "kl_spike").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	evs, err := events.ReadFile(filepath.Join(runDir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := evs[len(evs)-1]
+	if end.Type != events.RunEnd || end.Status != "stopped" || end.Reason != "stop_on kl_spike: kl_high on kl at step 33" || end.Step >= 60 {
+		t.Fatalf("run_end %+v\ntrainer: %s", end, out)
+	}
+	var health []float64
+	for _, e := range evs {
+		if e.Type == events.Checkpoint {
+			if e.Health == nil || !(e.Health.Score > 0 && e.Health.Score <= 1) {
+				t.Errorf("checkpoint of step %d without health: %+v", e.Step, e.Health)
+				continue
+			}
+			health = append(health, e.Health.Score)
+		}
+	}
+	if len(health) != 4 { // steps 10, 20, 30 and the stop's
+		t.Errorf("checkpoint health %v, want 4 checkpoints\n%s", health, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("ended at %d", end.Step)) {
+		t.Errorf("trainer printed %s", out)
+	}
 }

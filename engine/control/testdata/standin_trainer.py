@@ -13,6 +13,7 @@ The logs are a real trainer_state.json's log_history entries, replayed one a ste
 
 usage: standin_trainer.py --history trainer_state.json --run-dir D --output-dir D
        [--max-steps N] [--save-steps N] [--step-seconds S] [--stop-on a,b] [--rlhfstation BIN]
+       [--adapter DIR]
 Prints "saved N" at each save and "ended at N" at the end.
 """
 
@@ -20,6 +21,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -96,8 +98,9 @@ class CallbackHandler:
 
 
 class StandInGRPOTrainer:
-    def __init__(self, args, history, step_seconds):
+    def __init__(self, args, history, step_seconds, adapter=""):
         self.args = args
+        self.adapter = adapter  # a PEFT adapter folder copied into each checkpoint
         self.state = TrainerState(args.max_steps)
         self.control = TrainerControl()
         self.handler = CallbackHandler([DefaultFlowCallback()])
@@ -119,6 +122,9 @@ class StandInGRPOTrainer:
     def _save_checkpoint(self):
         path = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")
         os.makedirs(path, exist_ok=True)
+        if self.adapter:
+            for name in os.listdir(self.adapter):
+                shutil.copy(os.path.join(self.adapter, name), path)
         with open(os.path.join(path, "trainer_state.json"), "w") as f:
             json.dump({"global_step": self.state.global_step, "max_steps": self.state.max_steps,
                        "log_history": self.state.log_history}, f)
@@ -178,11 +184,13 @@ def main():
     p.add_argument("--step-seconds", type=float, default=0.05)
     p.add_argument("--stop-on", default="")
     p.add_argument("--rlhfstation", default="")
+    p.add_argument("--adapter", default="")
     args = p.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
     from rlhfstation_callback import RLHFStationCallback
 
-    t = StandInGRPOTrainer(Args(args.output_dir, args.max_steps, args.save_steps), load_history(args.history), args.step_seconds)
+    t = StandInGRPOTrainer(Args(args.output_dir, args.max_steps, args.save_steps), load_history(args.history), args.step_seconds,
+                           args.adapter)
     stop_on = [x for x in args.stop_on.split(",") if x]
     t.add_callback(RLHFStationCallback(args.run_dir, stop_on=stop_on, rlhfstation=args.rlhfstation or None))
     t.train()
