@@ -175,6 +175,8 @@ class RLHFStationCallback(TrainerCallback):
         self._seq = self._saves = self._stops = 0
         self._want_pause = False
         self._paused = False
+        self._pause_by = ""
+        self._steer = True  # off when several processes train (see on_train_begin)
         self._stop_reason = None
         self._samples_seen = None
         self._ended = False
@@ -210,6 +212,8 @@ class RLHFStationCallback(TrainerCallback):
     def _requests(self):
         """The requests since the last call, as rlhfstation's engine/control Reader returns them:
         pause or resume when the state asked for changed, one save, stop."""
+        if not self._steer:
+            return []
         c = self._read_control()
         if not c or c.get("seq", 0) == self._seq:
             return []
@@ -225,6 +229,7 @@ class RLHFStationCallback(TrainerCallback):
         if paused != self._want_pause:
             self._want_pause = paused
             out.append(("pause" if paused else "resume",) + who("pause" if paused else "resume"))
+            self._pause_by = out[-1][1]
         if c.get("saves", 0) > self._saves:
             self._saves = c.get("saves", 0)
             out.append(("save",) + who("save"))
@@ -261,7 +266,8 @@ class RLHFStationCallback(TrainerCallback):
     def _hold(self, state, control, where):
         """Holds the trainer at this step boundary until resume, save or stop."""
         self._paused = True
-        self._log(state.global_step, f"paused after step {state.global_step} (the trainer holds until resume)", control="pause")
+        self._log(state.global_step, f"paused after step {state.global_step} (asked by {self._pause_by}; the trainer holds until resume)",
+                  control="pause")
         while True:
             time.sleep(self.poll)
             for action, by, reason in self._requests():
@@ -298,6 +304,11 @@ class RLHFStationCallback(TrainerCallback):
         os.makedirs(self.run_dir, exist_ok=True)
         self._file = open(os.path.join(self.run_dir, "events.jsonl"), "a", encoding="utf-8")
         self._baseline()
+        world = _world_size()
+        if world > 1:
+            # Each process would read the file at its own moment and act at a different step,
+            # and processes that stop at different steps hang in their collectives.
+            self._steer = False
         config = {"trainer_args": _plain(args.to_dict() if hasattr(args, "to_dict") else vars(args)),
                   "args_class": type(args).__name__, "output_dir": getattr(args, "output_dir", None),
                   "writer": "examples/rlhfstation_callback.py"}
@@ -310,6 +321,9 @@ class RLHFStationCallback(TrainerCallback):
         if params:
             start["params"] = params
         self._write(start)
+        if not self._steer:
+            self._log(state.global_step, f"{world} processes train: pause, save and stop from rlhfstation are not applied "
+                      "(only a single-process run can be steered safely); the events are written", level="warn")
         if self.stop_on and self.binary:
             with open(os.path.join(self.run_dir, "guard.log"), "ab") as log:
                 self._guard = subprocess.Popen([self.binary, "watch", self.run_dir, "--summary"],
@@ -459,6 +473,19 @@ def _plain(v):
         return json.loads(json.dumps(v, default=str, allow_nan=True).replace("NaN", "null"))
     except Exception:
         return str(v)
+
+
+def _world_size():
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_world_size()
+    except Exception:
+        pass
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 def _model_name(model, args):

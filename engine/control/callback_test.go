@@ -245,3 +245,55 @@ func TestCallbackStopOn(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCallbackNeverRaises: a callback that cannot write (its run folder is a file) warns once
+// and the trainer runs to its end; with several processes training (WORLD_SIZE=2) it writes
+// its events but applies no request, saying so.
+func TestCallbackNeverRaises(t *testing.T) {
+	py := testref.Python3(t)
+	tmp := t.TempDir()
+	hist := filepath.Join(tmp, "trainer_state.json")
+	if err := runstest.TrainerState(hist, plan, plan.Steps); err != nil {
+		t.Fatal(err)
+	}
+	blocked := filepath.Join(tmp, "a-file")
+	os.WriteFile(blocked, []byte("x"), 0o644)
+	out, err := exec.Command(py, filepath.Join("testdata", "standin_trainer.py"), "--history", hist, "--run-dir", blocked,
+		"--output-dir", filepath.Join(tmp, "out"), "--step-seconds", "0").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ended at 60") || strings.Count(string(out), "RuntimeWarning: RLHFStationCallback stopped writing") != 1 {
+		t.Errorf("%v\n%s", err, out)
+	}
+
+	runDir := filepath.Join(tmp, "ddp")
+	os.MkdirAll(runDir, 0o755)
+	control.Send(runDir, control.Pause, "test", "") // before the run: counts as handled
+	cmd := exec.Command(py, filepath.Join("testdata", "standin_trainer.py"), "--history", hist, "--run-dir", runDir,
+		"--output-dir", filepath.Join(tmp, "out2"), "--step-seconds", "0.02")
+	cmd.Env = append(os.Environ(), "WORLD_SIZE=2")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	control.Send(runDir, control.Stop, "test", "")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := events.ReadFile(filepath.Join(runDir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := evs[len(evs)-1]
+	if end.Type != events.RunEnd || end.Status != "completed" || end.Step != 60 {
+		t.Errorf("run_end %+v", end)
+	}
+	warned := false
+	for _, e := range evs {
+		warned = warned || (e.Type == events.Log && strings.Contains(e.Message, "2 processes train: pause, save and stop from rlhfstation are not applied"))
+		if e.Control != "" {
+			t.Errorf("a request was applied: %+v", e)
+		}
+	}
+	if !warned {
+		t.Error("no warning that steering is off")
+	}
+}
