@@ -23,9 +23,10 @@ the guard when the binary is on PATH.
 
 The callback never raises into the trainer: a failure is one warning, after which it stays
 quiet. Events are appended and flushed, never fsynced, so the trainer does not wait on the
-disk. Only the main process (state.is_world_process_zero) writes. It needs nothing beyond the
-standard library; it works with transformers >= 4.46 and 5.x, with TRL's GRPOTrainer and any
-Trainer.
+disk. Only the main process (state.is_world_process_zero) writes; with several processes it
+reads the control file and broadcasts it over torch.distributed, so that all act at the same
+step. It needs nothing beyond the standard library; it works with transformers >= 4.46 and 5.x,
+with TRL's GRPOTrainer and any Trainer.
 """
 
 import atexit
@@ -176,7 +177,11 @@ class RLHFStationCallback(TrainerCallback):
         self._want_pause = False
         self._paused = False
         self._pause_by = ""
-        self._steer = True  # off when several processes train (see on_train_begin)
+        self._steer = True  # off when several processes train without torch.distributed
+        self._active = False  # between on_train_begin and on_train_end
+        self._main = True  # the process that writes (state.is_world_process_zero)
+        self._dist = None  # torch.distributed when several processes train: requests are broadcast
+        self._write_failed = False
         self._stop_reason = None
         self._samples_seen = None
         self._ended = False
@@ -184,11 +189,17 @@ class RLHFStationCallback(TrainerCallback):
     # --- writing -------------------------------------------------------------------------
 
     def _write(self, event):
-        event.setdefault("time", _now())
-        line = json.dumps(event, default=str, allow_nan=False, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._file.write(line)
-            self._file.flush()  # readers see it now; no fsync: the trainer never waits on the disk
+        if not self._main or self._file is None or self._write_failed:
+            return
+        try:
+            event.setdefault("time", _now())
+            line = json.dumps(event, default=str, allow_nan=False, ensure_ascii=False) + "\n"
+            with self._lock:
+                self._file.write(line)
+                self._file.flush()  # readers see it now; no fsync: the trainer never waits on the disk
+        except Exception as e:  # one warning, then quiet; steering goes on (every process must keep in step)
+            self._write_failed = True
+            warnings.warn(f"RLHFStationCallback stopped writing {self.run_dir}: {type(e).__name__}: {e}", RuntimeWarning)
 
     def _log(self, step, message, level="info", control=None):
         e = {"type": "log", "step": step, "level": level, "message": message}
@@ -205,8 +216,18 @@ class RLHFStationCallback(TrainerCallback):
         except (OSError, ValueError):
             return None  # none yet; written atomically, so never half of one
 
+    def _fetch(self):
+        """The control file as the main process reads it; with several processes it is
+        broadcast, so that every process acts on the same requests at the same step."""
+        c = self._read_control() if self._main else None
+        if self._dist is not None:
+            box = [c]
+            self._dist.broadcast_object_list(box, src=0)
+            c = box[0]
+        return c
+
     def _baseline(self):
-        c = self._read_control() or {}
+        c = self._fetch() or {}
         self._seq, self._saves, self._stops = c.get("seq", 0), c.get("saves", 0), c.get("stops", 0)
 
     def _requests(self):
@@ -214,7 +235,7 @@ class RLHFStationCallback(TrainerCallback):
         pause or resume when the state asked for changed, one save, stop."""
         if not self._steer:
             return []
-        c = self._read_control()
+        c = self._fetch()
         if not c or c.get("seq", 0) == self._seq:
             return []
         self._seq = c.get("seq", 0)
@@ -298,17 +319,20 @@ class RLHFStationCallback(TrainerCallback):
 
     @_safe
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if not state.is_world_process_zero:
-            self._failed = True  # other processes write nothing (quietly)
-            return
-        os.makedirs(self.run_dir, exist_ok=True)
-        self._file = open(os.path.join(self.run_dir, "events.jsonl"), "a", encoding="utf-8")
-        self._baseline()
-        world = _world_size()
-        if world > 1:
+        self._main = bool(state.is_world_process_zero)
+        world, self._dist = _world()
+        if world > 1 and self._dist is None:
             # Each process would read the file at its own moment and act at a different step,
             # and processes that stop at different steps hang in their collectives.
             self._steer = False
+        if self._main:
+            os.makedirs(self.run_dir, exist_ok=True)
+            self._file = open(os.path.join(self.run_dir, "events.jsonl"), "a", encoding="utf-8")
+        self._active = True
+        if self._steer:
+            self._baseline()
+        if not self._main:
+            return
         config = {"trainer_args": _plain(args.to_dict() if hasattr(args, "to_dict") else vars(args)),
                   "args_class": type(args).__name__, "output_dir": getattr(args, "output_dir", None),
                   "writer": "examples/rlhfstation_callback.py"}
@@ -322,8 +346,9 @@ class RLHFStationCallback(TrainerCallback):
             start["params"] = params
         self._write(start)
         if not self._steer:
-            self._log(state.global_step, f"{world} processes train: pause, save and stop from rlhfstation are not applied "
-                      "(only a single-process run can be steered safely); the events are written", level="warn")
+            self._log(state.global_step, f"{world} processes train without torch.distributed: pause, save and stop from "
+                      "rlhfstation are not applied (the processes could not act at the same step); the events are written",
+                      level="warn")
         if self.stop_on and self.binary:
             with open(os.path.join(self.run_dir, "guard.log"), "ab") as log:
                 self._guard = subprocess.Popen([self.binary, "watch", self.run_dir, "--summary"],
@@ -337,7 +362,7 @@ class RLHFStationCallback(TrainerCallback):
 
     @_safe
     def on_step_end(self, args, state, control, **kwargs):
-        if self._file is None:
+        if not self._active:
             return
         # Save and stop are set now, before the step's save; a pause is held after the step's
         # log (on_log) or save (on_save) when it has them, so the dashboard shows the step.
@@ -345,7 +370,7 @@ class RLHFStationCallback(TrainerCallback):
 
     @_safe
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self._file is None or not logs:
+        if not self._active or not logs:
             return
         metrics, ended = map_names(logs)
         self._ended = self._ended or ended
@@ -359,17 +384,19 @@ class RLHFStationCallback(TrainerCallback):
                     metrics["mem/gpu_bytes"] = float(gpu)
             self._write({"type": "step", "step": state.global_step,
                          "metrics": {k: _json_number(v) for k, v in metrics.items()}})
-        if training and getattr(args, "log_completions", False):
+        if training and self._main and getattr(args, "log_completions", False):
             self._samples(state.global_step)
         if training and not ended and self._want_pause and not self._paused and not control.should_save:
             self._act(state, control, "log")
 
     @_safe
     def on_save(self, args, state, control, **kwargs):
-        if self._file is None:
+        if not self._active:
             return
         path = os.path.abspath(os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
-        if self.binary and os.path.isdir(path):
+        if not self._main:
+            pass
+        elif self.binary and os.path.isdir(path):
             t = threading.Thread(target=self._checkpoint, args=(state.global_step, path, True), daemon=True)
             t.start()
             self._threads.append(t)
@@ -398,7 +425,7 @@ class RLHFStationCallback(TrainerCallback):
 
     @_safe
     def on_train_end(self, args, state, control, **kwargs):
-        if self._file is None:
+        if not self._active:
             return
         for t in self._threads:
             t.join(timeout=60)  # checkpoint health before run_end, which ends a reader
@@ -412,9 +439,11 @@ class RLHFStationCallback(TrainerCallback):
         if reason:
             end["reason"] = reason
         self._write(end)
-        with self._lock:
-            self._file.close()
-        self._file = None
+        self._active = False
+        if self._file is not None:
+            with self._lock:
+                self._file.close()
+            self._file = None
 
     def _end_guard(self):
         g = self._guard
@@ -475,17 +504,18 @@ def _plain(v):
         return str(v)
 
 
-def _world_size():
+def _world():
+    """How many processes train, and torch.distributed when it connects them (else None)."""
     dist = getattr(sys.modules.get("torch"), "distributed", None)
     try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist.get_world_size()
+        if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            return dist.get_world_size(), dist
     except Exception:
         pass
     try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
+        return int(os.environ.get("WORLD_SIZE", "1")), None
     except ValueError:
-        return 1
+        return 1, None
 
 
 def _model_name(model, args):

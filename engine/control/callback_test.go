@@ -288,12 +288,76 @@ func TestCallbackNeverRaises(t *testing.T) {
 	}
 	warned := false
 	for _, e := range evs {
-		warned = warned || (e.Type == events.Log && strings.Contains(e.Message, "2 processes train: pause, save and stop from rlhfstation are not applied"))
+		warned = warned || (e.Type == events.Log && strings.Contains(e.Message, "2 processes train without torch.distributed: pause, save and stop from rlhfstation are not applied"))
 		if e.Control != "" {
 			t.Errorf("a request was applied: %+v", e)
 		}
 	}
 	if !warned {
 		t.Error("no warning that steering is off")
+	}
+}
+
+// TestCallbackDistributed: two processes joined by torch.distributed (gloo), with the
+// all-reduce of DDP at every step. The main process reads the control file and broadcasts it,
+// so both act at the same step: both hold on a pause, a save asked while paused is written and
+// the trainer holds again, and a stop ends both at the same step (one that stopped alone would
+// hang in the all-reduce).
+func TestCallbackDistributed(t *testing.T) {
+	py := testref.Python(t)
+	tmp := t.TempDir()
+	hist := filepath.Join(tmp, "trainer_state.json")
+	if err := runstest.TrainerState(hist, plan, plan.Steps); err != nil {
+		t.Fatal(err)
+	}
+	runDir, outDir := filepath.Join(tmp, "run"), filepath.Join(tmp, "out")
+	cmd := exec.Command(py, filepath.Join("testdata", "standin_trainer.py"), "--history", hist, "--run-dir", runDir,
+		"--output-dir", outDir, "--step-seconds", "0.05", "--world", "2")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	run := follow(t, ctx, runDir)
+	var acks []string
+	var end events.Event
+	var saved []int
+	for e := range run.Stream(ctx, runs.Options{Follow: true, Poll: 100 * time.Millisecond}) {
+		switch e.Type {
+		case events.Step:
+			if e.Step == 5 && len(acks) == 0 {
+				control.Send(runDir, control.Pause, "test", "")
+			}
+		case events.Checkpoint:
+			saved = append(saved, e.Step)
+		case events.RunEnd:
+			end = e
+		case events.Log:
+			if e.Control == "" {
+				continue
+			}
+			acks = append(acks, e.Control)
+			switch strings.Join(acks, " ") {
+			case "pause":
+				control.Send(runDir, control.Save, "test", "")
+			case "pause save pause":
+				control.Send(runDir, control.Stop, "test", "")
+			}
+		}
+	}
+	cmd.Wait()
+	if strings.Join(acks, " ") != "pause save pause stop" || end.Status != "stopped" || end.Step < 5 || end.Step > 15 {
+		t.Fatalf("acknowledgements %v, run_end %+v\n%s", acks, end, out.String())
+	}
+	want := "rank 0 ended at " + itoa(end.Step)
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "rank 1 ended at "+itoa(end.Step)) {
+		t.Errorf("the ranks did not end together at step %d:\n%s", end.Step, out.String())
+	}
+	// Paused after the step: the save asked while paused and the stop's save are of that step.
+	if len(saved) != 1 || saved[0] != end.Step {
+		t.Errorf("checkpoints %v, want one of step %d", saved, end.Step)
 	}
 }

@@ -13,7 +13,7 @@ The logs are a real trainer_state.json's log_history entries, replayed one a ste
 
 usage: standin_trainer.py --history trainer_state.json --run-dir D --output-dir D
        [--max-steps N] [--save-steps N] [--step-seconds S] [--stop-on a,b] [--rlhfstation BIN]
-       [--adapter DIR]
+       [--adapter DIR] [--world N]
 Prints "saved N" at each save and "ended at N" at the end.
 """
 
@@ -22,6 +22,7 @@ import collections
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 
@@ -36,13 +37,13 @@ class TrainerControl:
 
 
 class TrainerState:
-    def __init__(self, max_steps):
+    def __init__(self, max_steps, rank=0):
         self.global_step = 0
         self.max_steps = max_steps
         self.epoch = 0.0
         self.log_history = []
-        self.is_world_process_zero = True
-        self.is_local_process_zero = True
+        self.is_world_process_zero = rank == 0
+        self.is_local_process_zero = rank == 0
 
 
 class Args:
@@ -98,10 +99,12 @@ class CallbackHandler:
 
 
 class StandInGRPOTrainer:
-    def __init__(self, args, history, step_seconds, adapter=""):
+    def __init__(self, args, history, step_seconds, adapter="", dist=None):
         self.args = args
+        self.dist = dist  # torch.distributed between the processes of a --world run
+        self.rank = dist.get_rank() if dist else 0
         self.adapter = adapter  # a PEFT adapter folder copied into each checkpoint
-        self.state = TrainerState(args.max_steps)
+        self.state = TrainerState(args.max_steps, self.rank)
         self.control = TrainerControl()
         self.handler = CallbackHandler([DefaultFlowCallback()])
         self.history = history
@@ -120,6 +123,8 @@ class StandInGRPOTrainer:
         self.control = self.handler.call_event("on_log", self.args, self.state, self.control, logs=logs)
 
     def _save_checkpoint(self):
+        if self.rank != 0:
+            return
         path = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")
         os.makedirs(path, exist_ok=True)
         if self.adapter:
@@ -136,6 +141,10 @@ class StandInGRPOTrainer:
         while s.global_step < s.max_steps:
             self.control = self.handler.on_step_begin(a, s, self.control)
             time.sleep(self.step_seconds)  # the step's work
+            if self.dist:  # DDP's gradient all-reduce: a process that stopped alone would hang here
+                import torch
+
+                self.dist.all_reduce(torch.ones(1))
             step = s.global_step + 1
             if a.log_completions:
                 for i in range(4):
@@ -156,7 +165,7 @@ class StandInGRPOTrainer:
                 break
         self.log(self.history.get("summary", {"train_runtime": 1.0, "train_loss": 0.0}))
         self.control = self.handler.call_event("on_train_end", a, s, self.control)
-        print(f"ended at {s.global_step}", flush=True)
+        print(f"ended at {s.global_step}" if not self.dist else f"rank {self.rank} ended at {s.global_step}", flush=True)
 
 
 def load_history(path):
@@ -185,12 +194,25 @@ def main():
     p.add_argument("--stop-on", default="")
     p.add_argument("--rlhfstation", default="")
     p.add_argument("--adapter", default="")
+    p.add_argument("--world", type=int, default=1, help="processes, joined by torch.distributed (gloo)")
     args = p.parse_args()
+    if args.world > 1 and "RANK" not in os.environ:
+        # The launcher's part (torchrun's): one process a rank, then wait for them all.
+        init = os.path.join(args.output_dir + ".dist-init")
+        procs = [subprocess.Popen([sys.executable] + sys.argv, env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(args.world),
+                                                                   "DIST_INIT": init}) for r in range(args.world)]
+        sys.exit(max(p.wait() for p in procs))
+    dist = None
+    if args.world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method="file://" + os.environ["DIST_INIT"],
+                                rank=int(os.environ["RANK"]), world_size=args.world)
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
     from rlhfstation_callback import RLHFStationCallback
 
     t = StandInGRPOTrainer(Args(args.output_dir, args.max_steps, args.save_steps), load_history(args.history), args.step_seconds,
-                           args.adapter)
+                           args.adapter, dist)
     stop_on = [x for x in args.stop_on.split(",") if x]
     t.add_callback(RLHFStationCallback(args.run_dir, stop_on=stop_on, rlhfstation=args.rlhfstation or None))
     t.train()
