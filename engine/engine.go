@@ -260,7 +260,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	for e.step < e.cfg.MaxSteps {
 		// Requests first: a pause holds here until resume, save or stop.
 		for {
-			c, by, got := e.nextRequest(ctx, paused)
+			c, by, why, got := e.nextRequest(ctx, paused)
 			if ctx.Err() != nil {
 				return e.finish("interrupted", "interrupted by a signal", ErrInterrupted)
 			}
@@ -291,7 +291,11 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			case ctrlStop:
 				e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Control: string(control.Stop),
 					Message: fmt.Sprintf("stopping after step %d, saving first%s", e.step, by)})
-				return e.finish("stopped", "stopped by the user", ErrStopped)
+				reason := "stopped by the user"
+				if why != "" {
+					reason += ": " + why
+				}
+				return e.finish("stopped", reason, ErrStopped)
 			}
 			// Loop: drain further requests before computing, or wait while paused.
 		}
@@ -326,12 +330,13 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 
 // nextRequest takes the next request, from the front end (Pause…) or from the run folder's
 // control file; while paused it waits for one, polling the file. by says who asked, for the
-// acknowledgement. got is false when there is none (or ctx ended).
-func (e *Engine) nextRequest(ctx context.Context, paused bool) (c request, by string, got bool) {
+// acknowledgement, and why the reason given with it. got is false when there is none (or ctx
+// ended).
+func (e *Engine) nextRequest(ctx context.Context, paused bool) (c request, by, why string, got bool) {
 	for {
 		select {
 		case c = <-e.ctrl:
-			return c, "", true
+			return c, "", "", true
 		default:
 		}
 		reqs, err := e.files.Poll()
@@ -341,7 +346,7 @@ func (e *Engine) nextRequest(ctx context.Context, paused bool) (c request, by st
 		for _, q := range reqs {
 			c := map[control.Action]request{control.Pause: ctrlPause, control.Resume: ctrlResume,
 				control.Save: ctrlSave, control.Stop: ctrlStop}[q.Action]
-			e.queued = append(e.queued, queuedRequest{c, q.By})
+			e.queued = append(e.queued, queuedRequest{c, q.By, q.Reason})
 		}
 		if len(e.queued) > 0 {
 			q := e.queued[0]
@@ -349,16 +354,16 @@ func (e *Engine) nextRequest(ctx context.Context, paused bool) (c request, by st
 			if q.by != "" {
 				q.by = " (asked by " + q.by + ")"
 			}
-			return q.c, q.by, true
+			return q.c, q.by, q.why, true
 		}
 		if !paused {
-			return 0, "", false
+			return 0, "", "", false
 		}
 		select {
 		case c = <-e.ctrl:
-			return c, "", true
+			return c, "", "", true
 		case <-ctx.Done():
-			return 0, "", false
+			return 0, "", "", false
 		case <-time.After(controlPoll):
 		}
 	}
@@ -369,8 +374,9 @@ const controlPoll = 200 * time.Millisecond
 
 // queuedRequest is a control-file request not acted on yet.
 type queuedRequest struct {
-	c  request
-	by string
+	c   request
+	by  string
+	why string
 }
 
 // AlertStopError is returned by Run when an alert named in [monitor] stop_on stopped the run

@@ -61,7 +61,7 @@ func TestControlFileSteersRun(t *testing.T) {
 					t.Errorf("%d steps ran while paused", stepsPaused)
 				}
 				stepsPaused = -1
-				control.Send(e.RunDir(), control.Stop, "test", "")
+				control.Send(e.RunDir(), control.Stop, "test", "out of budget")
 			}
 		case events.Checkpoint:
 			ckpts = append(ckpts, ev.Step)
@@ -70,7 +70,7 @@ func TestControlFileSteersRun(t *testing.T) {
 		}
 	}
 	err = <-done
-	if !errors.Is(err, ErrStopped) || end.Status != "stopped" || end.Step != last || last >= 8 {
+	if !errors.Is(err, ErrStopped) || end.Status != "stopped" || end.Reason != "stopped by the user: out of budget" || end.Step != last || last >= 8 {
 		t.Fatalf("run ended with %v, %+v after step %d", err, end, last)
 	}
 	if strings.Join(acks, " ") != "save pause resume stop" {

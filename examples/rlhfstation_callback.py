@@ -271,7 +271,7 @@ class RLHFStationCallback(TrainerCallback):
                     control.should_save = True
                     self._log(step, f"saving a checkpoint of step {step} (asked by {by})", control="save")
             elif action == "stop" and self._stop_reason is None:
-                self._stop_reason = reason or f"stopped by {by}"
+                self._stop_reason = _stop_reason(by, reason)
                 self._want_pause = False
                 if where != "save":
                     control.should_save = True
@@ -307,7 +307,7 @@ class RLHFStationCallback(TrainerCallback):
                     self._log(step, f"save asked by {by}: the checkpoint of step {step} is already written", control="save")
                 if action == "stop":
                     self._paused = self._want_pause = False
-                    self._stop_reason = reason or f"stopped by {by}"
+                    self._stop_reason = _stop_reason(by, reason)
                     if where != "save":
                         control.should_save = True
                     control.should_training_stop = True
@@ -485,6 +485,13 @@ class RLHFStationCallback(TrainerCallback):
                 return obj
             f = f.f_back
         return None
+
+
+def _stop_reason(by, reason):
+    """run_end's reason: a stop_on stop's own (it names the rule and the step), else who asked and why."""
+    if by == "stop_on" and reason:
+        return reason
+    return f"stopped by {by}: {reason}" if reason else f"stopped by {by}"
 
 
 def _text(v):
