@@ -291,29 +291,28 @@ class RLHFStationCallback(TrainerCallback):
                   control="pause")
         while True:
             time.sleep(self.poll)
+            go = False  # every request of this read is acted on before the trainer goes on
             for action, by, reason in self._requests():
                 step = state.global_step
-                if action == "resume":
-                    self._paused = False
+                if action == "resume" and self._paused:
+                    self._paused, go = False, True
                     self._log(step, f"resumed after step {step} (asked by {by})", control="resume")
-                    return
-                if action == "save" and where != "save":
+                elif action == "save" and where != "save":
                     # the save runs now; the trainer holds again once it is written (on_save)
-                    control.should_save = True
+                    control.should_save, self._paused, go = True, False, True
                     self._log(step, f"saving a checkpoint of step {step} while paused (asked by {by})", control="save")
-                    self._paused = False
-                    return
-                if action == "save":
+                elif action == "save":
                     self._log(step, f"save asked by {by}: the checkpoint of step {step} is already written", control="save")
-                if action == "stop":
+                elif action == "stop":
                     self._paused = self._want_pause = False
-                    self._stop_reason = _stop_reason(by, reason)
+                    self._stop_reason, go = _stop_reason(by, reason), True
                     if where != "save":
                         control.should_save = True
                     control.should_training_stop = True
                     self._log(step, f"stopping after step {step}, saving first ({self._stop_reason})",
                               level="warn" if reason else "info", control="stop")
-                    return
+            if go:
+                return
 
     # --- the trainer's events ------------------------------------------------------------
 
