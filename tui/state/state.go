@@ -141,10 +141,13 @@ func (r *Run) Apply(e events.Event) {
 	case events.Checkpoint:
 		r.addCheckpoint(Checkpoint{Step: e.Step, Path: e.Path, Time: e.Time, Health: e.Health, Event: true})
 	case events.Log:
+		// The engine marks its pause and resume with Control (older runs: the message alone).
+		pause := e.Control == "pause" || e.Message == "paused"
+		resume := e.Control == "resume" || e.Message == "resumed"
 		switch {
-		case e.Message == "paused" && r.PausedAt.IsZero() && !e.Time.IsZero():
+		case pause && r.PausedAt.IsZero() && !e.Time.IsZero():
 			r.PausedAt = e.Time
-		case e.Message == "resumed" && !r.PausedAt.IsZero():
+		case resume && !r.PausedAt.IsZero():
 			if e.Time.After(r.PausedAt) {
 				r.Paused += e.Time.Sub(r.PausedAt)
 			}

@@ -161,11 +161,11 @@ func TestElapsedLeavesPausesOut(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	r := New()
 	r.Apply(events.Event{Type: events.RunStart, Time: t0})
-	r.Apply(events.Event{Type: events.Log, Message: "paused", Time: t0.Add(10 * time.Second)})
+	r.Apply(events.Event{Type: events.Log, Message: "paused after step 3", Control: "pause", Time: t0.Add(10 * time.Second)})
 	if got := r.Elapsed(t0.Add(70 * time.Second)); got != 10*time.Second {
 		t.Errorf("paused: elapsed %v, want 10s", got)
 	}
-	r.Apply(events.Event{Type: events.Log, Message: "resumed", Time: t0.Add(70 * time.Second)})
+	r.Apply(events.Event{Type: events.Log, Message: "resumed after step 3", Control: "resume", Time: t0.Add(70 * time.Second)})
 	if got := r.Elapsed(t0.Add(75 * time.Second)); got != 15*time.Second {
 		t.Errorf("resumed: elapsed %v, want 15s", got)
 	}
