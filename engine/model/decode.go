@@ -34,7 +34,7 @@ type decoder struct {
 	host     []int32
 	o        GenerateOptions
 	graph    backend.Graph
-	warm     bool              // the step ran once uncaptured: every lazy allocation is made
+	warm     bool // the step ran once uncaptured: every lazy allocation is made
 	lin      map[*Linear]*lrLinear
 	groups   []*lrGroup
 	bufs     []backend.Buf

@@ -13,12 +13,12 @@ import (
 
 // testLoRA is a LoRA term on the CPU with its factors readable (LowRank).
 type testLoRA struct {
-	b      backend.Backend
-	a, bb  backend.Buf
-	in, r  int
-	out    int
-	scale  float32
-	xa     []float32
+	b     backend.Backend
+	a, bb backend.Buf
+	in, r int
+	out   int
+	scale float32
+	xa    []float32
 }
 
 func (l *testLoRA) Factors() (a, b backend.Buf, r int, scale float32) { return l.a, l.bb, l.r, l.scale }
