@@ -59,6 +59,10 @@ func (a *allocator) allocOn(o *owner, n int) (uintptr, error) {
 		if r != 0 && a.releaseCached(o) > 0 {
 			r = call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
 		}
+		if r == 0 {
+			o.ledger.Allocs++
+			o.ledger.AllocBytes += int64(c)
+		}
 		return dr.check(fmt.Sprintf("cuMemAlloc(%d bytes)", c), r)
 	}
 	var err error
@@ -115,12 +119,14 @@ func (d *Device) release(p uintptr) {
 func (a *allocator) releaseCached(o *owner) int64 {
 	dr := o.d.drv
 	call(dr.cuStreamSynchronize, o.stream)
+	o.ledger.Syncs++
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var n int64
 	for c, l := range a.cached {
 		for _, p := range l {
 			call(dr.cuMemFree, p)
+			o.ledger.Frees++
 			delete(a.sizes, p)
 			n += int64(c)
 		}
@@ -196,6 +202,7 @@ func (o *owner) upload(dst uintptr, src []byte) error {
 			p, _ = o.staging.take(n)
 		}
 		copy(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n), src[:n])
+		o.ledger.HtoD.add(Count{N: 1, Read: int64(n)})
 		if err := dr.check("cuMemcpyHtoDAsync", call(dr.cuMemcpyHtoDAsync, dst, p, uintptr(n), o.stream)); err != nil {
 			return err
 		}
@@ -221,6 +228,7 @@ func (d *Device) download(dst []byte, src uintptr) error {
 				return err
 			}
 			p, _ := o.staging.take(n)
+			o.ledger.DtoH.add(Count{N: 1, Read: int64(n)})
 			if err := dr.check("cuMemcpyDtoHAsync", call(dr.cuMemcpyDtoHAsync, p, src, uintptr(n), o.stream)); err != nil {
 				return err
 			}
@@ -241,6 +249,7 @@ func (o *owner) copyDtoD(dst, src uintptr, n int) error {
 		return nil
 	}
 	dr := o.d.drv
+	o.recordDevice(nodeCopy, n)
 	return dr.check("cuMemcpyDtoDAsync", call(dr.cuMemcpyDtoDAsync, dst, src, uintptr(n), o.stream))
 }
 
@@ -250,6 +259,7 @@ func (o *owner) memset(dst uintptr, v byte, n int) error {
 		return nil
 	}
 	dr := o.d.drv
+	o.recordDevice(nodeMemset, n)
 	if dst%4 == 0 && n%4 == 0 {
 		w := uint32(v) * 0x01010101
 		return dr.check("cuMemsetD32Async", call(dr.cuMemsetD32Async, dst, uintptr(w), uintptr(n/4), o.stream))
