@@ -54,7 +54,7 @@ func (b *Backend) Advance(pos Buf, rows, limit int) error {
 	})
 }
 
-// Q4Linear sets y = res + x·Wᵀ + bias + scale·xa·Bᵀ with one kernel (kernels/decode.cu): W
+// Q4Linear sets y = res + x·Wᵀ + bias + scale·xa·Bᵀ with one kernel (kernels/step.cu): W
 // expanded in registers, x, xa and B bf16 (float32 callers' through copies), y and res bf16
 // or float32 (the stream).
 func (b *Backend) Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf, r int, scale float32, rows int) error {
