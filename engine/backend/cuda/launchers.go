@@ -88,6 +88,7 @@ const (
 	kAdvancePos
 	kQ4LinearBF16
 	kQ4LinearF32
+	kScaleF32
 	numKernels
 )
 
@@ -173,6 +174,7 @@ var kernelNames = [numKernels]string{
 	"advance_pos",
 	"q4_linear_bf16",
 	"q4_linear_f32",
+	"scale_f32",
 }
 
 // kernelArgs are the kernels' parameter counts, by ID.
@@ -257,6 +259,7 @@ var kernelArgs = [numKernels]int{
 	3,
 	23,
 	23,
+	3,
 }
 
 // kernelParams are the kernels' parameters as the launchers name them, by ID: what the
@@ -342,6 +345,7 @@ var kernelParams = [numKernels][]kparam{
 	{{"pos", pOut, 4}, {"rows", pInt, 4}, {"limit", pInt, 4}},
 	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
 	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
+	{{"x", pOut, 4}, {"n", pInt, 8}, {"s0", pFloat, 4}},
 }
 
 // attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap).
@@ -1361,4 +1365,13 @@ func (o *owner) q4LinearF32(d dims, y devptr[float32], res devptr[float32], ldy 
 	s[21] = uint64(uint32(blockShift))
 	s[22] = uint64(uint32(vec))
 	return o.launch(kQ4LinearF32, d)
+}
+
+// scaleF32 launches scale_f32(float* x, i64 n, float s).
+func (o *owner) scaleF32(d dims, x devptr[float32], n int64, s0 float32) error {
+	s := &o.args.slots
+	s[0] = uint64(x)
+	s[1] = uint64(n)
+	s[2] = uint64(math.Float32bits(s0))
+	return o.launch(kScaleF32, d)
 }

@@ -161,3 +161,10 @@ extern "C" __global__ void q4_linear_f32(float* y, const float* res, int ldy, co
     q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
                 rows, cols, m, block_shift, vec, code, ncode);
 }
+
+// x[0:n] *= s: ScaleAll of one tensor with its address a launch argument, not in a table
+// uploaded per call (a decode step captured as a graph uploads nothing: gemma's √dim
+// embedding scale).
+extern "C" __global__ void scale_f32(float* x, i64 n, float s) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] *= s;
+}
