@@ -25,6 +25,9 @@ type GenerateOptions struct {
 	OnLogits func(seq, step int, logits []float32)
 	// Adapters: AdaptersOn (the zero value) samples from the policy, AdaptersOff from the base.
 	Adapters Adapters
+	// Eager runs the decode step's ops one by one instead of replaying the step as a
+	// captured graph (vLLM's enforce_eager): the same tokens, more launches on a GPU.
+	Eager bool
 }
 
 // Generation is what Generate returns, per sequence.
@@ -82,6 +85,22 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 	}
 	var host []float32 // OnLogits' row
+	// take records sequence i's new token and decides whether it continues.
+	take := func(i, tok int, lp float32) {
+		g.Tokens[i] = append(g.Tokens[i], tok)
+		g.LogProbs[i] = append(g.LogProbs[i], lp)
+		switch {
+		case slices.Contains(stop, tok):
+			feed[i] = nil
+		case len(g.Tokens[i]) >= limit[i]:
+			feed[i], g.Cut[i] = nil, true
+		default:
+			feed[i] = []int{tok}
+		}
+		if feed[i] == nil {
+			active--
+		}
+	}
 	// draw samples the next token of every sequence with a run in p from logits (one row
 	// per run, in the order of p.runs) and decides which continue.
 	draw := func(logits backend.Buf, p *pass, step int) error {
@@ -108,28 +127,25 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 			return err
 		}
 		for k, r := range p.runs {
-			i, tok := r.seq, int(toks[k])
-			g.Tokens[i] = append(g.Tokens[i], tok)
-			g.LogProbs[i] = append(g.LogProbs[i], lps[k])
-			switch {
-			case slices.Contains(stop, tok):
-				feed[i] = nil
-			case len(g.Tokens[i]) >= limit[i]:
-				feed[i], g.Cut[i] = nil, true
-			default:
-				feed[i] = []int{tok}
-			}
-			if feed[i] == nil {
-				active--
-			}
+			take(r.seq, int(toks[k]), lps[k])
 		}
 		return nil
 	}
+	_, capture := m.b.(backend.Capturer)
+	var dec *decoder
+	defer func() {
+		if dec != nil {
+			dec.free()
+		}
+	}()
 	for step := 0; active > 0; step++ {
 		var err error
-		if step == 0 {
+		switch {
+		case step == 0:
 			err = m.prefill(cache, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
-		} else {
+		case capture:
+			dec, err = m.decodeStep(dec, cache, feed, active, o, rngs, step, take)
+		default:
 			var lg backend.Buf
 			var p *pass
 			if lg, p, err = m.forward(cache, feed, true, o.Adapters); err == nil {
@@ -141,6 +157,62 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 	}
 	return g, nil
+}
+
+// decodeStep runs one decode step of Generate on the fixed-buffer step (decoder), which it
+// (re)builds when there is none or when at most half of its rows still run: finished
+// sequences stay as padded rows until then, so a batch costs a few captures, not one per
+// finished sequence. Sequence s continues when feed[s] is not nil; take records its token.
+func (m *Model) decodeStep(dec *decoder, c *Cache, feed [][]int, active int, o GenerateOptions, rngs []*rand.Rand, step int,
+	take func(i, tok int, lp float32)) (*decoder, error) {
+	if dec == nil || active <= dec.rows/2 {
+		var seqs []int
+		var ids []int32
+		for s, f := range feed {
+			if f != nil {
+				seqs, ids = append(seqs, s), append(ids, int32(f[0]))
+			}
+		}
+		if dec != nil {
+			dec.free()
+		}
+		var err error
+		if dec, err = m.newDecoder(c, seqs, ids, o); err != nil {
+			return nil, err
+		}
+	}
+	var u []float64
+	if o.Temperature != 0 {
+		u = make([]float64, dec.rows)
+		for r, s := range dec.seqs {
+			if feed[s] != nil {
+				u[r] = rngs[s].Float64()
+			}
+		}
+	}
+	toks, lps, err := dec.step(u)
+	if err != nil {
+		return dec, err
+	}
+	if o.OnLogits != nil {
+		V := m.Config.Vocab
+		host := make([]float32, V)
+		for r, s := range dec.seqs {
+			if feed[s] != nil {
+				if err := m.b.Download(host, dec.logits.Slice(r*V, V)); err != nil {
+					return dec, err
+				}
+				o.OnLogits(s, step, host)
+			}
+		}
+	}
+	for r, s := range dec.seqs {
+		if feed[s] != nil {
+			c.Len[s]++
+			take(s, int(toks[r]), lps[r])
+		}
+	}
+	return dec, nil
 }
 
 // prefill runs the prompts through the cache in groups of at most maxPassRows tokens, so

@@ -224,10 +224,13 @@ func (d *Device) download(dst []byte, src uintptr) error {
 		dr := o.d.drv
 		for len(dst) > 0 {
 			n := min(len(dst), o.staging.size)
-			if err := o.sync(); err != nil { // frees the whole ring
-				return err
+			p, ok := o.staging.take(n) // fresh bytes: no queued upload reads them
+			if !ok {
+				if err := o.sync(); err != nil { // frees the whole ring
+					return err
+				}
+				p, _ = o.staging.take(n)
 			}
-			p, _ := o.staging.take(n)
 			o.ledger.DtoH.add(Count{N: 1, Read: int64(n)})
 			if err := dr.check("cuMemcpyDtoHAsync", call(dr.cuMemcpyDtoHAsync, p, src, uintptr(n), o.stream)); err != nil {
 				return err
