@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"rlhfstation/quant"
@@ -545,7 +546,11 @@ func (b *Backend) FreeQ4(w *Q4) {
 	st.bufs = nil
 	if p := st.expanded; p != 0 {
 		st.expanded = 0
-		b.d.enqueue(func(o *owner) error { o.expandedBytes -= 2 * int64(w.Rows) * int64(w.Cols); return o.d.mem.free(p) })
+		b.d.enqueue(func(o *owner) error {
+			o.expandedBytes -= 2 * int64(w.Rows) * int64(w.Cols)
+			o.kept = slices.DeleteFunc(o.kept, func(x *q4State) bool { return x == st })
+			return o.d.mem.free(p)
+		})
 	}
 }
 
@@ -654,7 +659,7 @@ func (b *Backend) Q4MulAcc(dx, dy Buf, w *Q4, rows int) error {
 // passes of every step: its bytes are read as bf16 (2 bytes a weight) where the expansion
 // read 4 bits and wrote and read 2 bytes.
 func (o *owner) expandedQ4(st *q4State) (uintptr, func(), error) {
-	if st.expanded != 0 {
+	if st.expanded != 0 && !o.capturing { // a graph keeps its own (the kept one may be dropped)
 		return st.expanded, func() {}, nil
 	}
 	n := 2 * int64(st.q.rows) * int64(st.q.cols)
@@ -677,9 +682,25 @@ func (o *owner) expandedQ4(st *q4State) (uintptr, func(), error) {
 	if keep {
 		st.expanded = p
 		o.expandedBytes += n
+		o.kept = append(o.kept, st)
 		return p, func() {}, nil
 	}
 	return p, func() { o.done(p) }, nil
+}
+
+// dropExpanded gives every kept expansion back to the allocator's cache (when an allocation
+// fails: the expansions only ever take spare memory) and returns their bytes.
+func (o *owner) dropExpanded() int64 {
+	var n int64
+	for _, st := range o.kept {
+		if st.expanded != 0 {
+			_ = o.d.mem.free(st.expanded)
+			st.expanded = 0
+			n += 2 * int64(st.q.rows) * int64(st.q.cols)
+		}
+	}
+	o.kept, o.expandedBytes = nil, 0
+	return n
 }
 
 // Cast converts between float32 and bf16 (same length).

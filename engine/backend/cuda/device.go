@@ -57,6 +57,7 @@ type owner struct {
 	costErr    string           // a cost declaration that asked for a parameter its kernel lacks
 	// expandedBytes is the 4-bit weights' kept bf16 expansions (backend_ops.go expandedQ4).
 	expandedBytes int64
+	kept          []*q4State // the weights whose expansions are kept
 }
 
 // launchArgs is cuLaunchKernel's kernelParams: ptrs[i] points at slot i. Pinned once for

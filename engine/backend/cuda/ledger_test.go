@@ -152,4 +152,17 @@ func TestLedgerQ4ExpandedOnce(t *testing.T) {
 	if n := b.Ledger().Sub(before).LaunchedPrefix("dequant4_"); n != 1 {
 		t.Errorf("three passes of two products: %d expansions, want 1 (kept)", n)
 	}
+	// an allocation that fails drops the kept expansions: the next pass expands again
+	var dropped int64
+	run(t, b.d, func(o *owner) error { dropped = o.dropExpanded(); return nil })
+	if want := int64(2 * out * in); dropped < want { // and those of earlier tests
+		t.Errorf("dropped %d bytes of expansions, want at least %d", dropped, want)
+	}
+	before = b.Ledger()
+	if y, dx := pass(q); !slices.Equal(y, wantY) || !slices.Equal(dx, wantDX) {
+		t.Errorf("the pass after the expansions were dropped differs")
+	}
+	if n := b.Ledger().Sub(before).LaunchedPrefix("dequant4_"); n != 1 {
+		t.Errorf("after dropping: %d expansions, want 1", n)
+	}
 }
