@@ -29,6 +29,9 @@ type Device struct {
 
 	mem allocator
 
+	// noKeep: expand 4-bit weights per product, keeping none (tests of that path).
+	noKeep bool
+
 	// owner is touched only on the owning thread.
 	owner *owner
 }
@@ -52,6 +55,9 @@ type owner struct {
 	nodes      map[string]Count // the work of the capture under way
 	hint       int64            // the next launch's volume that lives on the device (costs.go)
 	costErr    string           // a cost declaration that asked for a parameter its kernel lacks
+	// expandedBytes is the 4-bit weights' kept bf16 expansions (backend_ops.go expandedQ4).
+	expandedBytes int64
+	kept          []*q4State // the weights whose expansions are kept
 }
 
 // launchArgs is cuLaunchKernel's kernelParams: ptrs[i] points at slot i. Pinned once for

@@ -125,6 +125,43 @@ func (l *Ledger) Add(x Ledger) {
 	l.AllocBytes += x.AllocBytes
 }
 
+// Plus is l with f times x's calls added (x may be a difference of ledgers, f negative).
+func (l Ledger) Plus(x Ledger, f int64) Ledger {
+	r := l.Clone()
+	mul := func(c Count) Count { return Count{c.N * f, c.Read * f, c.Written * f, c.Flops * f} }
+	for k, c := range x.Kernels {
+		v := r.Kernels[k]
+		v.add(mul(c))
+		r.Kernels[k] = v
+	}
+	for k, c := range x.Nodes {
+		v := r.Nodes[k]
+		v.add(mul(c))
+		r.Nodes[k] = v
+	}
+	r.BLAS.add(mul(x.BLAS))
+	r.HtoD.add(mul(x.HtoD))
+	r.DtoH.add(mul(x.DtoH))
+	r.DtoD.add(mul(x.DtoD))
+	r.Memset.add(mul(x.Memset))
+	r.GraphLaunches += f * x.GraphLaunches
+	r.Syncs += f * x.Syncs
+	r.Allocs += f * x.Allocs
+	r.Frees += f * x.Frees
+	r.AllocBytes += f * x.AllocBytes
+	return r
+}
+
+// Layers extrapolates the ledgers of the same work on a model of one layer (l1) and of two
+// (l2) to a model of n identical layers: each count is fixed + n × per layer, exactly, when
+// the layers do the same work. The allocations are l2's (the allocator's cache, not the
+// layers, decides them).
+func Layers(l1, l2 Ledger, n int) Ledger {
+	r := l1.Plus(l2.Sub(l1), int64(n-1))
+	r.Allocs, r.Frees, r.AllocBytes = l2.Allocs, l2.Frees, l2.AllocBytes
+	return r
+}
+
 // Launches is the kernels launched outside graphs.
 func (l Ledger) Launches() int64 {
 	var n int64

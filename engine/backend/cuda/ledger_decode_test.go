@@ -61,6 +61,7 @@ func TestLedgerDecodeStep(t *testing.T) {
 			must(t, b.Sync())
 			return b.Ledger().Sub(before)
 		}
+		gen(3) // warm-up: the prefill's 4-bit weights expanded once and kept (expandedQ4)
 		short, long := gen(3), gen(7)
 		d := long.Sub(short)
 		const n = 4

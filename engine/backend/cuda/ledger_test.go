@@ -1,8 +1,12 @@
 package cuda
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"rlhfstation/quant"
 )
 
 // Every kernel declares its cost, and every declaration reads parameters its kernel has.
@@ -101,4 +105,64 @@ func TestLedgerCounts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A 4-bit weight is expanded to bf16 once and kept: the products of later passes (forward
+// and input gradient, any number of rows above the fused product's) read the expansion, and
+// give what expanding per product gives, bit for bit.
+func TestLedgerQ4ExpandedOnce(t *testing.T) {
+	b := testBackend(t)
+	rng := rand.New(rand.NewPCG(41, 42))
+	out, in, rows := 70, 96, 40
+	w, err := quant.Quantize(randn(rng, out*in, 0.05), out, in, "float32", quant.Default())
+	must(t, err)
+	x, _ := upBF16(t, b, randn(rng, rows*in, 1))
+	dy, _ := upBF16(t, b, randn(rng, rows*out, 1))
+	pass := func(q *Q4) (y, dx []float32) {
+		yb, _ := b.Alloc(BF16, rows*out)
+		dxb := up(t, b, F32, make([]float32, rows*in))
+		must(t, b.Q4MulT(yb, x, q, rows))
+		must(t, b.Q4MulAcc(dxb, dy, q, rows))
+		y, dx = down(t, b, yb), down(t, b, dxb)
+		_ = b.Free(yb)
+		_ = b.Free(dxb)
+		return
+	}
+	b.d.noKeep = true
+	q0, err := b.UploadQ4(w)
+	must(t, err)
+	before := b.Ledger()
+	wantY, wantDX := pass(q0)
+	if n := b.Ledger().Sub(before).LaunchedPrefix("dequant4_"); n != 2 {
+		t.Errorf("expanding per product: %d expansions for two products, want 2", n)
+	}
+	b.FreeQ4(q0)
+	b.d.noKeep = false
+
+	q, err := b.UploadQ4(w)
+	must(t, err)
+	defer b.FreeQ4(q)
+	before = b.Ledger()
+	for pass3 := 0; pass3 < 3; pass3++ { // reference, forward, backward
+		y, dx := pass(q)
+		if !slices.Equal(y, wantY) || !slices.Equal(dx, wantDX) {
+			t.Fatalf("pass %d with the kept expansion differs from expanding per product", pass3)
+		}
+	}
+	if n := b.Ledger().Sub(before).LaunchedPrefix("dequant4_"); n != 1 {
+		t.Errorf("three passes of two products: %d expansions, want 1 (kept)", n)
+	}
+	// an allocation that fails drops the kept expansions: the next pass expands again
+	var dropped int64
+	run(t, b.d, func(o *owner) error { dropped = o.dropExpanded(); return nil })
+	if want := int64(2 * out * in); dropped < want { // and those of earlier tests
+		t.Errorf("dropped %d bytes of expansions, want at least %d", dropped, want)
+	}
+	before = b.Ledger()
+	if y, dx := pass(q); !slices.Equal(y, wantY) || !slices.Equal(dx, wantDX) {
+		t.Errorf("the pass after the expansions were dropped differs")
+	}
+	if n := b.Ledger().Sub(before).LaunchedPrefix("dequant4_"); n != 1 {
+		t.Errorf("after dropping: %d expansions, want 1", n)
+	}
 }

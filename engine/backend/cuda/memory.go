@@ -59,6 +59,9 @@ func (a *allocator) allocOn(o *owner, n int) (uintptr, error) {
 		if r != 0 && a.releaseCached(o) > 0 {
 			r = call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
 		}
+		if r != 0 && o.dropExpanded() > 0 && a.releaseCached(o) > 0 {
+			r = call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
+		}
 		if r == 0 {
 			o.ledger.Allocs++
 			o.ledger.AllocBytes += int64(c)
