@@ -27,7 +27,8 @@ type decoder struct {
 	p        *pass
 	rows     int
 	seqs     []int       // the cache slot of each row
-	tok      backend.Buf // I32 [2·rows]: the sampled ids (the next step's input), then their log-probs (F32 bits)
+	tok      backend.Buf // I32 [2·rows (+ 10·rows)]: the sampled ids (the next step's input), their log-probs, the digit probabilities (F32 bits)
+	digits   backend.Buf // the digit tokens (I32 ids, then values), with OnDigits
 	pos, seq backend.Buf // I32 [rows]
 	u        backend.Buf // F64 [rows], the uniforms of the draws
 	logits   backend.Buf // F32 [rows,Vocab]
@@ -82,9 +83,13 @@ func sharedInputs(L *Layer) [][]*Linear {
 
 // newDecoder readies the step for the sequences seqs of c (row r decodes slot seqs[r]), each
 // feeding ids[r] at position c.Len[seqs[r]].
-func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions) (*decoder, error) {
+func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions, digits backend.Buf) (*decoder, error) {
 	b, rows := m.b, len(seqs)
-	d := &decoder{m: m, c: c, rows: rows, seqs: seqs, o: o, lin: map[*Linear]*lrLinear{}, host: make([]int32, 2*rows)}
+	out := 2 * rows
+	if digits.Len() > 0 {
+		out += 10 * rows
+	}
+	d := &decoder{m: m, c: c, rows: rows, seqs: seqs, o: o, digits: digits, lin: map[*Linear]*lrLinear{}, host: make([]int32, out)}
 	alloc := func(dt backend.DType, n int) backend.Buf {
 		x, err := b.Alloc(dt, n)
 		if err != nil {
@@ -93,7 +98,7 @@ func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions)
 		d.bufs = append(d.bufs, x)
 		return x
 	}
-	d.tok, d.pos, d.seq = alloc(backend.I32, 2*rows), alloc(backend.I32, rows), alloc(backend.I32, rows)
+	d.tok, d.pos, d.seq = alloc(backend.I32, out), alloc(backend.I32, rows), alloc(backend.I32, rows)
 	d.u, d.logits = alloc(backend.F64, rows), alloc(backend.F32, rows*m.Config.Vocab)
 	if len(d.bufs) != 5 {
 		d.free()
@@ -192,52 +197,64 @@ func (d *decoder) record() error {
 	}
 	return first(m.logits(d.logits, hidden, rows),
 		func() error {
+			if d.digits.Len() == 0 {
+				return nil
+			}
+			k := d.digits.Len() / 2
+			return b.DigitProbs(d.tok.Slice(2*rows, 10*rows).As(backend.F32), d.logits, d.digits.Slice(0, k), d.digits.Slice(k, k), rows, m.Config.Vocab)
+		},
+		func() error {
 			return b.SampleInto(d.tok.Slice(0, rows), d.tok.Slice(rows, rows).As(backend.F32), d.logits, d.u, rows, m.Config.Vocab,
 				o.Temperature, o.TopK, o.TopP)
 		},
 		func() error { return b.Advance(d.pos, rows, d.c.Capacity) })
 }
 
-// step runs one decode step with the uniforms u (nil: greedy) and returns the rows' tokens
-// and log-probs (views of a buffer reused by the next step). The first step runs
+// step runs one decode step with the uniforms u (nil: greedy) and returns the rows' tokens,
+// log-probs and (with digit tokens) digit probabilities [rows·10], all from one download
+// (views of buffers reused by the next step). The first step runs
 // uncaptured (it makes every lazy allocation); later ones replay the step's graph when the
 // backend can capture one and o.Eager is not set.
-func (d *decoder) step(u []float64) ([]int32, []float32, error) {
+func (d *decoder) step(u []float64) ([]int32, []float32, []float32, error) {
 	b := d.m.b
 	if u != nil {
 		if err := b.Upload(d.u, u); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	capt, ok := b.(backend.Capturer)
 	switch {
 	case d.graph != nil:
 		if err := d.graph.Launch(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	case ok && d.warm && !d.o.Eager:
 		g, err := capt.Capture(d.record)
 		if err != nil {
-			return nil, nil, fmt.Errorf("capturing the decode step: %w", err)
+			return nil, nil, nil, fmt.Errorf("capturing the decode step: %w", err)
 		}
 		d.graph = g
 		if err := g.Launch(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	default:
 		if err := d.record(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		d.warm = true
 	}
 	if err := b.Download(d.host, d.tok); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	lp := make([]float32, d.rows)
-	for r := range lp {
-		lp[r] = math.Float32frombits(uint32(d.host[d.rows+r]))
+	f := make([]float32, len(d.host)-d.rows)
+	for i := range f {
+		f[i] = math.Float32frombits(uint32(d.host[d.rows+i]))
 	}
-	return d.host[:d.rows], lp, nil
+	var probs []float32
+	if len(f) > d.rows {
+		probs = f[d.rows:]
+	}
+	return d.host[:d.rows], f[:d.rows], probs, nil
 }
 
 // linear is linearForward in the decode step: out = res + x·Wᵀ + bias + s·xa·Bᵀ (res

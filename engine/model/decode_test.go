@@ -112,3 +112,49 @@ func TestDecodeStepMatchesPasses(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateDigitProbs: the digit distributions Generate forms on the backend (prefill and
+// decode steps) are the softmax over the digit tokens' logits summed per digit, computed
+// here from the logit rows OnLogits sees.
+func TestGenerateDigitProbs(t *testing.T) {
+	m := randomModel(t, tinyConfigs()["qwen2-bias"], 5)
+	if err := m.Use(cpu.New()); err != nil {
+		t.Fatal(err)
+	}
+	dt := &DigitTokens{IDs: []int{20, 21, 22, 30, 31, 40, 41, 42, 50, 51, 60, 70}, Values: []int{0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 9}}
+	want := map[[2]int][10]float64{}
+	got := map[[2]int][]float32{}
+	o := GenerateOptions{MaxNewTokens: 6, Temperature: 1, Seed: 3, NoEOS: true, Digits: dt,
+		OnLogits: func(seq, step int, logits []float32) {
+			var p [10]float64
+			mx := math.Inf(-1)
+			for _, id := range dt.IDs {
+				mx = math.Max(mx, float64(logits[id]))
+			}
+			sum := 0.0
+			for i, id := range dt.IDs {
+				e := math.Exp(float64(logits[id]) - mx)
+				p[dt.Values[i]] += e
+				sum += e
+			}
+			for d := range p {
+				p[d] /= sum
+			}
+			want[[2]int{seq, step}] = p
+		},
+		OnDigits: func(seq, step int, probs []float32) { got[[2]int{seq, step}] = slices.Clone(probs) }}
+	rng := rand.New(rand.NewPCG(1, 1))
+	if _, err := m.Generate([][]int{randomIDs(rng, 4, m.Config.Vocab), randomIDs(rng, 7, m.Config.Vocab)}, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 12 || len(want) != 12 {
+		t.Fatalf("%d digit rows and %d logit rows seen, want 12 each", len(got), len(want))
+	}
+	for k, w := range want {
+		for d := range w {
+			if math.Abs(float64(got[k][d])-w[d]) > 1e-6 {
+				t.Fatalf("sequence %d step %d: digit probabilities %v, want %v", k[0], k[1], got[k], w)
+			}
+		}
+	}
+}

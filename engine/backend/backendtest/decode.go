@@ -11,7 +11,9 @@ func init() { register("decode", true, decodeOps) }
 
 // decodeOps: the decode step's ops, whose indices live in device buffers (AppendKV,
 // Advance) and the fused 4-bit linear with its bias, LoRA term and residual (Q4Linear),
-// against the reference and, for Q4Linear, a float64 oracle.
+// against the reference and, for Q4Linear, a float64 oracle. Q4Linear's rows: 1 (columns
+// not a multiple of 16: a device's scalar loads), 9 (two groups of 8), 17 (a device's tensor
+// cores with a partial tile of rows), 40 (FP4), 64 (four whole tiles).
 func decodeOps(e *env) {
 	const seqs, capacity, width = 3, 6, 20
 	seq, pos := []int32{2, 0, 1, 0}, []int32{5, 0, 3, 4} // rows 1 and 3: one sequence at two positions
@@ -54,9 +56,9 @@ func decodeOps(e *env) {
 		bias, lora, res  bool
 		opt              quant.Options
 	}{
-		{70, 96, 1, 4, true, true, true, quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}},
+		{70, 90, 1, 4, true, true, true, quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}},
 		{130, 256, 9, 16, false, true, false, quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}},
-		{33, 65, 17, 0, true, false, true, quant.Options{Type: quant.NF4, BlockSize: 64}},
+		{33, 80, 17, 0, true, false, true, quant.Options{Type: quant.NF4, BlockSize: 64}},
 		{48, 128, 40, 8, true, true, false, quant.Options{Type: quant.FP4, BlockSize: 128, DoubleQuant: true}},
 		{64, 64, 64, 16, true, true, true, quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}},
 	}) {

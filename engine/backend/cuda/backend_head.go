@@ -494,6 +494,10 @@ func (b *Backend) ScaleAll(xs []Buf, s float32) error {
 	if len(xs) > maxGridY {
 		return fmt.Errorf("cuda: scale of %d tensors (at most %d a call)", len(xs), maxGridY)
 	}
+	if len(xs) == 1 { // no table to upload (kernels/step.cu)
+		x := xs[0]
+		return b.queue(nil, func(o *owner) error { return o.scaleF32(o.flat(int64(x.Len())), f32(x), int64(x.Len()), s) })
+	}
 	words, largest := b.pairs(xs)
 	tab, err := b.table(words)
 	if err != nil {

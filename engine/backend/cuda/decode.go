@@ -54,6 +54,9 @@ func (b *Backend) Advance(pos Buf, rows, limit int) error {
 	})
 }
 
+// q4TensorRows is where Q4Linear moves to the tensor cores (m16n8k16 tiles of 16 rows).
+const q4TensorRows = 16
+
 // Q4Linear sets y = res + x·Wᵀ + bias + scale·xa·Bᵀ with one kernel (kernels/step.cu): W
 // expanded in registers, x, xa and B bf16 (float32 callers' through copies), y and res bf16
 // or float32 (the stream).
@@ -89,6 +92,19 @@ func (b *Backend) Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf,
 	vec := int32(0)
 	if q.cols%16 == 0 && q.cols%8 == 0 && x.Addr()%16 == 0 {
 		vec = 1
+	}
+	if rows >= q4TensorRows && q.cols%16 == 0 && x.Addr()%4 == 0 { // the tensor cores, 16 rows a block
+		d := dims{grid: [3]uint32{uint32(ceilDiv(n, 64)), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{128, 1, 1}}
+		return b.queue(nil, func(o *owner) error {
+			if y.DType() == F32 {
+				return o.q4LinearTcF32(d, f32(y), f32(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
+					q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
+					int32(rows), int32(q.blockShift))
+			}
+			return o.q4LinearTcBF16(d, bf(y), bf(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
+				q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
+				int32(rows), int32(q.blockShift))
+		})
 	}
 	d := dims{grid: [3]uint32{uint32(ceilDiv(n, rowsWarps*2)), uint32(ceilDiv(rows, 8)), 1}, block: [3]uint32{rowsWarps * 32, 1, 1}}
 	return b.queue(nil, func(o *owner) error {

@@ -19,5 +19,7 @@ func init() {
 	}
 	kernelCosts["append_kv"], kernelCosts["append_kv_f32"] = appendKV, appendKV
 	kernelCosts["q4_linear_bf16"], kernelCosts["q4_linear_f32"] = q4Linear, q4Linear
+	kernelCosts["q4_linear_tc_bf16"], kernelCosts["q4_linear_tc_f32"] = q4Linear, q4Linear
+	kernelCosts["scale_f32"] = func(a *costArgs) Count { return a.elems(a.i("n"), 1, true) }
 	kernelCosts["advance_pos"] = func(a *costArgs) Count { return a.elems(a.i("rows"), 1, true) }
 }

@@ -88,6 +88,9 @@ const (
 	kAdvancePos
 	kQ4LinearBF16
 	kQ4LinearF32
+	kScaleF32
+	kQ4LinearTcBF16
+	kQ4LinearTcF32
 	numKernels
 )
 
@@ -173,6 +176,9 @@ var kernelNames = [numKernels]string{
 	"advance_pos",
 	"q4_linear_bf16",
 	"q4_linear_f32",
+	"scale_f32",
+	"q4_linear_tc_bf16",
+	"q4_linear_tc_f32",
 }
 
 // kernelArgs are the kernels' parameter counts, by ID.
@@ -257,6 +263,9 @@ var kernelArgs = [numKernels]int{
 	3,
 	23,
 	23,
+	3,
+	22,
+	22,
 }
 
 // kernelParams are the kernels' parameters as the launchers name them, by ID: what the
@@ -342,6 +351,9 @@ var kernelParams = [numKernels][]kparam{
 	{{"pos", pOut, 4}, {"rows", pInt, 4}, {"limit", pInt, 4}},
 	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
 	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
+	{{"x", pOut, 4}, {"n", pInt, 8}, {"s0", pFloat, 4}},
+	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
+	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
 }
 
 // attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap).
@@ -1361,4 +1373,69 @@ func (o *owner) q4LinearF32(d dims, y devptr[float32], res devptr[float32], ldy 
 	s[21] = uint64(uint32(blockShift))
 	s[22] = uint64(uint32(vec))
 	return o.launch(kQ4LinearF32, d)
+}
+
+// scaleF32 launches scale_f32(float* x, i64 n, float s).
+func (o *owner) scaleF32(d dims, x devptr[float32], n int64, s0 float32) error {
+	s := &o.args.slots
+	s[0] = uint64(x)
+	s[1] = uint64(n)
+	s[2] = uint64(math.Float32bits(s0))
+	return o.launch(kScaleF32, d)
+}
+
+// q4LinearTcBF16 launches q4_linear_tc_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift).
+func (o *owner) q4LinearTcBF16(d dims, y devptr[bf16], res devptr[bf16], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32) error {
+	s := &o.args.slots
+	s[0] = uint64(y)
+	s[1] = uint64(res)
+	s[2] = uint64(uint32(ldy))
+	s[3] = uint64(x)
+	s[4] = uint64(uint32(ldx))
+	s[5] = uint64(packed)
+	s[6] = uint64(absmax)
+	s[7] = uint64(qabsmax)
+	s[8] = uint64(nestedAbsmax)
+	s[9] = uint64(nestedCode)
+	s[10] = uint64(code16)
+	s[11] = uint64(math.Float32bits(offset))
+	s[12] = uint64(bias)
+	s[13] = uint64(xa)
+	s[14] = uint64(uint32(ldxa))
+	s[15] = uint64(lb)
+	s[16] = uint64(uint32(rank))
+	s[17] = uint64(math.Float32bits(scale))
+	s[18] = uint64(uint32(rows))
+	s[19] = uint64(uint32(cols))
+	s[20] = uint64(uint32(m))
+	s[21] = uint64(uint32(blockShift))
+	return o.launch(kQ4LinearTcBF16, d)
+}
+
+// q4LinearTcF32 launches q4_linear_tc_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift).
+func (o *owner) q4LinearTcF32(d dims, y devptr[float32], res devptr[float32], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32) error {
+	s := &o.args.slots
+	s[0] = uint64(y)
+	s[1] = uint64(res)
+	s[2] = uint64(uint32(ldy))
+	s[3] = uint64(x)
+	s[4] = uint64(uint32(ldx))
+	s[5] = uint64(packed)
+	s[6] = uint64(absmax)
+	s[7] = uint64(qabsmax)
+	s[8] = uint64(nestedAbsmax)
+	s[9] = uint64(nestedCode)
+	s[10] = uint64(code16)
+	s[11] = uint64(math.Float32bits(offset))
+	s[12] = uint64(bias)
+	s[13] = uint64(xa)
+	s[14] = uint64(uint32(ldxa))
+	s[15] = uint64(lb)
+	s[16] = uint64(uint32(rank))
+	s[17] = uint64(math.Float32bits(scale))
+	s[18] = uint64(uint32(rows))
+	s[19] = uint64(uint32(cols))
+	s[20] = uint64(uint32(m))
+	s[21] = uint64(uint32(blockShift))
+	return o.launch(kQ4LinearTcF32, d)
 }
