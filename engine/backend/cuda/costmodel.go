@@ -78,7 +78,8 @@ var (
 type Path struct {
 	DecodeFused    bool // decode's linears read the 4-bit weight (fused product), no expansion
 	DequantPerPass bool // training and scoring passes expand each 4-bit weight to bf16 per use
-	LoRACasts      bool // LoRA's float32 weights rounded to bf16 at each use
+	LoRACasts      bool // LoRA's float32 weights rounded to bf16 at each use (training and scoring)
+	DecodeCasts    bool // the same in the decode step
 	ProbsKept      bool // attention materialises the [T × T] probabilities (else flash-style)
 }
 
@@ -88,6 +89,7 @@ func PathOf(decode, forward Ledger) Path {
 		DecodeFused:    decode.LaunchedPrefix("dequant4_") == 0,
 		DequantPerPass: forward.LaunchedPrefix("dequant4_") > 0,
 		LoRACasts:      forward.LaunchedPrefix("cast_f32_bf16") > 0,
+		DecodeCasts:    decode.LaunchedPrefix("cast_f32_bf16") > 0,
 		ProbsKept:      forward.Launched("attn_softmax_forward") > 0,
 	}
 }
@@ -148,7 +150,7 @@ func (w Workload) layerPass(p Path, rows, seqs, T, ctx float64, adapters, decode
 		R := w.loraParams()
 		x.GEMMFlops += 2 * rows * R
 		x.GEMMBytes += 2*rows*w.linearIO() + 2*R + 2*rows*7*float64(w.Rank)
-		if p.LoRACasts {
+		if decode && p.DecodeCasts || !decode && p.LoRACasts {
 			x.OtherBytes += 6 * R
 		}
 	}
