@@ -257,8 +257,8 @@ func (s shape) emitPlanes(w *bytes.Buffer) {
 		p("VPSHUFB %s, Y5, Y11", I)
 		p("VPSHUFB %s, Y6, Y12", I)
 		p("VPSHUFB %s, Y7, %s", I, I)
-		p("VPUNPCKLBW Y11, Y10, Y13") // bytes 0|1 of values 0–7 of each lane
-		p("VPUNPCKHBW Y11, Y10, Y10") // … of values 8–15
+		p("VPUNPCKLBW Y11, Y10, Y13")   // bytes 0|1 of values 0–7 of each lane
+		p("VPUNPCKHBW Y11, Y10, Y10")   // … of values 8–15
 		p("VPUNPCKLBW %s, Y12, Y11", I) // bytes 2|3
 		p("VPUNPCKHBW %s, Y12, Y12", I)
 		// Y13|Y11 → values 0–3 and 4–7 of each lane, Y10|Y12 → 8–11 and 12–15.
