@@ -43,7 +43,7 @@ func ReadGEMMStats() GEMMStats {
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
 	// A·Bᵀ with few rows of A (decoding, and LoRA's products beside it) streams B once.
-	few := !transA && transB && m <= f32DotMaxRows && n > 0 && k > 0
+	few := f32DotOn && !transA && transB && m <= f32DotMaxRows && n > 0 && k > 0
 	if !profiling.Load() {
 		if few {
 			f32Dot(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

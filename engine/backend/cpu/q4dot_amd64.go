@@ -40,6 +40,11 @@ var q4dotKernel = func() string {
 	return "go"
 }()
 
+// f32DotOn sends A·Bᵀ with few rows of A to f32Dot instead of the GEMM: on AVX2, whose GEMM
+// has no dot-product path and would copy B into its panels first. The AVX-512 GEMM reads B in
+// place for few rows already.
+var f32DotOn = q4dotKernel == "avx2" && !cpu.X86.HasAVX512F
+
 // q4dot runs the kernel for t ∈ {1, 2, 4, 8} rows of x over n ≥ 1 chunks.
 func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
 	if q4dotKernel != "avx2" {
