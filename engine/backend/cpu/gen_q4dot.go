@@ -22,10 +22,13 @@ type shape struct {
 	t, accs   int
 	tablesReg bool
 	planes    bool
+	// blockScale (one row, planes): sum code[q]·x over the chunk in Y0/Y1 and multiply the
+	// sums by the chunk's scale into Y2/Y3, instead of scaling each decoded vector.
+	blockScale bool
 }
 
 var shapes = []shape{
-	{t: 1, accs: 4, planes: true},
+	{t: 1, accs: 4, planes: true, blockScale: true},
 	{t: 2, accs: 2, planes: true},
 	{t: 4, accs: 2},
 	{t: 8, accs: 1},
@@ -267,17 +270,34 @@ func (s shape) emitPlanes(w *bytes.Buffer) {
 		p("VPUNPCKLWD Y12, Y10, Y11")
 		p("VPUNPCKHWD Y12, Y10, Y10")
 		for g, r := range []string{I, "Y13", "Y11", "Y10"} {
+			if s.blockScale {
+				j := 4*h + g
+				op := "VFMADD231PS"
+				if j < 2 {
+					op = "VMULPS"
+				}
+				p("%s %s, %s, %s", op, xAddr(0, 64*g+32*h), r, y(j%2))
+				continue
+			}
 			p("VMULPS Y14, %s, %s", r, r)
 			for i := 0; i < s.t; i++ {
 				p("VFMADD231PS %s, %s, %s", xAddr(i, 64*g+32*h), r, y(acc(i, g, h)))
 			}
 		}
 	}
+	if s.blockScale {
+		p("VFMADD231PS Y0, Y14, Y2")
+		p("VFMADD231PS Y1, Y14, Y3")
+	}
 	p("ADDQ $32, SI")
 	p("ADDQ $4, DX")
 	p("ADDQ $256, DI")
 	p("DECQ CX")
 	fmt.Fprintf(w, "\tJNZ ploop%d\n", s.t)
+	if s.blockScale { // the last chunk's sums are in Y2/Y3 already
+		p("VXORPS Y0, Y0, Y0")
+		p("VXORPS Y1, Y1, Y1")
+	}
 	s.emitStore(w)
 }
 

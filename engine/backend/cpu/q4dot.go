@@ -9,9 +9,10 @@ import (
 
 // The few-row 4-bit product: decoding (M = 1 to q4DotMaxRows rows) reads every weight once for
 // a handful of multiply-adds, so it is bound by memory, and a 4-bit weight is an eighth of the
-// bytes of a float32 one. The kernels decode the packed codes in registers (code[q]·scale, the
-// dequantization's own float32 product) and multiply them into up to 8 rows of x at a time;
-// no dequantized weight is ever written to memory. The GEMM path (q4.go) takes more rows,
+// bytes of a float32 one. The kernels decode the packed codes in registers and multiply them
+// into up to 8 rows of x at a time (as code[q]·scale, the dequantization's own float32
+// product; with one row, Σ code[q]·x over a chunk times its scale); no dequantized weight is
+// ever written to memory. The GEMM path (q4.go) takes more rows,
 // and shapes the kernels cannot take.
 //
 // The kernels' unit is a chunk of 64 values (32 bytes, one scale), so they take a weight whose
@@ -31,6 +32,7 @@ const q4Chunk = 64
 type Q4Dot struct {
 	W      *quant.Weight
 	scales []float32
+	tables *q4Tables
 }
 
 // NewQ4Dot readies w for the few-row kernels; nil when their layout does not fit w.
@@ -46,7 +48,7 @@ func NewQ4Dot(w *quant.Weight) *Q4Dot {
 			s[c] = w.Scale(c / per)
 		}
 	})
-	return &Q4Dot{W: w, scales: s}
+	return &Q4Dot{W: w, scales: s, tables: newQ4Tables(w.Type.Code())}
 }
 
 // Bytes is the memory the decoded scales take beside the weight.
@@ -80,7 +82,7 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 		}
 	}
 	clear(y[:rows*out])
-	code := newQ4Tables(w.Type.Code())
+	code := d.tables
 	// Split by output rows: about 64k decoded values a goroutine at least.
 	For(out, max(1, (1<<16)/in), func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
 	xScratch.Put(bp)
