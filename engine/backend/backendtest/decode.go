@@ -35,7 +35,7 @@ func decodeOps(e *env) {
 		for _, rows := range pick(e, []int{1, 2, 3, 7, 9, 15, 33, 64, 65}) {
 			shape := fmt.Sprintf("%s %d×%d block %d double=%v rows=%d", c.opt.Type, c.out, c.in, c.opt.BlockSize, c.opt.DoubleQuant, rows)
 			x := e.randn(rows*c.in, 1)
-			e.check("Q4MulT few rows", shape, func() {
+			e.check("Q4MulT", "few rows: "+shape, func() {
 				var made []func()
 				got := e.twin(func(s *side) []backend.Buf {
 					y := s.outAs(act, rows*c.out)
@@ -69,7 +69,7 @@ func decodeOps(e *env) {
 		rows, in, out := c[0], c[1], c[2]
 		shape := fmt.Sprintf("rows=%d in=%d out=%d", rows, in, out)
 		x, w, bias := e.randn(rows*in, 1), e.randn(out*in, 1/math.Sqrt(float64(in))), e.randn(out, 1)
-		e.check("MatmulForward few rows", shape, func() {
+		e.check("MatmulForward", "few rows, with Logits: "+shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				y, logits := s.outAs(act, rows*out), s.out(rows*out)
 				s.do("MatmulForward", s.b.MatmulForward(y, s.inAs(act, x), s.inAs(weight, w), s.in(bias), rows, in, out))
@@ -98,6 +98,6 @@ func decodeOps(e *env) {
 	for i, c := range pick(e, [][3]int{{1, 16, 192}, {3, 300, 16}, {8, 8, 130}, {5, 77, 65}, {2, 4, 8}}) {
 		coef := [][2]float32{{1, 0}, {2, 1}, {-0.5, 0.25}}[i%3]
 		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: coef[0], beta: coef[1], pad: 2 * (i % 2)}
-		e.check("GEMM few rows", g.String(), func() { g.run() })
+		e.check("GEMM", "few rows: "+g.String(), func() { g.run() })
 	}
 }
