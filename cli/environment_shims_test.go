@@ -75,9 +75,12 @@ func checkShimEpisodes(t *testing.T, evs []events.Event, reward string) {
 					}
 					continue
 				}
-				var roles, tools []string
+				var roles, tools, exprs []string
 				for _, tu := range s.Turns {
 					roles = append(roles, tu.Role)
+					for _, c := range tu.Calls {
+						exprs = append(exprs, fmt.Sprintf("%s(%v)", c.Name, c.Arguments["expression"]))
+					}
 					if tu.Masked != (tu.Role != "assistant") {
 						t.Errorf("turn %s masked %v", tu.Role, tu.Masked)
 					}
@@ -85,7 +88,8 @@ func checkShimEpisodes(t *testing.T, evs []events.Event, reward string) {
 						tools = append(tools, tu.Content)
 					}
 				}
-				if strings.Join(roles, ",") == "user,assistant,tool,assistant,tool,assistant" && strings.Join(tools, ",") == "5,20" {
+				if strings.Join(roles, ",") == "user,assistant,tool,assistant,tool,assistant" && strings.Join(tools, ",") == "5,20" &&
+					strings.Join(exprs, ",") == "calc(2+3),calc(5*4)" {
 					played++
 					if s.Rewards[reward] != 1 {
 						t.Errorf("a played episode's %s is %v, want 1: %+v", reward, s.Rewards[reward], s)
