@@ -53,7 +53,8 @@ func TestBuiltInPresets(t *testing.T) {
 			}
 		}
 		if (name == "math-tools") != (len(p.Environments) == 1 && p.Environments[0].Kind == "calculator" &&
-			p.Environments[0].Weight("tool_correct") == 1 && p.Environments[0].Weight("used_tool") == 0) {
+			p.Environments[0].Weight("answer_via_tool") == 1 && p.Environments[0].Weight("tool_correct") == 0.5 &&
+			p.Environments[0].Weight("used_tool") == 0) {
 			t.Errorf("%s: environments %+v", name, p.Environments)
 		}
 		if strings.HasPrefix(name, "math") {
