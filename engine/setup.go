@@ -16,6 +16,7 @@ import (
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
+	"rlhfstation/engine/wandb"
 	"rlhfstation/internal/human"
 	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
@@ -30,7 +31,7 @@ const eventBuffer = 256
 // resuming, reopens) the run folder. Nothing is written before every input has been read and
 // checked.
 func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
-	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan control, 16)}
+	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan request, 16)}
 	if opts.ModelDir == "" {
 		return nil, errors.New("engine: no model folder")
 	}
@@ -170,6 +171,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		return nil, &ConfigError{fmt.Errorf("entropy_coef = %v, use_adaptive_entropy = %v: the entropy bonus is not trained yet (the model's backward takes the log-probs' gradient only); leave entropy_coef at 0", cfg.EntropyCoef, cfg.UseAdaptiveEntropy)}
 	}
 	e.mon = monitor.New(th)
+	e.stopOn = th.StopOn
 	e.mon.Now = e.now
 	e.mon.WarmupSteps = cfg.WarmupStepsFor()
 
@@ -491,7 +493,12 @@ func (e *Engine) openSinks() error {
 		return err
 	}
 	e.jsonlFile, e.jsonl = f, events.NewWriter(f)
-	e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb"))
+	if e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb")); err != nil {
+		return err
+	}
+	if e.cfg.Reports("wandb") {
+		e.wb, err = wandb.Create(e.runDir, wandb.Run{Name: e.runName, Config: e.cfg.Map(), Args: os.Args[1:]})
+	}
 	return err
 }
 

@@ -104,6 +104,8 @@ type Config struct {
 	Data  Data  `toml:"data"`
 	LoRA  LoRA  `toml:"lora"`
 	Quant Quant `toml:"quant"`
+	// Report is the [report] table: trackers written beside the run's own logs.
+	Report Report `toml:"report"`
 
 	// Monitor is the [monitor] table, kept undecoded for the monitor package.
 	Monitor map[string]any `toml:"monitor"`
@@ -143,6 +145,13 @@ type LoRA struct {
 	TargetModules   Modules `toml:"target_modules"` // names, or "all-linear"
 	UseRSLoRA       bool    `toml:"use_rslora"`
 	InitLoRAWeights bool    `toml:"init_lora_weights"`
+}
+
+// Report is the [report] table, after TRL's report_to: "wandb" writes a W&B offline run
+// into the run folder (wandb/offline-run-*/, for `wandb sync`); events.jsonl and TensorBoard
+// are always written.
+type Report struct {
+	To []string `toml:"to"`
 }
 
 // Quant is the [quant] table: how the frozen base is quantized (DESIGN §8).
@@ -373,6 +382,11 @@ func (c *Config) Validate() error {
 	if b := c.Quant.BlockSize; b < 32 || b > 4096 || b&(b-1) != 0 {
 		bad("quant.blocksize", b, "must be a power of two from 32 to 4096")
 	}
+	for _, to := range c.Report.To {
+		if !oneOf(to, "wandb,tensorboard,none") {
+			bad("report.to", c.Report.To, fmt.Sprintf("%q is not written here: give wandb (a W&B offline run in the run folder), tensorboard (always written) or none", to))
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -487,6 +501,9 @@ func oneOf(s, list string) bool {
 	}
 	return false
 }
+
+// Reports reports whether [report] to names tracker (TRL's report_to spelling).
+func (c *Config) Reports(tracker string) bool { return sliceHas(c.Report.To, tracker) }
 
 func sliceHas(s []string, x string) bool {
 	for _, e := range s {

@@ -252,6 +252,26 @@ func set(dst reflect.Value, v any) error {
 			return nil
 		}
 		return fmt.Errorf(`want a list of module names or "all-linear", got %s`, describe(v))
+	case []string:
+		var out []string
+		switch v := v.(type) {
+		case string: // to = "wandb" is short for ["wandb"]
+			out = []string{v}
+		case []string:
+			out = append(out, v...)
+		case []any:
+			for i, e := range v {
+				s, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("want a list of strings, element %d is %s", i, describe(e))
+				}
+				out = append(out, s)
+			}
+		default:
+			return fmt.Errorf("want a list of strings, got %s", describe(v))
+		}
+		dst.Set(reflect.ValueOf(out))
+		return nil
 	case []float64:
 		list, ok := v.([]any)
 		if !ok {

@@ -86,6 +86,13 @@ func encodeValue(v reflect.Value) string {
 		}
 		return "[" + strings.Join(q, ", ") + "]"
 	}
+	if l, ok := v.Interface().([]string); ok {
+		q := make([]string, len(l))
+		for i, s := range l {
+			q[i] = quote(s)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
 	if f, ok := v.Interface().([]float64); ok {
 		q := make([]string, len(f))
 		for i, x := range f {
