@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
 
+	"rlhfstation/engine/events"
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/model"
 )
@@ -74,17 +76,10 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 	var rs []float64
 	for j := 0; j < e.cfg.GenerationSteps(); j++ {
 		t0 := time.Now()
-		b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
+		b, err := e.sampleMicroBatch(ctx, rng)
 		if err != nil {
 			return nil, err
 		}
-		if err := e.score(b); err != nil {
-			return nil, err
-		}
-		if b.rewardMetrics, err = e.reward(b); err != nil {
-			return nil, err
-		}
-		e.alignAnswers(b)
 		if g.old {
 			if err := e.keepOldLogProbs(b); err != nil {
 				return nil, err
@@ -122,6 +117,76 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 		}
 	}
 	return g, nil
+}
+
+// sampleRound generates, scores and rewards per_device_train_batch_size new prompts × G.
+func (e *Engine) sampleRound(ctx context.Context, rng *rand.Rand) (*batch, error) {
+	b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.score(b); err != nil {
+		return nil, err
+	}
+	if b.rewardMetrics, err = e.reward(b); err != nil {
+		return nil, err
+	}
+	e.alignAnswers(b)
+	return b, nil
+}
+
+// sampleMicroBatch is one micro-batch of a generation batch. With filter_groups (dynamic
+// sampling, grpo.GroupFilter) it draws rounds of prompts until per_device_train_batch_size
+// groups have rewards that vary, at most max_num_gen_batches rounds, and keeps those groups
+// (filling with groups whose rewards agree when rounds run out); its reward metrics are over
+// every completion drawn, its token counts too (they were all generated), and
+// dynamic_sampling/… say how many rounds it took and what share of the groups varied.
+func (e *Engine) sampleMicroBatch(ctx context.Context, rng *rand.Rand) (*batch, error) {
+	if !e.cfg.FilterGroups {
+		return e.sampleRound(ctx, rng)
+	}
+	g := e.cfg.NumGenerations
+	f := &grpo.GroupFilter{G: g, Want: e.cfg.PerDeviceTrainBatchSize, MaxRounds: e.cfg.MaxNumGenBatches}
+	var rounds []*batch
+	for !f.Done() {
+		b, err := e.sampleRound(ctx, rng)
+		if err != nil {
+			return nil, err
+		}
+		rs := make([]float64, len(b.rollouts))
+		for i, r := range b.rollouts {
+			rs[i] = r.reward
+		}
+		f.Add(rs)
+		rounds = append(rounds, b)
+	}
+	out := &batch{rewardMetrics: map[string]float64{}}
+	for _, ref := range f.Selected() {
+		out.rollouts = append(out.rollouts, rounds[ref.Round].rollouts[ref.Group*g:(ref.Group+1)*g]...)
+	}
+	n := 0
+	for _, b := range rounds {
+		n += len(b.rollouts)
+	}
+	for _, b := range rounds {
+		out.tokens += b.tokens
+		out.all += b.all
+		for k, v := range b.rewardMetrics {
+			out.rewardMetrics[k] += v * float64(len(b.rollouts)) / float64(n)
+		}
+	}
+	groups := len(f.Kept) + len(f.Dropped)
+	short := max(0, f.Want-len(f.Kept))
+	out.rewardMetrics["dynamic_sampling/gen_batches"] = float64(f.Rounds)
+	out.rewardMetrics["dynamic_sampling/varying_ratio"] = float64(len(f.Kept)) / float64(groups)
+	out.rewardMetrics["dynamic_sampling/filled_groups"] = float64(short)
+	if short > 0 {
+		msg := fmt.Sprintf("dynamic sampling: %d of %d groups have rewards that vary after %d rounds (max_num_gen_batches = %d): the batch is filled with %d whose rewards agree",
+			len(f.Kept), f.Want, f.Rounds, f.MaxRounds, short)
+		e.logf("%s", msg)
+		e.emit(events.Event{Type: events.Log, Step: e.step + 1, Level: "warning", Message: msg})
+	}
+	return out, nil
 }
 
 // keepOldLogProbs stores the policy's log-probs of each completion token (logits divided by

@@ -32,6 +32,10 @@ type refCase struct {
 	Seqs    []refSeq       `json:"seqs,omitempty"`
 	ByFunc  [][]*float64   `json:"by_func,omitempty"` // nil: not applicable
 	Weights []float64      `json:"weights,omitempty"`
+	// filter_groups: rounds of rewards (nil: not applicable)
+	Rounds    [][]*float64 `json:"rounds,omitempty"`
+	Want      int          `json:"want,omitempty"`
+	MaxRounds int          `json:"max_rounds,omitempty"`
 }
 
 type refOut struct {
@@ -41,6 +45,9 @@ type refOut struct {
 	Grad    [][]float64        `json:"grad"`
 	EntGrad [][]float64        `json:"entropy_grad"`
 	Metrics map[string]float64 `json:"metrics"`
+	// filter_groups
+	Selected [][2]int `json:"selected"`
+	Rounds   int      `json:"rounds"`
 }
 
 func runReference(t *testing.T, cases []refCase) []refOut {

@@ -52,6 +52,27 @@ def gdpo(by_func, weights, g):
     return torch.nan_to_num(adv, nan=0.0).tolist()
 
 
+def filter_groups(rounds, g, want, max_rounds):
+    """Dynamic sampling as verl's filter_groups: each round's groups (uids) whose reward std
+    (numpy's, NaN left out) is above 0, or that hold one trajectory, are kept; rounds are drawn
+    while fewer than `want` groups are kept and fewer than max_rounds rounds were drawn (0: no
+    limit); the batch is the first `want` kept groups. Short of them after max_rounds, verl
+    raises; rlhfstation fills with the dropped groups in the order drawn (its documented rule)."""
+    import numpy as np
+    kept, dropped, used = [], [], 0
+    for k, rewards in enumerate(rounds):
+        used += 1
+        r = np.array([np.nan if v is None else v for v in rewards], dtype=np.float64).reshape(-1, g)
+        for j, grp in enumerate(r):
+            with np.errstate(all="ignore"):
+                std = np.nanstd(grp) if not np.isnan(grp).all() else np.nan
+            (kept if (std > 0 or len(grp) == 1) else dropped).append([k, j])
+        if len(kept) >= want or (max_rounds > 0 and used >= max_rounds):
+            break
+    selected = kept[:want] + dropped[:max(0, want - len(kept))]
+    return {"selected": selected, "rounds": used}
+
+
 def loss(case):
     """The loss of one micro-batch as TRL's GRPOTrainer._compute_loss forms it, on padded
     [B, T] tensors with a completion mask, written from its definitions; autograd gives the
@@ -207,6 +228,8 @@ def main():
     for c in cases:
         if c["kind"] == "gdpo":
             out.append({"adv": gdpo(c["by_func"], c["weights"], c["g"])})
+        elif c["kind"] == "filter_groups":
+            out.append(filter_groups(c["rounds"], c["g"], c["want"], c.get("max_rounds", 0)))
         elif c["kind"] == "adv":
             a, frac = advantages(c["rewards"], c["g"], c["scale"])
             out.append({"adv": a, "frac": frac})
