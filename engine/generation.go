@@ -10,6 +10,7 @@ import (
 
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/model"
+	"rlhfstation/internal/stats"
 )
 
 // generation is one generation batch as TRL's GRPOTrainer has it: steps_per_generation
@@ -61,7 +62,8 @@ func (e *Engine) nextMicroBatch(ctx context.Context, rng *rand.Rand) (b *batch, 
 // per_device_train_batch_size prompts × num_generations completions, scored and rewarded
 // micro-batch by micro-batch, with group advantages over the whole batch (scale_rewards
 // "batch" divides by the std of all its rewards, as TRL's does). When the batch outlives an
-// optimizer step, the sampling policy's log-probs are kept as logp_old.
+// optimizer step, the sampling policy's log-probs are kept as logp_old. Under filter_groups
+// the batch is filled with groups whose rewards vary, over up to max_num_gen_batches rounds.
 //
 // logp_old comes from a forward pass of the policy right after sampling (what TRL computes
 // when it does not use vLLM), not from the sampler's own logits: the decode path rounds
@@ -71,26 +73,24 @@ func (e *Engine) nextMicroBatch(ctx context.Context, rng *rand.Rand) (b *batch, 
 func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) {
 	g := &generation{old: e.keepsOld()}
 	params := lossParams(e.cfg)
+	t0 := time.Now()
+	batches, err := e.sampleRound(ctx, rng)
+	if err != nil {
+		return nil, err
+	}
+	var filter *grpo.GroupFilter
+	if e.cfg.FilterGroups {
+		if batches, filter, err = e.filterGroups(ctx, rng, batches); err != nil {
+			return nil, err
+		}
+	}
 	var rs []float64
-	for j := 0; j < e.cfg.GenerationSteps(); j++ {
-		t0 := time.Now()
-		b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
-		if err != nil {
-			return nil, err
-		}
-		if err := e.score(b); err != nil {
-			return nil, err
-		}
-		if b.rewardMetrics, err = e.reward(b); err != nil {
-			return nil, err
-		}
-		e.alignAnswers(b)
+	for _, b := range batches {
 		if g.old {
 			if err := e.keepOldLogProbs(b); err != nil {
 				return nil, err
 			}
 		}
-		b.seconds = time.Since(t0).Seconds()
 		b.gen = g
 		for _, r := range b.rollouts {
 			rs = append(rs, r.reward)
@@ -98,11 +98,12 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 				g.tokens += r.modelTokens()
 			}
 		}
-		e.tokensSeen += int64(b.all)
 		g.batches = append(g.batches, b)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	}
+	// Sampling, scoring and rewarding (every round of dynamic sampling) shared out over the
+	// micro-batches, which each keep their share when saved mid-generation (genstate.go).
+	for _, b := range batches {
+		b.seconds = time.Since(t0).Seconds() / float64(len(batches))
 	}
 	adv, err := e.advantages(g, rs)
 	if err != nil {
@@ -116,12 +117,106 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 			b.rewards[i] = r.reward
 			k++
 		}
-		// The share of groups whose rewards all agree, per micro-batch (groups never span two).
+		// The share of groups whose rewards all agree, per micro-batch (groups never span two);
+		// under dynamic sampling, the share of every group drawn that was dropped.
 		if _, b.zeroStd, err = grpo.Advantages(b.rewards, e.cfg.NumGenerations, grpo.ScaleNone); err != nil {
 			return nil, err
 		}
+		if filter != nil {
+			m := filter.Metrics()
+			b.zeroStd = m["filter_groups/dropped_groups"] / (m["filter_groups/dropped_groups"] + m["filter_groups/kept_groups"])
+			maps.Copy(b.rewardMetrics, m)
+		}
 	}
 	return g, nil
+}
+
+// sampleRound generates steps_per_generation micro-batches of per_device_train_batch_size
+// prompts × num_generations completions, each scored and rewarded.
+func (e *Engine) sampleRound(ctx context.Context, rng *rand.Rand) ([]*batch, error) {
+	var out []*batch
+	for j := 0; j < e.cfg.GenerationSteps(); j++ {
+		b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
+		if err != nil {
+			return nil, err
+		}
+		if err := e.score(b); err != nil {
+			return nil, err
+		}
+		if b.rewardMetrics, err = e.reward(b); err != nil {
+			return nil, err
+		}
+		e.alignAnswers(b)
+		e.tokensSeen += int64(b.all)
+		out = append(out, b)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// filterGroups is dynamic sampling (filter_groups, grpo.GroupFilter): rounds are sampled until
+// the groups whose rewards vary fill the generation batch, at most max_num_gen_batches rounds,
+// and the batch is rebuilt from them in micro-batches of the same shape. Each micro-batch's
+// reward-function metrics are the mean over the rounds' micro-batches, except the
+// rewards/<name>/mean and std, taken over the completions it trains on, as verl reports the
+// filtered batch.
+func (e *Engine) filterGroups(ctx context.Context, rng *rand.Rand, first []*batch) ([]*batch, *grpo.GroupFilter, error) {
+	G, per := e.cfg.NumGenerations, e.cfg.PerDeviceTrainBatchSize
+	f := &grpo.GroupFilter{G: G, Need: per * len(first)}
+	var groups [][]*rollout
+	metrics := map[string]float64{}
+	n := 0
+	round := first
+	for {
+		var rs []float64
+		for _, b := range round {
+			for i := 0; i+G <= len(b.rollouts); i += G {
+				groups = append(groups, b.rollouts[i:i+G])
+			}
+			for _, r := range b.rollouts {
+				rs = append(rs, r.reward)
+			}
+			for k, v := range b.rewardMetrics {
+				metrics[k] += v
+			}
+			n++
+		}
+		if f.Add(rs) || f.Rounds >= e.cfg.MaxNumGenBatches {
+			break
+		}
+		var err error
+		if round, err = e.sampleRound(ctx, rng); err != nil {
+			return nil, nil, err
+		}
+	}
+	pick := f.Batch()
+	out := make([]*batch, 0, len(first))
+	for start := 0; start < len(pick); start += per {
+		b := &batch{rewardMetrics: map[string]float64{}}
+		for _, gi := range pick[start:min(start+per, len(pick))] {
+			b.rollouts = append(b.rollouts, groups[gi]...)
+		}
+		byFunc := map[string][]float64{}
+		for _, r := range b.rollouts {
+			b.tokens += r.modelTokens()
+			b.all += len(r.prompt) + len(r.tokens)
+			for name, v := range r.byFunc {
+				byFunc[name] = append(byFunc[name], v)
+			}
+		}
+		for k, v := range metrics {
+			b.rewardMetrics[k] = v / float64(n)
+		}
+		for name, vals := range byFunc {
+			if _, ok := b.rewardMetrics["rewards/"+name+"/mean"]; ok {
+				b.rewardMetrics["rewards/"+name+"/mean"], b.rewardMetrics["rewards/"+name+"/std"] = stats.NaNMeanStd(vals)
+			}
+		}
+		out = append(out, b)
+	}
+	return out, f, nil
 }
 
 // keepOldLogProbs stores the policy's log-probs of each completion token (logits divided by

@@ -165,9 +165,6 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err := e.startEnvironments(); err != nil {
 		return nil, err
 	}
-	if cfg.FilterGroups {
-		return nil, &ConfigError{fmt.Errorf("filter_groups = true: dynamic sampling is not implemented yet")}
-	}
 	if cfg.EntropyCoef != 0 || cfg.UseAdaptiveEntropy {
 		// grpo.Loss computes the bonus and its gradient with respect to each token's entropy,
 		// but the model's head has no backward for the entropy yet (a backend op).

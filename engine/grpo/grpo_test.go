@@ -24,14 +24,17 @@ type refSeq struct {
 }
 
 type refCase struct {
-	Kind    string         `json:"kind"`
-	Rewards []float64      `json:"rewards,omitempty"`
-	G       int            `json:"g,omitempty"`
-	Scale   string         `json:"scale,omitempty"`
-	Params  map[string]any `json:"params,omitempty"`
-	Seqs    []refSeq       `json:"seqs,omitempty"`
-	ByFunc  [][]*float64   `json:"by_func,omitempty"` // nil: not applicable
-	Weights []float64      `json:"weights,omitempty"`
+	Kind      string         `json:"kind"`
+	Rewards   []float64      `json:"rewards,omitempty"`
+	G         int            `json:"g,omitempty"`
+	Scale     string         `json:"scale,omitempty"`
+	Params    map[string]any `json:"params,omitempty"`
+	Seqs      []refSeq       `json:"seqs,omitempty"`
+	ByFunc    [][]*float64   `json:"by_func,omitempty"` // nil: not applicable
+	Weights   []float64      `json:"weights,omitempty"`
+	Rounds    [][]*float64   `json:"rounds,omitempty"` // nil: NaN
+	Need      int            `json:"need,omitempty"`
+	MaxRounds int            `json:"max_rounds,omitempty"`
 }
 
 type refOut struct {
@@ -41,6 +44,8 @@ type refOut struct {
 	Grad    [][]float64        `json:"grad"`
 	EntGrad [][]float64        `json:"entropy_grad"`
 	Metrics map[string]float64 `json:"metrics"`
+	Batch   []int              `json:"batch"`
+	Used    int                `json:"rounds"`
 }
 
 func runReference(t *testing.T, cases []refCase) []refOut {

@@ -52,6 +52,25 @@ def gdpo(by_func, weights, g):
     return torch.nan_to_num(adv, nan=0.0).tolist()
 
 
+def dynamic_sampling(rounds, g, need, max_rounds):
+    """verl's filter_groups with the total reward as its metric: each generation round's groups
+    whose (NaN-free) rewards have a non-zero std are kept, rounds are drawn until `need` groups
+    are kept or max_rounds were drawn; the batch is the first `need` kept groups, topped up with
+    dropped ones in drawing order when short. Returns the batch's group indices and rounds used."""
+    kept, dropped, base, used = [], [], 0, 0
+    for rewards in rounds[:max_rounds]:
+        r = torch.tensor([float("nan") if v is None else v for v in rewards], dtype=DT).view(-1, g)
+        std = nanstd(r, dim=1)
+        for i in range(r.shape[0]):
+            (kept if bool(std[i] > 1e-8) else dropped).append(base + i)
+        base += r.shape[0]
+        used += 1
+        if len(kept) >= need:
+            break
+    batch = kept[:need] + dropped[: max(0, need - len(kept))]
+    return batch, used
+
+
 def loss(case):
     """The loss of one micro-batch as TRL's GRPOTrainer._compute_loss forms it, on padded
     [B, T] tensors with a completion mask, written from its definitions; autograd gives the
@@ -207,6 +226,9 @@ def main():
     for c in cases:
         if c["kind"] == "gdpo":
             out.append({"adv": gdpo(c["by_func"], c["weights"], c["g"])})
+        elif c["kind"] == "filter":
+            batch, used = dynamic_sampling(c["rounds"], c["g"], c["need"], c["max_rounds"])
+            out.append({"batch": batch, "rounds": used})
         elif c["kind"] == "adv":
             a, frac = advantages(c["rewards"], c["g"], c["scale"])
             out.append({"adv": a, "frac": frac})
