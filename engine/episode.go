@@ -218,6 +218,7 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, seed uint64) er
 		}
 		gen, err := e.model.Generate(inputs, model.GenerateOptions{
 			MaxNewTokens: most, Temperature: float32(e.cfg.Temperature), TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP),
+			MinP: float32(e.cfg.MinP), RepetitionPenalty: float32(e.cfg.RepetitionPenalty),
 			Seed: seed, Stream: uint64(turnNo) << 32, OnLogits: onLogits, Adapters: model.AdaptersOn})
 		if err != nil {
 			return err

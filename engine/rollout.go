@@ -124,7 +124,8 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 	}
 	gen, err := e.model.Generate(inputs, model.GenerateOptions{
 		MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: float32(e.cfg.Temperature),
-		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, OnLogits: onLogits, Adapters: model.AdaptersOn})
+		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), MinP: float32(e.cfg.MinP), RepetitionPenalty: float32(e.cfg.RepetitionPenalty),
+		Seed: seed, OnLogits: onLogits, Adapters: model.AdaptersOn})
 	if err != nil {
 		return nil, err
 	}
