@@ -46,13 +46,13 @@ func TestPresetsCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("--json output is not one JSON document: %v\n%s", err, out.String())
 	}
-	if len(doc.Presets) != 8 || doc.Presets[0].Source != filepath.Join(dir, "story.toml") || !doc.Presets[0].Overrides || doc.Presets[0].Rewards["format"] == nil {
+	if len(doc.Presets) != 9 || doc.Presets[0].Source != filepath.Join(dir, "story.toml") || !doc.Presets[0].Overrides || doc.Presets[0].Rewards["format"] == nil {
 		t.Errorf("presets %+v", doc.Presets)
 	}
-	if p := doc.Presets[6]; p.Name != "bad" || !strings.Contains(p.Error, "bad.toml:3: unknown key \"ppl.wurd\"") {
+	if p := doc.Presets[7]; p.Name != "bad" || !strings.Contains(p.Error, "bad.toml:3: unknown key \"ppl.wurd\"") {
 		t.Errorf("bad preset entry %+v", p)
 	}
-	if p := doc.Presets[7]; p.Name != "sched" || p.Rewards["ntl"].(map[string]any)["temperature_schedule"] != "linear" || p.Rewards["ntl"].(map[string]any)["tau_end"] != 0.25 {
+	if p := doc.Presets[8]; p.Name != "sched" || p.Rewards["ntl"].(map[string]any)["temperature_schedule"] != "linear" || p.Rewards["ntl"].(map[string]any)["tau_end"] != 0.25 {
 		t.Errorf("sched preset entry %+v", p)
 	}
 	out.Reset()

@@ -49,7 +49,8 @@ func runPretrain(s streams, args []string) error {
 	c := &d.Config
 	fs := newFlagSet("pretrain", pretrainHelp, s.stderr)
 	out := fs.String("out", "", "write the model folder to `DIR` (required)")
-	corpus := fs.String("corpus", d.Corpus, "`SOURCE`: synthetic for the built-in corpus, or a text FILE")
+	corpus := fs.String("corpus", d.Corpus, "`SOURCE`: synthetic for the built-in corpus, synthetic+tools for it with tool-call transcripts, or a text FILE")
+	fs.StringVar(&d.From, "from", "", "continue training the model folder `DIR` (its shape and tokenizer) instead of a new one")
 	fs.IntVar(&c.Layers, "layers", c.Layers, "transformer blocks `N`")
 	fs.IntVar(&c.Dim, "dim", c.Dim, "hidden size `D`")
 	fs.IntVar(&c.Heads, "heads", c.Heads, "attention heads `H` (D/H is the head size)")

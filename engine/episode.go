@@ -32,8 +32,9 @@ type envRun struct {
 
 // turn is one message of an episode, for the samples.
 type turn struct {
-	role, text string
-	model      bool // written by the model (in the loss)
+	role, text string // an assistant turn's text without its tool calls
+	model      bool   // written by the model (in the loss)
+	calls      []env.Call
 }
 
 // episode is a rollout's multi-turn state.
@@ -242,7 +243,7 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, seed uint64) er
 				r.toolFailures++
 			}
 			ep.calls += len(calls)
-			ep.turns = append(ep.turns, turn{role: "assistant", text: text, model: true})
+			ep.turns = append(ep.turns, turn{role: "assistant", text: content, model: true, calls: calls})
 			ep.msgs = append(ep.msgs, env.Message(content, calls, func(j int) string { return fmt.Sprintf("call%05d", (ep.calls-len(calls)+j)%100000) }))
 			if cut {
 				r.done, r.cut = true, true
@@ -529,6 +530,9 @@ func turnsOf(r *rollout) []events.Turn {
 	out := make([]events.Turn, len(r.ep.turns))
 	for i, t := range r.ep.turns {
 		out[i] = events.Turn{Role: t.role, Content: t.text, Masked: !t.model}
+		for _, c := range t.calls {
+			out[i].Calls = append(out[i].Calls, events.ToolCall{Name: c.Name, Arguments: c.Arguments})
+		}
 	}
 	return out
 }

@@ -2,15 +2,16 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
 
+	"rlhfstation/engine/events"
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/model"
-	"rlhfstation/internal/stats"
 )
 
 // generation is one generation batch as TRL's GRPOTrainer has it: steps_per_generation
@@ -62,8 +63,7 @@ func (e *Engine) nextMicroBatch(ctx context.Context, rng *rand.Rand) (b *batch, 
 // per_device_train_batch_size prompts × num_generations completions, scored and rewarded
 // micro-batch by micro-batch, with group advantages over the whole batch (scale_rewards
 // "batch" divides by the std of all its rewards, as TRL's does). When the batch outlives an
-// optimizer step, the sampling policy's log-probs are kept as logp_old. Under filter_groups
-// the batch is filled with groups whose rewards vary, over up to max_num_gen_batches rounds.
+// optimizer step, the sampling policy's log-probs are kept as logp_old.
 //
 // logp_old comes from a forward pass of the policy right after sampling (what TRL computes
 // when it does not use vLLM), not from the sampler's own logits: the decode path rounds
@@ -73,24 +73,19 @@ func (e *Engine) nextMicroBatch(ctx context.Context, rng *rand.Rand) (b *batch, 
 func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) {
 	g := &generation{old: e.keepsOld()}
 	params := lossParams(e.cfg)
-	t0 := time.Now()
-	batches, err := e.sampleRound(ctx, rng)
-	if err != nil {
-		return nil, err
-	}
-	var filter *grpo.GroupFilter
-	if e.cfg.FilterGroups {
-		if batches, filter, err = e.filterGroups(ctx, rng, batches); err != nil {
+	var rs []float64
+	for j := 0; j < e.cfg.GenerationSteps(); j++ {
+		t0 := time.Now()
+		b, err := e.sampleMicroBatch(ctx, rng)
+		if err != nil {
 			return nil, err
 		}
-	}
-	var rs []float64
-	for _, b := range batches {
 		if g.old {
 			if err := e.keepOldLogProbs(b); err != nil {
 				return nil, err
 			}
 		}
+		b.seconds = time.Since(t0).Seconds()
 		b.gen = g
 		for _, r := range b.rollouts {
 			rs = append(rs, r.reward)
@@ -98,12 +93,11 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 				g.tokens += r.modelTokens()
 			}
 		}
+		e.tokensSeen += int64(b.all)
 		g.batches = append(g.batches, b)
-	}
-	// Sampling, scoring and rewarding (every round of dynamic sampling) shared out over the
-	// micro-batches, which each keep their share when saved mid-generation (genstate.go).
-	for _, b := range batches {
-		b.seconds = time.Since(t0).Seconds() / float64(len(batches))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 	}
 	adv, err := e.advantages(g, rs)
 	if err != nil {
@@ -117,106 +111,82 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 			b.rewards[i] = r.reward
 			k++
 		}
-		// The share of groups whose rewards all agree, per micro-batch (groups never span two);
-		// under dynamic sampling, the share of every group drawn that was dropped.
+		// The share of groups whose rewards all agree, per micro-batch (groups never span two).
 		if _, b.zeroStd, err = grpo.Advantages(b.rewards, e.cfg.NumGenerations, grpo.ScaleNone); err != nil {
 			return nil, err
-		}
-		if filter != nil {
-			m := filter.Metrics()
-			b.zeroStd = m["filter_groups/dropped_groups"] / (m["filter_groups/dropped_groups"] + m["filter_groups/kept_groups"])
-			maps.Copy(b.rewardMetrics, m)
 		}
 	}
 	return g, nil
 }
 
-// sampleRound generates steps_per_generation micro-batches of per_device_train_batch_size
-// prompts × num_generations completions, each scored and rewarded.
-func (e *Engine) sampleRound(ctx context.Context, rng *rand.Rand) ([]*batch, error) {
-	var out []*batch
-	for j := 0; j < e.cfg.GenerationSteps(); j++ {
-		b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
+// sampleRound generates, scores and rewards per_device_train_batch_size new prompts × G.
+func (e *Engine) sampleRound(ctx context.Context, rng *rand.Rand) (*batch, error) {
+	b, err := e.generate(ctx, e.nextPrompts(e.cfg.PerDeviceTrainBatchSize), rng.Uint64())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.score(b); err != nil {
+		return nil, err
+	}
+	if b.rewardMetrics, err = e.reward(b); err != nil {
+		return nil, err
+	}
+	e.alignAnswers(b)
+	return b, nil
+}
+
+// sampleMicroBatch is one micro-batch of a generation batch. With filter_groups (dynamic
+// sampling, grpo.GroupFilter) it draws rounds of prompts until per_device_train_batch_size
+// groups have rewards that vary, at most max_num_gen_batches rounds, and keeps those groups
+// (filling with groups whose rewards agree when rounds run out); its reward metrics are over
+// every completion drawn, its token counts too (they were all generated), and
+// dynamic_sampling/… say how many rounds it took and what share of the groups varied.
+func (e *Engine) sampleMicroBatch(ctx context.Context, rng *rand.Rand) (*batch, error) {
+	if !e.cfg.FilterGroups {
+		return e.sampleRound(ctx, rng)
+	}
+	g := e.cfg.NumGenerations
+	f := &grpo.GroupFilter{G: g, Want: e.cfg.PerDeviceTrainBatchSize, MaxRounds: e.cfg.MaxNumGenBatches}
+	var rounds []*batch
+	for !f.Done() {
+		b, err := e.sampleRound(ctx, rng)
 		if err != nil {
 			return nil, err
 		}
-		if err := e.score(b); err != nil {
-			return nil, err
+		rs := make([]float64, len(b.rollouts))
+		for i, r := range b.rollouts {
+			rs[i] = r.reward
 		}
-		if b.rewardMetrics, err = e.reward(b); err != nil {
-			return nil, err
+		f.Add(rs)
+		rounds = append(rounds, b)
+	}
+	out := &batch{rewardMetrics: map[string]float64{}}
+	for _, ref := range f.Selected() {
+		out.rollouts = append(out.rollouts, rounds[ref.Round].rollouts[ref.Group*g:(ref.Group+1)*g]...)
+	}
+	n := 0
+	for _, b := range rounds {
+		n += len(b.rollouts)
+	}
+	for _, b := range rounds {
+		out.tokens += b.tokens
+		out.all += b.all
+		for k, v := range b.rewardMetrics {
+			out.rewardMetrics[k] += v * float64(len(b.rollouts)) / float64(n)
 		}
-		e.alignAnswers(b)
-		e.tokensSeen += int64(b.all)
-		out = append(out, b)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	}
+	groups := len(f.Kept) + len(f.Dropped)
+	short := max(0, f.Want-len(f.Kept))
+	out.rewardMetrics["dynamic_sampling/gen_batches"] = float64(f.Rounds)
+	out.rewardMetrics["dynamic_sampling/varying_ratio"] = float64(len(f.Kept)) / float64(groups)
+	out.rewardMetrics["dynamic_sampling/filled_groups"] = float64(short)
+	if short > 0 {
+		msg := fmt.Sprintf("dynamic sampling: %d of %d groups have rewards that vary after %d rounds (max_num_gen_batches = %d): the batch is filled with %d whose rewards agree",
+			len(f.Kept), f.Want, f.Rounds, f.MaxRounds, short)
+		e.logf("%s", msg)
+		e.emit(events.Event{Type: events.Log, Step: e.step + 1, Level: "warning", Message: msg})
 	}
 	return out, nil
-}
-
-// filterGroups is dynamic sampling (filter_groups, grpo.GroupFilter): rounds are sampled until
-// the groups whose rewards vary fill the generation batch, at most max_num_gen_batches rounds,
-// and the batch is rebuilt from them in micro-batches of the same shape. Each micro-batch's
-// reward-function metrics are the mean over the rounds' micro-batches, except the
-// rewards/<name>/mean and std, taken over the completions it trains on, as verl reports the
-// filtered batch.
-func (e *Engine) filterGroups(ctx context.Context, rng *rand.Rand, first []*batch) ([]*batch, *grpo.GroupFilter, error) {
-	G, per := e.cfg.NumGenerations, e.cfg.PerDeviceTrainBatchSize
-	f := &grpo.GroupFilter{G: G, Need: per * len(first)}
-	var groups [][]*rollout
-	metrics := map[string]float64{}
-	n := 0
-	round := first
-	for {
-		var rs []float64
-		for _, b := range round {
-			for i := 0; i+G <= len(b.rollouts); i += G {
-				groups = append(groups, b.rollouts[i:i+G])
-			}
-			for _, r := range b.rollouts {
-				rs = append(rs, r.reward)
-			}
-			for k, v := range b.rewardMetrics {
-				metrics[k] += v
-			}
-			n++
-		}
-		if f.Add(rs) || f.Rounds >= e.cfg.MaxNumGenBatches {
-			break
-		}
-		var err error
-		if round, err = e.sampleRound(ctx, rng); err != nil {
-			return nil, nil, err
-		}
-	}
-	pick := f.Batch()
-	out := make([]*batch, 0, len(first))
-	for start := 0; start < len(pick); start += per {
-		b := &batch{rewardMetrics: map[string]float64{}}
-		for _, gi := range pick[start:min(start+per, len(pick))] {
-			b.rollouts = append(b.rollouts, groups[gi]...)
-		}
-		byFunc := map[string][]float64{}
-		for _, r := range b.rollouts {
-			b.tokens += r.modelTokens()
-			b.all += len(r.prompt) + len(r.tokens)
-			for name, v := range r.byFunc {
-				byFunc[name] = append(byFunc[name], v)
-			}
-		}
-		for k, v := range metrics {
-			b.rewardMetrics[k] = v / float64(n)
-		}
-		for name, vals := range byFunc {
-			if _, ok := b.rewardMetrics["rewards/"+name+"/mean"]; ok {
-				b.rewardMetrics["rewards/"+name+"/mean"], b.rewardMetrics["rewards/"+name+"/std"] = stats.NaNMeanStd(vals)
-			}
-		}
-		out = append(out, b)
-	}
-	return out, f, nil
 }
 
 // keepOldLogProbs stores the policy's log-probs of each completion token (logits divided by

@@ -226,7 +226,15 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	for k, v := range lossStats.Metrics() {
 		metrics[k] = v
 	}
-	mean, std := stats.MeanStd(roll.rewards)
+	// An episode an environment failed is not applicable (NaN): left out of the mean, as TRL's
+	// nanmean leaves out rewards that do not apply.
+	var applicable []float64
+	for _, r := range roll.rewards {
+		if !math.IsNaN(r) {
+			applicable = append(applicable, r)
+		}
+	}
+	mean, std := stats.MeanStd(applicable)
 	metrics["reward"], metrics["reward_std"] = mean, std
 	for k, v := range roll.metrics {
 		metrics[k] = v
@@ -256,6 +264,15 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	// Throughput counts every token the step processed (prompts and completions, each through
 	// generation or prefill, the scorer and the policy's training pass) per second of the step.
 	metrics["perf/tokens_per_second"] = all / stepSec
+	if len(applicable) == 0 && len(roll.rewards) > 0 {
+		// Every episode failed (reported as environment anomalies): the reward and token
+		// statistics have nothing to average, which is not a broken step.
+		for k, v := range metrics {
+			if math.IsNaN(v) {
+				delete(metrics, k)
+			}
+		}
+	}
 	return metrics
 }
 

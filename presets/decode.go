@@ -127,6 +127,9 @@ func decode(name, source string, data []byte, depth int) (Preset, *fileLayout, e
 		if underUnknown(k, unknown) {
 			continue // report an unknown table once, not each key in it
 		}
+		if len(k) > 1 && k[0] == "environments" {
+			continue // an entry's keys (its rewards table's too) are DecodeEnvironments' to check
+		}
 		errs = append(errs, keyError{keyLine(doc, k), fmt.Sprintf("unknown key %q", k.String())})
 	}
 

@@ -23,8 +23,9 @@ var builtin embed.FS
 
 // BuiltIn lists the embedded presets in display order. math-aggressive and math-forgiving
 // extend math with the NTL temperatures users know: tau 0.5 (only near-exact digit
-// distributions earn the reward) and tau 2.0 (digits near the answer earn partial credit).
-var BuiltIn = []string{"story", "technical", "code", "math", "math-aggressive", "math-forgiving"}
+// distributions earn the reward) and tau 2.0 (digits near the answer earn partial credit);
+// math-tools adds the built-in calculator environment.
+var BuiltIn = []string{"story", "technical", "code", "math", "math-aggressive", "math-forgiving", "math-tools"}
 
 // Default is the preset a run uses when none is named.
 const Default = "story"

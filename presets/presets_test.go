@@ -30,8 +30,9 @@ func TestBuiltInPresets(t *testing.T) {
 		// The math variants inherit everything but NTL's tau.
 		"math-aggressive": {Word: 0.2, Phrase: 0.3, Sentence: 0.5},
 		"math-forgiving":  {Word: 0.2, Phrase: 0.3, Sentence: 0.5},
+		"math-tools":      {Word: 0.2, Phrase: 0.3, Sentence: 0.5}, // math with the calculator
 	}
-	tau := map[string]float64{"math": 1, "math-aggressive": 0.5, "math-forgiving": 2}
+	tau := map[string]float64{"math": 1, "math-aggressive": 0.5, "math-forgiving": 2, "math-tools": 1}
 	for _, name := range BuiltIn {
 		p, err := Load(name)
 		if err != nil {
@@ -50,6 +51,11 @@ func TestBuiltInPresets(t *testing.T) {
 			if th != rewards.DefaultThresholds[k] {
 				t.Errorf("%s: threshold %d = %+v, want %+v", name, k, th, rewards.DefaultThresholds[k])
 			}
+		}
+		if (name == "math-tools") != (len(p.Environments) == 1 && p.Environments[0].Kind == "calculator" &&
+			p.Environments[0].Weight("answer_via_tool") == 1 && p.Environments[0].Weight("tool_correct") == 0.5 &&
+			p.Environments[0].Weight("used_tool") == 0) {
+			t.Errorf("%s: environments %+v", name, p.Environments)
 		}
 		if strings.HasPrefix(name, "math") {
 			if p.NTL == nil || p.NTL.Mode != rewards.FinalAnswerMode || p.NTL.Loss != rewards.Wasserstein || p.NTL.Tau != tau[name] ||
@@ -238,7 +244,7 @@ func TestUserPresets(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	want := "story@story.toml!,technical@built-in,code@built-in,math@built-in,math-aggressive@built-in,math-forgiving@built-in,broken@broken.toml(error),poems@poems.toml"
+	want := "story@story.toml!,technical@built-in,code@built-in,math@built-in,math-aggressive@built-in,math-forgiving@built-in,math-tools@built-in,broken@broken.toml(error),poems@poems.toml"
 	if strings.Join(got, ",") != want {
 		t.Errorf("list = %v\nwant %v", strings.Join(got, ","), want)
 	}

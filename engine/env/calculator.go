@@ -2,6 +2,7 @@ package env
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,9 @@ var CalcTools = []any{map[string]any{"type": "function", "function": map[string]
 
 // Calculator is the built-in environment for the math preset's word problems: the prompt as
 // the user's message, the calc tool, and the rewards "tool_correct" (1 when the episode's last
-// tool result equals the answer) and "used_tool" (1 when it called calc at all).
+// tool result equals the answer), "used_tool" (1 when it called calc at all) and
+// "answer_via_tool" (1 when the final answer, the last number of the last assistant turn, is
+// right and equals the last tool result: a right answer reached through a right tool call).
 type Calculator struct {
 	mu  sync.Mutex
 	eps map[string]*calcEpisode
@@ -31,7 +34,10 @@ type calcEpisode struct {
 	answer string
 	last   string
 	calls  int
+	final  string // the last number of the turn without tool calls that ended the episode
 }
+
+var lastNumber = regexp.MustCompile(`-?[0-9][0-9,]*(?:\.[0-9]+)?`)
 
 // NewCalculator makes the built-in calculator environment.
 func NewCalculator() *Calculator { return &Calculator{eps: map[string]*calcEpisode{}} }
@@ -75,25 +81,34 @@ func (c *Calculator) Do(reqs []Request) (map[string]Reply, error) {
 				ep.last, ep.calls = res, ep.calls+1
 				msgs = append(msgs, map[string]any{"role": "tool", "name": "calc", "content": res})
 			}
+			if len(calls) == 0 {
+				content, _ := r.Message["content"].(string)
+				if ms := lastNumber.FindAllString(content, -1); len(ms) > 0 {
+					ep.final = strings.ReplaceAll(ms[len(ms)-1], ",", "")
+				}
+			}
 			out[r.ID] = Reply{ID: r.ID, Messages: msgs, Done: len(msgs) == 0, Metrics: map[string]float64{"tool_failures": failures}}
 		case "reward":
-			correct, used := make([]*float64, len(r.IDs)), make([]*float64, len(r.IDs))
+			correct, used, via := make([]*float64, len(r.IDs)), make([]*float64, len(r.IDs)), make([]*float64, len(r.IDs))
 			for i, id := range r.IDs {
 				ep := c.eps[id]
 				if ep == nil {
 					continue
 				}
-				cv, uv := 0.0, 0.0
+				cv, uv, vv := 0.0, 0.0, 0.0
 				if ep.calls > 0 {
 					uv = 1
 					if ep.last == ep.answer {
 						cv = 1
+						if ep.final == ep.answer {
+							vv = 1
+						}
 					}
 				}
-				correct[i], used[i] = &cv, &uv
+				correct[i], used[i], via[i] = &cv, &uv, &vv
 				delete(c.eps, id)
 			}
-			out[r.ID] = Reply{ID: r.ID, Rewards: map[string][]*float64{"tool_correct": correct, "used_tool": used}}
+			out[r.ID] = Reply{ID: r.ID, Rewards: map[string][]*float64{"tool_correct": correct, "used_tool": used, "answer_via_tool": via}}
 		default:
 			out[r.ID] = Reply{ID: r.ID, Error: fmt.Sprintf("unknown op %q", r.Op)}
 		}

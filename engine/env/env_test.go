@@ -3,6 +3,7 @@ package env
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -223,5 +224,52 @@ func TestClientTimeout(t *testing.T) {
 	reps, err := c.Do([]Request{{Op: "reset", ID: "s", Example: map[string]any{"prompt": "x", "sleep": 2}}})
 	if err != nil || !strings.Contains(reps["s"].Error, "missing after") {
 		t.Fatalf("timeout: %+v %v", reps, err)
+	}
+}
+
+// The calculator answers calc calls with their values and rewards an episode's last result
+// (tool_correct), its use of the tool (used_tool), and a right final answer reached through a
+// right result (answer_via_tool).
+func TestCalculator(t *testing.T) {
+	c := NewCalculator()
+	call := func(expr string) map[string]any {
+		return Message("", []Call{{Name: "calc", Arguments: map[string]any{"expression": expr}}}, func(int) string { return "c" })
+	}
+	final := func(text string) map[string]any { return Message(text, nil, nil) }
+	episodes := []struct {
+		steps []map[string]any
+		want  [3]float64 // tool_correct, used_tool, answer_via_tool
+	}{
+		{[]map[string]any{call("3 * 4"), final("#### 12")}, [3]float64{1, 1, 1}},
+		{[]map[string]any{call("3 + 4"), final("#### 12")}, [3]float64{0, 1, 0}},
+		{[]map[string]any{call("3 * 4"), final("#### 1,2 or 7")}, [3]float64{1, 1, 0}},
+		{[]map[string]any{final("12")}, [3]float64{0, 0, 0}},
+	}
+	var ids []string
+	for i, ep := range episodes {
+		id := fmt.Sprint("e", i)
+		ids = append(ids, id)
+		if _, err := c.Do([]Request{{Op: "reset", ID: id, Example: map[string]any{"prompt": "p", "answer": "12"}}}); err != nil {
+			t.Fatal(err)
+		}
+		for k, m := range ep.steps {
+			reps, _ := c.Do([]Request{{Op: "step", ID: id, Message: m}})
+			r := reps[id]
+			if last := k == len(ep.steps)-1; r.Done != last || (!last && (len(r.Messages) != 1 || r.Messages[0]["role"] != "tool")) {
+				t.Fatalf("episode %d step %d: %+v", i, k, r)
+			}
+		}
+	}
+	reps, _ := c.Do([]Request{{Op: "reward", ID: "r", IDs: ids}})
+	rw := reps["r"].Rewards
+	for i, ep := range episodes {
+		got := [3]float64{*rw["tool_correct"][i], *rw["used_tool"][i], *rw["answer_via_tool"][i]}
+		if got != ep.want {
+			t.Errorf("episode %d: rewards %v, want %v", i, got, ep.want)
+		}
+	}
+	reps, _ = c.Do([]Request{{Op: "step", ID: "e0", Message: call("1/0")}})
+	if reps["e0"].Error == "" {
+		t.Errorf("a step of a finished episode: %+v", reps["e0"])
 	}
 }

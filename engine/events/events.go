@@ -110,8 +110,16 @@ type Sample struct {
 // environment's or the prompt's (Masked: out of the loss).
 type Turn struct {
 	Role    string `json:"role"`
-	Content string `json:"content"`
+	Content string `json:"content"` // an assistant turn's text without its tool calls' markup
 	Masked  bool   `json:"masked,omitempty"`
+	// Calls are an assistant turn's tool calls, as parsed from its text.
+	Calls []ToolCall `json:"calls,omitempty"`
+}
+
+// ToolCall is one tool call of an assistant turn.
+type ToolCall struct {
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments,omitempty"`
 }
 
 // Health summarises a checkpoint's analysis.

@@ -1,70 +1,84 @@
 package grpo
 
-import (
-	"math"
+import "math"
 
-	"rlhfstation/internal/stats"
-)
-
-// varies reports whether a group's rewards differ (NaN rewards left out): the test
-// frac_reward_zero_std counts the failures of, and dynamic sampling keeps groups by.
-func varies(grp []float64) bool {
-	_, std := stats.NaNMeanStd(grp)
-	return math.Abs(std) > 1e-8
-}
-
-// GroupFilter is dynamic sampling (verl's algorithm.filter_groups, DAPO): generation rounds are
-// added one by one; each round's groups whose rewards all agree are dropped, since their
-// advantages are zero and they carry no signal, until Need groups are kept. verl decides on a
-// chosen metric per completion; here it is the total reward, the one the advantages use.
+// GroupFilter is dynamic sampling, verl's filter_groups (DAPO): a group whose rewards do not
+// vary gives every completion advantage 0 and so no gradient; such groups are dropped and
+// more prompts drawn, round after round, until Want groups vary or MaxRounds rounds were
+// drawn. A group varies when the standard deviation of its applicable rewards (NaN: not
+// applicable) is above 0, or when it has a single completion (as verl keeps those).
+//
+// Where it departs from verl: when MaxRounds rounds leave fewer than Want varying groups,
+// verl stops with an error; here the batch is filled with the dropped groups, in the order
+// they were drawn, so that the step trains on what it has (their advantages are 0) and the
+// shortfall is logged.
 type GroupFilter struct {
-	G, Need int
-	Rounds  int   // rounds added
-	Kept    []int // indices of the groups kept, counted over every round in order
-	Dropped []int // indices of the groups dropped
-	groups  int
+	G, Want, MaxRounds int
+
+	Rounds           int        // rounds added so far
+	Kept, Dropped    []GroupRef // in the order drawn
+	groups, varyings int
 }
 
-// Add takes one round's rewards (whole groups of G) and reports whether Need groups are kept.
+// GroupRef is one group: the round that drew it and its index in that round.
+type GroupRef struct{ Round, Group int }
+
+// Add takes a round's rewards (groups of G consecutive completions) and reports whether the
+// batch is complete: Want varying groups, or MaxRounds rounds drawn.
 func (f *GroupFilter) Add(rewards []float64) bool {
-	f.Rounds++
-	for i := 0; i+f.G <= len(rewards); i += f.G {
-		if varies(rewards[i : i+f.G]) {
-			f.Kept = append(f.Kept, f.groups)
+	for k := 0; k*f.G < len(rewards); k++ {
+		ref := GroupRef{Round: f.Rounds, Group: k}
+		if Varies(rewards[k*f.G : min((k+1)*f.G, len(rewards))]) {
+			f.Kept = append(f.Kept, ref)
 		} else {
-			f.Dropped = append(f.Dropped, f.groups)
+			f.Dropped = append(f.Dropped, ref)
 		}
-		f.groups++
 	}
-	return len(f.Kept) >= f.Need
+	f.Rounds++
+	return f.Done()
 }
 
-// Batch returns the Need groups to train on: the first Need kept groups, as verl truncates the
-// batch to its size; when the rounds ran out first, the kept groups are topped up with dropped
-// ones in the order drawn (verl stops with an error there). Their advantages are zero, so
-// they add no policy gradient, only the KL term, and the micro-batches keep their shape.
-func (f *GroupFilter) Batch() []int {
-	out := append([]int(nil), f.Kept[:min(len(f.Kept), f.Need)]...)
-	for _, i := range f.Dropped {
-		if len(out) >= f.Need {
+// Done reports whether no more rounds are needed or allowed.
+func (f *GroupFilter) Done() bool {
+	return len(f.Kept) >= f.Want || (f.MaxRounds > 0 && f.Rounds >= f.MaxRounds)
+}
+
+// Selected are the Want groups the batch trains on: the first varying ones, then (short of
+// them) the first dropped ones.
+func (f *GroupFilter) Selected() []GroupRef {
+	out := append([]GroupRef(nil), f.Kept[:min(len(f.Kept), f.Want)]...)
+	for _, d := range f.Dropped {
+		if len(out) >= f.Want {
 			break
 		}
-		out = append(out, i)
+		out = append(out, d)
 	}
 	return out
 }
 
-// Metrics are dynamic sampling's logged figures: generation rounds used, groups kept and
-// dropped over them, and the share of the batch filled with groups whose rewards vary.
-func (f *GroupFilter) Metrics() map[string]float64 {
-	filled := 1.0
-	if f.Need > 0 {
-		filled = float64(min(len(f.Kept), f.Need)) / float64(f.Need)
+// Varies reports whether a group's applicable rewards vary (population standard deviation
+// above 0, as numpy's std that verl takes), or the group is a single completion.
+func Varies(group []float64) bool {
+	if len(group) == 1 {
+		return true
 	}
-	return map[string]float64{
-		"filter_groups/gen_batches":    float64(f.Rounds),
-		"filter_groups/kept_groups":    float64(len(f.Kept)),
-		"filter_groups/dropped_groups": float64(len(f.Dropped)),
-		"filter_groups/filled":         filled,
+	var sum float64
+	n := 0
+	for _, v := range group {
+		if !math.IsNaN(v) {
+			sum += v
+			n++
+		}
 	}
+	if n == 0 {
+		return false
+	}
+	mean := sum / float64(n)
+	var ss float64
+	for _, v := range group {
+		if !math.IsNaN(v) {
+			ss += (v - mean) * (v - mean)
+		}
+	}
+	return math.Sqrt(ss/float64(n)) > 0
 }

@@ -2,60 +2,94 @@ package grpo
 
 import (
 	"math"
-	"slices"
+	"math/rand/v2"
 	"testing"
 )
 
-// TestGroupFilterMatchesPyTorch runs dynamic sampling over rounds of rewards (groups of 4)
-// through the reference and GroupFilter: which groups form the batch and how many rounds
-// were drawn, for a batch filled in the first round, one filled after several (the extra kept
-// groups cut off), and one the rounds could not fill (topped up with dropped groups).
-func TestGroupFilterMatchesPyTorch(t *testing.T) {
-	nan := math.NaN()
-	rounds := [][]float64{
-		{1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0},                 // kept: group 1
-		{0.5, 0.5, nan, 0.5, 2, 2, 2, 2.5, nan, nan, nan, 1}, // kept: group 4 (NaN left out, group 3 agrees)
-		{0, 1, 0, 1, 1, 0, 1, 1, 3, 3, 3, 3},                 // kept: groups 6, 7
-		{0, 0, 0, 0, 0, 0, 0, 0, 0, 1e-12, 0, 0},             // none kept (1e-12 counts as equal)
-	}
-	cases := []struct{ need, max int }{{1, 4}, {3, 4}, {2, 1}, {4, 2}, {4, 4}, {6, 4}}
-	var refRounds [][]*float64
-	for _, r := range rounds {
-		row := make([]*float64, len(r))
-		for i := range r {
-			if !math.IsNaN(r[i]) {
-				row[i] = &r[i]
+// TestGroupFilterMatchesReference draws rounds of group rewards (binary, continuous, some not
+// applicable, some groups constant) and compares the groups dynamic sampling selects and the
+// rounds it draws with the reference definition (testdata/reference.py, verl's
+// filter_groups), including batches that stay short after max_num_gen_batches rounds.
+func TestGroupFilterMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var cases []refCase
+	var filters []*GroupFilter
+	for c := 0; c < 24; c++ {
+		g := []int{1, 2, 4, 8}[c%4]
+		want := 1 + r.IntN(4)
+		maxRounds := r.IntN(4) // 0: no limit
+		f := &GroupFilter{G: g, Want: want, MaxRounds: maxRounds}
+		var rounds [][]*float64
+		for !f.Done() && f.Rounds < 12 {
+			rewards := make([]float64, want*g)
+			for k := 0; k < want; k++ {
+				kind := r.IntN(4)
+				for j := 0; j < g; j++ {
+					v := 0.0
+					switch kind {
+					case 0: // constant
+						v = 1
+					case 1: // binary, often all equal
+						v = float64(r.IntN(2))
+					case 2:
+						v = r.Float64()
+					case 3: // not applicable sometimes
+						v = math.NaN()
+						if r.IntN(3) == 0 {
+							v = 0.5
+						}
+					}
+					rewards[k*g+j] = v
+				}
 			}
+			f.Add(rewards)
+			row := make([]*float64, len(rewards))
+			for i := range rewards {
+				if !math.IsNaN(rewards[i]) {
+					row[i] = &rewards[i]
+				}
+			}
+			rounds = append(rounds, row)
 		}
-		refRounds = append(refRounds, row)
+		if !f.Done() {
+			continue // the reference would draw a 13th round
+		}
+		cases = append(cases, refCase{Kind: "filter_groups", Rounds: rounds, G: g, Want: want, MaxRounds: maxRounds})
+		filters = append(filters, f)
 	}
-	var ref []refCase
-	for _, c := range cases {
-		ref = append(ref, refCase{Kind: "filter", Rounds: refRounds, G: 4, Need: c.need, MaxRounds: c.max})
-	}
-	want := runReference(t, ref)
-	for k, c := range cases {
-		f := GroupFilter{G: 4, Need: c.need}
-		for _, r := range rounds[:c.max] {
-			if f.Add(r) {
+	short := 0
+	for i, want := range runReference(t, cases) {
+		f := filters[i]
+		got := f.Selected()
+		if want.Rounds != f.Rounds || len(got) != len(want.Selected) {
+			t.Fatalf("case %d: %d rounds, %d groups; reference %d rounds, %v", i, f.Rounds, len(got), want.Rounds, want.Selected)
+		}
+		for k := range got {
+			if got[k].Round != want.Selected[k][0] || got[k].Group != want.Selected[k][1] {
+				t.Errorf("case %d: selected %v, reference %v", i, got, want.Selected)
 				break
 			}
 		}
-		got := f.Batch()
-		if !slices.Equal(got, want[k].Batch) || f.Rounds != want[k].Used {
-			t.Errorf("need %d, at most %d rounds: batch %v after %d rounds, reference %v after %d", c.need, c.max, got, f.Rounds, want[k].Batch, want[k].Used)
+		if len(f.Kept) < f.Want {
+			short++
 		}
 	}
-	// Hand check of one case: 3 groups needed, rounds 1-3 keep groups 1, 4, 6 (7 cut off).
-	f := GroupFilter{G: 4, Need: 3}
-	for _, r := range rounds {
-		if f.Add(r) {
-			break
-		}
+	if len(cases) < 20 || short == 0 {
+		t.Fatalf("%d cases, %d short of varying groups: the test does not cover both", len(cases), short)
 	}
-	m := f.Metrics()
-	if got := f.Batch(); !slices.Equal(got, []int{1, 4, 6}) || m["filter_groups/gen_batches"] != 3 ||
-		m["filter_groups/kept_groups"] != 4 || m["filter_groups/dropped_groups"] != 5 || m["filter_groups/filled"] != 1 {
-		t.Errorf("batch %v, metrics %v", got, m)
+}
+
+func TestVaries(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		g    []float64
+		want bool
+	}{
+		{[]float64{1, 1, 1}, false}, {[]float64{1, 0, 1}, true}, {[]float64{3}, true},
+		{[]float64{nan, 1, 1}, false}, {[]float64{nan, 1, 0}, true}, {[]float64{nan, nan}, false},
+	} {
+		if got := Varies(c.g); got != c.want {
+			t.Errorf("Varies(%v) = %v", c.g, got)
+		}
 	}
 }

@@ -62,7 +62,7 @@ func Advantages(rewards []float64, g int, scale string) (adv []float64, fracZero
 	for gi := 0; gi < groups; gi++ {
 		grp := rewards[gi*g : (gi+1)*g]
 		mean, std := stats.NaNMeanStd(grp)
-		if !varies(grp) {
+		if !(math.Abs(std) > 1e-8) {
 			zero++
 		}
 		for i, r := range grp {

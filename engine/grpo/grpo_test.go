@@ -24,17 +24,18 @@ type refSeq struct {
 }
 
 type refCase struct {
-	Kind      string         `json:"kind"`
-	Rewards   []float64      `json:"rewards,omitempty"`
-	G         int            `json:"g,omitempty"`
-	Scale     string         `json:"scale,omitempty"`
-	Params    map[string]any `json:"params,omitempty"`
-	Seqs      []refSeq       `json:"seqs,omitempty"`
-	ByFunc    [][]*float64   `json:"by_func,omitempty"` // nil: not applicable
-	Weights   []float64      `json:"weights,omitempty"`
-	Rounds    [][]*float64   `json:"rounds,omitempty"` // nil: NaN
-	Need      int            `json:"need,omitempty"`
-	MaxRounds int            `json:"max_rounds,omitempty"`
+	Kind    string         `json:"kind"`
+	Rewards []float64      `json:"rewards,omitempty"`
+	G       int            `json:"g,omitempty"`
+	Scale   string         `json:"scale,omitempty"`
+	Params  map[string]any `json:"params,omitempty"`
+	Seqs    []refSeq       `json:"seqs,omitempty"`
+	ByFunc  [][]*float64   `json:"by_func,omitempty"` // nil: not applicable
+	Weights []float64      `json:"weights,omitempty"`
+	// filter_groups: rounds of rewards (nil: not applicable)
+	Rounds    [][]*float64 `json:"rounds,omitempty"`
+	Want      int          `json:"want,omitempty"`
+	MaxRounds int          `json:"max_rounds,omitempty"`
 }
 
 type refOut struct {
@@ -44,8 +45,9 @@ type refOut struct {
 	Grad    [][]float64        `json:"grad"`
 	EntGrad [][]float64        `json:"entropy_grad"`
 	Metrics map[string]float64 `json:"metrics"`
-	Batch   []int              `json:"batch"`
-	Used    int                `json:"rounds"`
+	// filter_groups
+	Selected [][2]int `json:"selected"`
+	Rounds   int      `json:"rounds"`
 }
 
 func runReference(t *testing.T, cases []refCase) []refOut {

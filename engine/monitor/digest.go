@@ -134,7 +134,7 @@ func (d *Digest) Apply(e events.Event) {
 		if len(e.Samples) > 0 {
 			s := e.Samples[0]
 			d.sample = &SampleInfo{Step: e.Step, Of: len(e.Samples), Prompt: s.Prompt, Completion: s.Completion,
-				Reward: Num(s.Reward), Advantage: Num(s.Advantage)}
+				Reward: Num(s.Reward), Advantage: Num(s.Advantage), Turns: s.Turns, Failed: s.Failed}
 		}
 	case events.Anomaly:
 		d.alerts[e.Rule]++
@@ -298,6 +298,9 @@ type SampleInfo struct {
 	Completion string `json:"completion"`
 	Reward     Num    `json:"reward"`
 	Advantage  Num    `json:"advantage"`
+	// Turns are a multi-turn episode's messages; Failed why its environment failed it.
+	Turns  []events.Turn `json:"turns,omitempty"`
+	Failed string        `json:"failed,omitempty"`
 }
 
 // Report is the digest now.

@@ -28,6 +28,9 @@ func Documents(corpus string, seed int64, trainBytes, valBytes int) (train, val 
 	if corpus == "" || corpus == Synthetic {
 		return synthTexts(seed, trainBytes), synthTexts(seed+1, valBytes), nil
 	}
+	if corpus == SyntheticTools {
+		return withTools(seed, trainBytes), withTools(seed+1, valBytes), nil
+	}
 	docs, err := fileDocuments(corpus)
 	if err != nil {
 		return nil, nil, err
@@ -43,6 +46,37 @@ func Documents(corpus string, seed int64, trainBytes, valBytes int) (train, val 
 		}
 	}
 	return train, val, nil
+}
+
+// SyntheticTools names the built-in corpus with the calculator's tool-call transcripts
+// (synth.ToolTranscripts) making up ToolsShare of its bytes, one every few documents.
+const SyntheticTools = "synthetic+tools"
+
+// ToolsShare is the transcripts' share of the bytes of the SyntheticTools corpus.
+const ToolsShare = 0.25
+
+func withTools(seed int64, bytes int) []string {
+	texts := synthTexts(seed, int(float64(bytes)*(1-ToolsShare)))
+	var tools []string
+	want := int(float64(bytes) * ToolsShare)
+	size := 0
+	for _, d := range synth.ToolTranscripts(seed, want/100+8) { // a transcript is over 100 bytes
+		if size >= want {
+			break
+		}
+		tools = append(tools, d.Text)
+		size += len(d.Text)
+	}
+	out := make([]string, 0, len(texts)+len(tools))
+	for i, j := 0, 0; i < len(texts) || j < len(tools); {
+		// interleave in proportion to the counts
+		if j < len(tools) && (i >= len(texts) || j*len(texts) <= i*len(tools)) {
+			out, j = append(out, tools[j]), j+1
+		} else {
+			out, i = append(out, texts[i]), i+1
+		}
+	}
+	return out
 }
 
 func synthTexts(seed int64, bytes int) []string {

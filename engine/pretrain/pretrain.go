@@ -41,6 +41,10 @@ type Options struct {
 
 	EvalEvery  int // validation every this many steps (0: only at the end)
 	EvalTokens int // validation tokens per evaluation (0: the whole validation stream)
+
+	// From, when set, is a model folder this run continues to train (its weights, tokenizer
+	// and shape; Config and TokenizerBytes are then ignored): continued pretraining.
+	From string
 }
 
 // Defaults are the settings of the built-in model's recipe, the defaults of
@@ -178,8 +182,17 @@ func New(o Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := TrainTokenizer(trainDocs, o.Config.Vocab, o.TokenizerBytes)
-	if err != nil {
+	var tok *tokenizer.Tokenizer
+	var from *model.Model
+	if o.From != "" {
+		if from, err = model.Load(o.From); err != nil {
+			return nil, err
+		}
+		if tok, err = tokenizer.Load(o.From); err != nil {
+			return nil, err
+		}
+		o.Config = from.Config
+	} else if tok, err = TrainTokenizer(trainDocs, o.Config.Vocab, o.TokenizerBytes); err != nil {
 		return nil, err
 	}
 	t := &Trainer{Tokenizer: tok}
@@ -190,7 +203,12 @@ func New(o Options) (*Trainer, error) {
 	if t.sampler, err = newSampler(t.train, o.Config.MaxPos, o.Seed); err != nil {
 		return nil, err
 	}
-	if t.Model, err = NewModel(o.Config, o.Seed); err != nil {
+	if from != nil {
+		if from.Config.Vocab != tok.VocabSize() {
+			return nil, &OptionsError{fmt.Sprintf("%s: the model's vocabulary (%d) is not its tokenizer's (%d)", o.From, from.Config.Vocab, tok.VocabSize())}
+		}
+		t.Model = from
+	} else if t.Model, err = NewModel(o.Config, o.Seed); err != nil {
 		return nil, err
 	}
 	if t.up, err = newUpdater(t.Model, o); err != nil {

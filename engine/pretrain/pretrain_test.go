@@ -270,3 +270,54 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// Continued pretraining (From) starts from the folder's weights and tokenizer, on the corpus
+// with tool-call transcripts, lowers their loss, and records the run it continued.
+func TestContinuedPretraining(t *testing.T) {
+	o := tiny()
+	o.CorpusBytes, o.Steps = 60_000, 3
+	tr, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tr.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(t.TempDir(), "first")
+	if err := tr.Save(first, safetensors.F32, res); err != nil {
+		t.Fatal(err)
+	}
+	c := tiny()
+	c.From, c.Corpus, c.Steps, c.LR, c.Warmup, c.Config = first, SyntheticTools, 30, 3e-3, 2, model.Config{}
+	tr2, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr2.Tokenizer.VocabSize() != tr.Tokenizer.VocabSize() || tr2.Opts.Config.Dim != 32 {
+		t.Fatalf("continued: vocabulary %d, dim %d", tr2.Tokenizer.VocabSize(), tr2.Opts.Config.Dim)
+	}
+	before, err := tr2.ValLoss()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if was, _ := MeanLoss(tr.Model, evalWindows(tr2.val, 64, 4096)); math.Abs(was-before) > 1e-4 {
+		t.Fatalf("continued run starts at loss %v, the saved model has %v: not its weights", before, was)
+	}
+	res2, err := tr2.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(res2.ValLoss < before) {
+		t.Errorf("validation loss %v → %v: continued pretraining did not lower it", before, res2.ValLoss)
+	}
+	second := filepath.Join(t.TempDir(), "second")
+	if err := tr2.Save(second, safetensors.F32, res2); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(second, "pretrain.json"))
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil || rec["from"] != first || rec["continued_from"] == nil || rec["corpus"] != SyntheticTools {
+		t.Errorf("pretrain.json: %s", b)
+	}
+}

@@ -57,8 +57,16 @@ func (t *Trainer) record(dtype safetensors.DType, res *Result) map[string]any {
 		"steps": o.Steps, "batch": o.Batch, "lr": o.LR, "warmup": o.Warmup, "schedule": "cosine",
 		"weight_decay": o.WeightDecay, "clip": o.Clip, "seed": o.Seed, "eval_tokens": o.EvalTokens,
 	}
-	if o.Corpus != Synthetic {
+	if o.Corpus != Synthetic && o.Corpus != SyntheticTools {
 		r["corpus_bytes"], r["val_bytes"] = nil, nil
+	}
+	if o.From != "" {
+		// continued pretraining: the record of the run it continued, where there is one
+		r["from"], r["tokenizer_bytes"] = o.From, nil
+		var prev any
+		if b, err := os.ReadFile(filepath.Join(o.From, "pretrain.json")); err == nil && json.Unmarshal(b, &prev) == nil {
+			r["continued_from"] = prev
+		}
 	}
 	if res != nil {
 		r["result"] = map[string]any{"steps": res.Steps, "train_loss": res.TrainLoss, "val_loss": res.ValLoss,

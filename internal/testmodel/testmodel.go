@@ -28,6 +28,9 @@ func Main(m *testing.M) int {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
+	if toolDir != "" {
+		os.RemoveAll(toolDir)
+	}
 	return code
 }
 

@@ -83,3 +83,26 @@ func TestSummaryOfAnotherToolsRun(t *testing.T) {
 		}
 	}
 }
+
+// A multi-turn run's summary shows the latest episode's turns, the masked ones marked.
+func TestSummaryShowsTurns(t *testing.T) {
+	d := monitor.NewDigest(monitor.DefaultThresholds())
+	for _, e := range fixture.WithEpisodes(fixture.Events(fixture.Options{})) {
+		d.Apply(e)
+	}
+	var b bytes.Buffer
+	if err := Summary(&b, d.Report(), Found{}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `  turns (· not written by the model, masked from the loss):
+  · user: What is (2+3)*4?
+    tool call: calc {"expression":"2+3"}
+  · tool result: 5
+    tool call: calc {"expression":"5*4"}
+  · tool result: 20
+    assistant: The answer is 20.
+`
+	if s := b.String(); !strings.Contains(s, want) || strings.Contains(s, "  completion:") {
+		t.Errorf("summary lacks the turns\n%s\nin:\n%s", want, s)
+	}
+}

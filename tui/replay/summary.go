@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
 
+	"rlhfstation/engine/events"
 	"rlhfstation/engine/monitor"
 	"rlhfstation/tui/format"
 	"rlhfstation/tui/state"
@@ -160,7 +162,10 @@ func Summary(w io.Writer, rep monitor.RunReport, found Found, now time.Time) err
 		if s.Prompt != "" {
 			fmt.Fprintf(&b, "  prompt: %s\n", oneLine(s.Prompt))
 		}
-		fmt.Fprintf(&b, "  completion: %s\n", oneLine(s.Completion))
+		if len(s.Turns) == 0 {
+			fmt.Fprintf(&b, "  completion: %s\n", oneLine(s.Completion))
+		}
+		writeTurns(&b, s.Turns, s.Failed)
 	} else if found.Foreign {
 		b.WriteString("\nno completions logged (TRL: log_completions=True; verl: trainer.rollout_data_dir)\n")
 	}
@@ -223,3 +228,32 @@ func signed(v float64) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// writeTurns writes a multi-turn episode's turns, one a line; "·" marks the messages the model
+// did not write (masked from the loss).
+func writeTurns(b *strings.Builder, turns []events.Turn, failed string) {
+	if failed != "" {
+		fmt.Fprintf(b, "  environment failed: %s (scored as not applicable)\n", oneLine(failed))
+	}
+	if len(turns) == 0 {
+		return
+	}
+	b.WriteString("  turns (· not written by the model, masked from the loss):\n")
+	for _, t := range turns {
+		mark := " "
+		if t.Masked {
+			mark = "·"
+		}
+		role := t.Role
+		if role == "tool" {
+			role = "tool result"
+		}
+		if t.Content != "" || len(t.Calls) == 0 {
+			fmt.Fprintf(b, "  %s %s: %s\n", mark, role, oneLine(t.Content))
+		}
+		for _, c := range t.Calls {
+			args, _ := json.Marshal(c.Arguments)
+			fmt.Fprintf(b, "  %s tool call: %s %s\n", mark, c.Name, args)
+		}
+	}
+}

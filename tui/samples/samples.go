@@ -1,5 +1,5 @@
-// Package samples is the pane of sample completions: the latest prompt and completion with
-// each reward and the advantage, in a scrollable viewport; left and right step through the
+// Package samples is the pane of sample completions: the latest prompt and completion (a
+// multi-turn episode's turns) with each reward and the advantage, in a scrollable viewport; left and right step through the
 // batch and back through earlier steps.
 package samples
 
@@ -131,8 +131,12 @@ func (m *Model) refresh(top bool) {
 		b.WriteString(lipgloss.Wrap(text, w, " "))
 		b.WriteString("\n")
 	}
-	section("prompt", s.Prompt)
-	section("completion", s.Completion)
+	if len(s.Turns) > 0 {
+		writeTurns(&b, st, w, s)
+	} else {
+		section("prompt", s.Prompt)
+		section("completion", s.Completion)
+	}
 	if s.Answer != "" {
 		section("answer", s.Answer)
 	}

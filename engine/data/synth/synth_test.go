@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -506,5 +507,47 @@ func TestDrillSheets(t *testing.T) {
 	}
 	if share := float64(terse) / float64(problems); math.Abs(share-terseShare) > 0.04 {
 		t.Errorf("%.3f of problems have a terse answer, want about %.2f", share, terseShare)
+	}
+}
+
+// A tool-call transcript is an episode of the calculator in the plain template: each call's
+// expression is the step the problem needs, its result the tool's answer, and the last line
+// the problem's answer.
+func TestToolTranscripts(t *testing.T) {
+	docs := ToolTranscripts(3, 200)
+	calls := 0
+	for _, d := range docs {
+		q, a, ok := strings.Cut(d.Text, "\nAnswer:\n")
+		if !ok || !strings.HasPrefix(q, "Question: ") {
+			t.Fatalf("not a transcript: %q", d.Text)
+		}
+		last := a[strings.LastIndex(a, "\n")+1:]
+		if !strings.HasPrefix(last, "#### ") && !strings.HasPrefix(a, "#### ") {
+			t.Fatalf("no answer line: %q", d.Text)
+		}
+		turns := strings.Split(a, EOS)
+		for _, turn := range turns[:len(turns)-1] {
+			var x, y, r int
+			var op byte
+			if _, err := fmt.Sscanf(strings.TrimPrefix(turn[strings.Index(turn, "<tool_call>"):], "<tool_call>"),
+				`{"name": "calc", "arguments": {"expression": "%d %c %d"}}</tool_call>`, &x, &op, &y); err != nil {
+				t.Fatalf("call %q: %v", turn, err)
+			}
+			next := turns[1+slices.Index(turns, turn)]
+			if _, err := fmt.Sscanf(next, "<tool_response>%d</tool_response>", &r); err != nil {
+				t.Fatalf("response %q: %v", next, err)
+			}
+			want := map[byte]int{'+': x + y, '-': x - y, '*': x * y}[op]
+			if op == '/' {
+				want = x / y
+			}
+			if r != want {
+				t.Errorf("%d %c %d answered %d", x, op, y, r)
+			}
+			calls++
+		}
+	}
+	if calls == 0 || ToolTranscripts(3, 1)[0] != docs[0] {
+		t.Fatalf("%d calls; deterministic: %v", calls, ToolTranscripts(3, 1)[0] == docs[0])
 	}
 }

@@ -52,23 +52,25 @@ def gdpo(by_func, weights, g):
     return torch.nan_to_num(adv, nan=0.0).tolist()
 
 
-def dynamic_sampling(rounds, g, need, max_rounds):
-    """verl's filter_groups with the total reward as its metric: each generation round's groups
-    whose (NaN-free) rewards have a non-zero std are kept, rounds are drawn until `need` groups
-    are kept or max_rounds were drawn; the batch is the first `need` kept groups, topped up with
-    dropped ones in drawing order when short. Returns the batch's group indices and rounds used."""
-    kept, dropped, base, used = [], [], 0, 0
-    for rewards in rounds[:max_rounds]:
-        r = torch.tensor([float("nan") if v is None else v for v in rewards], dtype=DT).view(-1, g)
-        std = nanstd(r, dim=1)
-        for i in range(r.shape[0]):
-            (kept if bool(std[i] > 1e-8) else dropped).append(base + i)
-        base += r.shape[0]
+def filter_groups(rounds, g, want, max_rounds):
+    """Dynamic sampling as verl's filter_groups: each round's groups (uids) whose reward std
+    (numpy's, NaN left out) is above 0, or that hold one trajectory, are kept; rounds are drawn
+    while fewer than `want` groups are kept and fewer than max_rounds rounds were drawn (0: no
+    limit); the batch is the first `want` kept groups. Short of them after max_rounds, verl
+    raises; rlhfstation fills with the dropped groups in the order drawn (its documented rule)."""
+    import numpy as np
+    kept, dropped, used = [], [], 0
+    for k, rewards in enumerate(rounds):
         used += 1
-        if len(kept) >= need:
+        r = np.array([np.nan if v is None else v for v in rewards], dtype=np.float64).reshape(-1, g)
+        for j, grp in enumerate(r):
+            with np.errstate(all="ignore"):
+                std = np.nanstd(grp) if not np.isnan(grp).all() else np.nan
+            (kept if (std > 0 or len(grp) == 1) else dropped).append([k, j])
+        if len(kept) >= want or (max_rounds > 0 and used >= max_rounds):
             break
-    batch = kept[:need] + dropped[: max(0, need - len(kept))]
-    return batch, used
+    selected = kept[:want] + dropped[:max(0, want - len(kept))]
+    return {"selected": selected, "rounds": used}
 
 
 def loss(case):
@@ -226,9 +228,8 @@ def main():
     for c in cases:
         if c["kind"] == "gdpo":
             out.append({"adv": gdpo(c["by_func"], c["weights"], c["g"])})
-        elif c["kind"] == "filter":
-            batch, used = dynamic_sampling(c["rounds"], c["g"], c["need"], c["max_rounds"])
-            out.append({"batch": batch, "rounds": used})
+        elif c["kind"] == "filter_groups":
+            out.append(filter_groups(c["rounds"], c["g"], c["want"], c.get("max_rounds", 0)))
         elif c["kind"] == "adv":
             a, frac = advantages(c["rewards"], c["g"], c["scale"])
             out.append({"adv": a, "frac": frac})
