@@ -63,6 +63,9 @@ func runGenerate(s streams, args []string) error {
 		return err
 	}
 	ids := engine.EncodePrompt(m, tok, prompt, rendered)
+	if err := engine.CheckPromptIDs(m, tok, ids); err != nil {
+		return err
+	}
 	if len(ids) == 0 {
 		if m.Config.BOS < 0 {
 			return usagef("generate: the prompt is empty and the model has no BOS token to start from")

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -26,7 +25,7 @@ func ModelDir(dir string) (string, error) {
 }
 
 // LoadModel loads a Hugging Face model folder: the model (config.json and its weights) and
-// tokenizer.json, checking that every id the tokenizer can produce has an embedding.
+// tokenizer.json. The two may differ in size (see vocab.go).
 func LoadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
 	m, err := model.Load(dir)
 	if err != nil {
@@ -35,9 +34,6 @@ func LoadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, nil, err
-	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
 	}
 	return m, tok, nil
 }

@@ -136,9 +136,12 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 	e.paramInfo.Trainable = e.adapters.Count()
 	e.reportTruncation()
+	if err := checkPromptVocab(e.model, e.tok, e.prompts); err != nil {
+		return nil, err
+	}
 
 	if e.preset.NTL != nil && (e.preset.NTL.Weight > 0 || e.preset.NTL.LossWeight > 0) {
-		e.digits, err = rewards.FindDigitTokens(e.tok.VocabSize(), e.tok.TokenBytes, e.tok.IsSpecial)
+		e.digits, err = rewards.FindDigitTokens(usableVocab(e.model, e.tok), e.tok.TokenBytes, e.tok.IsSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("preset %s uses NTL: %w", e.preset.Name, err)
 		}

@@ -236,6 +236,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	f := fields(raw)
 	mt, _ := raw["model_type"].(string)
+	if mt == "" && isOldGPT2(f) {
+		mt = "gpt2"
+	}
 	c := &Config{ModelType: mt}
 	var err error
 	switch {
@@ -278,6 +281,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	c.implied()
 	return c, c.check()
+}
+
+// isOldGPT2 recognises the GPT-2 configs written before model_type existed (n_embd and
+// n_layer, or the GPT2LMHeadModel architecture), which transformers still loads as gpt2.
+func isOldGPT2(f fields) bool {
+	if archs, ok := f["architectures"].([]any); ok && slices.Contains(archs, any("GPT2LMHeadModel")) {
+		return true
+	}
+	_, embd := f["n_embd"].(float64)
+	_, layers := f["n_layer"].(float64)
+	return embd && layers
 }
 
 // rotaryFactor reads partial_rotary_factor, at the top level or inside rope_parameters.
