@@ -177,8 +177,9 @@ func (c *Config) RopeAttentionFactor() float64 {
 	return 1
 }
 
-// LoadConfig reads dir/config.json and, when present, dir/generation_config.json (for its
-// bos and eos ids).
+// LoadConfig reads dir/config.json and, when present, dir/generation_config.json: its eos ids
+// replace config.json's (transformers' generate stops on generation_config's), its bos fills
+// in a missing one.
 func LoadConfig(dir string) (*Config, error) {
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
@@ -205,10 +206,8 @@ func LoadConfig(dir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", gpath, err)
 		}
-		for _, id := range eos {
-			if !slices.Contains(c.EOS, id) {
-				c.EOS = append(c.EOS, id)
-			}
+		if len(eos) > 0 { // generation_config wins for generation, as in transformers
+			c.EOS = eos
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -379,7 +378,7 @@ func (c *Config) parseDecoder(f fields) error {
 		eps = 1e-5
 	}
 	c.NormEps = f.float("rms_norm_eps", eps)
-	c.TieEmbed = f.bool("tie_word_embeddings", gemma)
+	c.TieEmbed = f.bool("tie_word_embeddings", gemma || mt == "smollm3") // each config class's default
 
 	if gemma {
 		// gemma's own configs name the activation hidden_activation (gemma 1's first ones
