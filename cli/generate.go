@@ -21,7 +21,8 @@ post-processor adds one). With --chat, PROMPT is rendered as one user message wi
 chat template and its generation prompt, and encoded without adding special tokens again: the
 model answers it as a chat model. Generation stops at the model's EOS ids or after N new tokens.
 --temperature 0 is greedy; otherwise temperature, top-k and top-p are applied in that order,
-seeded: the same seed gives the same text.`
+seeded: the same seed gives the same text. Sampling flags not given take the values of the
+folder's generation_config.json, as transformers' generate does.`
 
 func runGenerate(s streams, args []string) error {
 	fs := newFlagSet("generate", generateHelp, s.stderr)
@@ -56,6 +57,9 @@ func runGenerate(s streams, args []string) error {
 	}
 	dir, m, tok, err := mf.load(s.stderr, "")
 	if err != nil {
+		return err
+	}
+	if err := applyGenDefaults(fs, dir, s.stderr, temp, topP, topK); err != nil {
 		return err
 	}
 	prompt, rendered, err := cf.prompt(dir, prompt)
