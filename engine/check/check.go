@@ -32,7 +32,7 @@ type Tokenizer struct {
 	Path          string            `json:"path"`
 	Tokens        int               `json:"tokens"`
 	VocabSize     int               `json:"vocab_size"`
-	Special       map[string]string `json:"special"`        // bos_token and the like, from tokenizer_config / special_tokens_map
+	Special       map[string]string `json:"special"`         // bos_token and the like, from tokenizer_config / special_tokens_map
 	AddedByEncode []string          `json:"added_by_encode"` // what the tokenizer adds around a text
 	Beyond        []string          `json:"beyond_vocab"`    // tokens whose id is ≥ vocab_size (a few)
 }

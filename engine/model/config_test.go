@@ -210,8 +210,8 @@ func TestLongRoPE(t *testing.T) {
 	if got, want := c.RopeAttentionFactor(), math.Sqrt(1+math.Log(32)/math.Log(4096)); math.Abs(got-want) > 1e-15 {
 		t.Errorf("attention factor %g, want %g", got, want)
 	}
-	if c.Context() != 4096 {
-		t.Errorf("context %d, want 4096", c.Context())
+	if c.Context() != 131072 { // the long factors past 4096
+		t.Errorf("context %d, want 131072", c.Context())
 	}
 	if c.LocalInvFreq() != nil {
 		t.Error("phi3 has no local RoPE")
