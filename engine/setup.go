@@ -110,7 +110,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 
 	t0 := time.Now()
-	if e.model, e.tok, err = LoadModel(opts.ModelDir); err != nil {
+	if e.model, e.tok, err = LoadModelQuantized(opts.ModelDir, cfg.Quant); err != nil {
 		return nil, err
 	}
 	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, human.Count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))

@@ -121,6 +121,10 @@ type Model struct {
 	rope    [3]*backend.RoPETable // global, local (gemma3's sliding layers), global past the original context
 	invFreq [2][]float64
 	variant int // Config.RopeVariant of rope[2]
+
+	// QuantizedAtLoad are the float32 bytes of the linears LoadWith quantized as it read
+	// them, and the bytes of their 4-bit form; zero when it quantized none.
+	QuantizedAtLoad [2]int64
 	scratch scratch
 }
 
