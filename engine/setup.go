@@ -114,6 +114,11 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		return nil, err
 	}
 	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, human.Count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))
+	if note, err := genDefaultsNote(opts.ModelDir, cfg); err != nil {
+		return nil, err
+	} else if note != "" {
+		e.logf("%s", note)
+	}
 	e.paramInfo = events.Params{Total: int64(e.model.NumParams()), ResidentBytes: int64(e.model.NumParams()) * 4}
 	if err := e.quantizeBase(); err != nil {
 		return nil, err

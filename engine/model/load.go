@@ -101,6 +101,7 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 			if err != nil {
 				return nil, err
 			}
+			set.Release(names[sp.name])
 			w, err := quant.Quantize(x, sp.shape[0], sp.shape[1], "float32", *o.Quantize)
 			if err != nil {
 				return nil, fmt.Errorf("%s: quantizing %s: %w", weightFiles(set, dir), names[sp.name], err)
@@ -118,6 +119,9 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 	for _, p := range m.Params {
 		if err := loadParam(set, p, names[p.Name]); err != nil {
 			return nil, err
+		}
+		if o.Quantize != nil {
+			set.Release(names[p.Name])
 		}
 		if i := FirstNonFinite(p.Data); i >= 0 {
 			return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",
