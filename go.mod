@@ -18,7 +18,10 @@ require (
 	golang.org/x/text v0.25.0
 )
 
-require github.com/ardanlabs/jinja v1.8.0
+require (
+	github.com/ardanlabs/jinja v1.8.0
+	google.golang.org/protobuf v1.34.2
+)
 
 require (
 	github.com/andybalholm/brotli v1.1.1 // indirect
@@ -45,6 +48,5 @@ require (
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	github.com/xo/terminfo v0.0.0-20220910002029-abceb7e1c41e // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	google.golang.org/protobuf v1.34.2 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

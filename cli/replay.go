@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register(command{name: "replay", summary: "the dashboard over a run: this tool's, or a TRL, verl or OpenRLHF run", order: 20,
+	register(command{name: "replay", summary: "the dashboard over a run: this tool's, or a TRL, verl, OpenRLHF or W&B run", order: 20,
 		run: func(s streams, args []string) error { return runReplay(s, "replay", false, args) }})
 	register(command{name: "watch", summary: "replay --follow: the dashboard over a live run as it writes", order: 21,
 		run: func(s streams, args []string) error { return runReplay(s, "watch", true, args) }})
@@ -33,7 +33,8 @@ const replayUsage = ` DIR [--follow] [--summary] [--json] [--theme auto|dark|lig
 Shows the dashboard over the run in DIR: a run folder of this tool (events.jsonl), a TRL /
 Hugging Face Trainer output folder (TensorBoard events under runs/, else trainer_state.json of
 the folder or its newest checkpoint-N/), verl's file-logger JSONL or TensorBoard folder, or
-OpenRLHF's TensorBoard folder; DIR may also be one of those files. It says what it found. Other
+OpenRLHF's TensorBoard folder, or a W&B run (wandb/run-*/, offline-run-*/, latest-run, or a
+folder holding wandb/: its run-<id>.wandb transaction log); DIR may also be one of those files. It says what it found. Other
 tools' metrics are shown under this tool's names (the README has the table), and the alerts are
 computed as the metrics arrive. With --follow it keeps reading as the run writes, until the run
 ends (verl and OpenRLHF log no end: with --summary, Ctrl-C prints the summary of what was read,

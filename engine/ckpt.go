@@ -146,6 +146,10 @@ func (e *Engine) abandon() {
 		e.tb.Close()
 		e.tb = nil
 	}
+	if e.wb != nil {
+		e.wb.Close()
+		e.wb = nil
+	}
 	e.lock.Release()
 	e.lock = nil
 	e.closeDevice()

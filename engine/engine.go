@@ -26,6 +26,7 @@ import (
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/engine/wandb"
 	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
 	"rlhfstation/rewards"
@@ -86,6 +87,7 @@ type Engine struct {
 	jsonl     *events.Writer
 	jsonlFile *os.File
 	tb        *tensorboard.Writer
+	wb        *wandb.Writer // [report] to = ["wandb"]: a W&B offline run in the run folder
 	out       chan events.Event
 
 	ctrl      chan control
@@ -103,6 +105,9 @@ type Engine struct {
 	closed    bool
 
 	commandLogs []*os.File // the command rewards' stderr copies
+
+	envs       []*envRun // the environments of multi-turn rollouts (episode.go)
+	episodeSeq int       // episodes started, for their ids
 }
 
 type control int
@@ -176,6 +181,7 @@ func (e *Engine) emit(ev events.Event) {
 			e.logf("writing events.jsonl: %v", err)
 		}
 	}
+	e.report(ev)
 	e.out <- ev
 }
 
@@ -191,6 +197,35 @@ func (e *Engine) flush() {
 			e.logf("flushing TensorBoard events: %v", err)
 		}
 	}
+	if e.wb != nil {
+		if err := e.wb.Flush(); err != nil {
+			e.logf("flushing the W&B run: %v", err)
+		}
+	}
+}
+
+// report writes an event to the W&B run: a step's metrics as a history record, run_end as the
+// summary and the exit record (exit code 1 when the run failed).
+func (e *Engine) report(ev events.Event) {
+	if e.wb == nil {
+		return
+	}
+	var err error
+	switch ev.Type {
+	case events.Step:
+		err = e.wb.Log(int64(ev.Step), ev.Time, ev.Metrics)
+	case events.RunEnd:
+		code := 0
+		if ev.Status == "failed" {
+			code = 1
+		}
+		err = e.wb.Finish(code, ev.Time)
+	}
+	if err != nil {
+		e.logf("writing the W&B run: %v", err)
+		e.wb.Close()
+		e.wb = nil
+	}
 }
 
 func (e *Engine) close() {
@@ -201,12 +236,16 @@ func (e *Engine) close() {
 	}
 	e.closed = true
 	e.closeCommands()
+	e.closeEnvironments()
 	e.flush()
 	if e.jsonlFile != nil {
 		e.jsonlFile.Close()
 	}
 	if e.tb != nil {
 		e.tb.Close()
+	}
+	if e.wb != nil {
+		e.wb.Close()
 	}
 	e.lock.Release()
 	e.closeDevice()

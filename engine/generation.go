@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"rlhfstation/engine/grpo"
@@ -92,7 +95,7 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 		for _, r := range b.rollouts {
 			rs = append(rs, r.reward)
 			if !params.Masked(r.cut) {
-				g.tokens += len(r.tokens)
+				g.tokens += r.modelTokens()
 			}
 		}
 		e.tokensSeen += int64(b.all)
@@ -101,7 +104,7 @@ func (e *Engine) draw(ctx context.Context, rng *rand.Rand) (*generation, error) 
 			return nil, ctx.Err()
 		}
 	}
-	adv, _, err := grpo.Advantages(rs, e.cfg.NumGenerations, e.cfg.ScaleRewards)
+	adv, err := e.advantages(g, rs)
 	if err != nil {
 		return nil, err
 	}
@@ -140,4 +143,58 @@ func (e *Engine) keepOldLogProbs(b *batch) error {
 		}
 	}
 	return nil
+}
+
+// advantages are the group advantages of a generation batch's rewards: TRL's
+// sum_then_normalize (the weighted sum rs normalised within each group), or GDPO's
+// normalize_then_sum (each reward function normalised within its group, then the weighted sum
+// normalised over the batch).
+func (e *Engine) advantages(g *generation, rs []float64) ([]float64, error) {
+	if e.cfg.MultiObjectiveAggregation != grpo.NormalizeThenSum {
+		adv, _, err := grpo.Advantages(rs, e.cfg.NumGenerations, e.cfg.ScaleRewards)
+		return adv, err
+	}
+	var names []string
+	var weights []float64
+	for _, f := range e.funcs {
+		names, weights = append(names, f.Func.Name()), append(weights, f.Weight)
+	}
+	for _, r := range e.envs {
+		for _, name := range envRewardNames(g, r) {
+			names, weights = append(names, r.spec.Name+"."+name), append(weights, r.spec.Weight(name))
+		}
+	}
+	byFunc := make([][]float64, len(names))
+	for f, name := range names {
+		for _, b := range g.batches {
+			for _, r := range b.rollouts {
+				v, ok := r.byFunc[name]
+				if !ok || (r.ep != nil && r.ep.failed != "") {
+					v = math.NaN()
+				}
+				byFunc[f] = append(byFunc[f], v)
+			}
+		}
+	}
+	sum, err := grpo.NormalizedSum(byFunc, weights, e.cfg.NumGenerations)
+	if err != nil {
+		return nil, err
+	}
+	adv, _, err := grpo.Advantages(sum, len(sum), grpo.ScaleBatch)
+	return adv, err
+}
+
+// envRewardNames are the reward names an environment gave over a generation batch, sorted.
+func envRewardNames(g *generation, run *envRun) []string {
+	seen := map[string]bool{}
+	for _, b := range g.batches {
+		for _, r := range b.rollouts {
+			if r.ep != nil && r.ep.run == run {
+				for k := range r.ep.envRew {
+					seen[k] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

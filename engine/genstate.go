@@ -52,6 +52,8 @@ type savedRollout struct {
 	Advantage  float64        `json:"advantage"`
 	// AnswerDigits: NTL as a loss, [completion token index, target] pairs.
 	AnswerDigits [][2]int `json:"answer_digits,omitempty"`
+	// Mask: which tokens the model wrote, in a multi-turn episode.
+	Mask []bool `json:"mask,omitempty"`
 }
 
 // floats is a []float64 in JSON with non-finite values as strings, as events.Metrics has them.
@@ -124,7 +126,7 @@ func (e *Engine) marshalGeneration() ([]byte, error) {
 		for _, r := range b.rollouts {
 			sr := savedRollout{Answer: r.example.Answer, Prompt: r.prompt, Tokens: r.tokens, Cut: r.cut,
 				Text: r.text, PromptText: r.promptTx, RefLogP: r.refLogP, OldLogP: r.oldLogP, Reward: r.reward,
-				ByFunc: r.byFunc, Advantage: r.adv}
+				ByFunc: r.byFunc, Advantage: r.adv, Mask: r.mask}
 			for _, d := range r.answerDigits {
 				sr.AnswerDigits = append(sr.AnswerDigits, [2]int{d.Pos, d.Target})
 			}
@@ -167,6 +169,9 @@ func (e *Engine) restoreGeneration(path string, b []byte) error {
 			ro := &rollout{example: data.Example{Prompt: r.PromptText, Answer: r.Answer}, prompt: r.Prompt, tokens: r.Tokens, cut: r.Cut,
 				text: r.Text, promptTx: r.PromptText, refLogP: r.RefLogP, oldLogP: r.OldLogP, reward: r.Reward,
 				byFunc: r.ByFunc, adv: r.Advantage}
+			if r.Mask != nil && len(r.Mask) == len(r.Tokens) {
+				ro.mask = r.Mask
+			}
 			for _, d := range r.AnswerDigits {
 				if d[0] < 0 || d[0] >= len(r.Tokens) || d[1] < 0 || d[1] > 9 {
 					return fmt.Errorf("%s: micro-batch %d, completion %d: answer digit %v outside its %d tokens", path, i, j, d, len(r.Tokens))

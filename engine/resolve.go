@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"os"
 
 	"rlhfstation/engine/config"
@@ -100,6 +101,36 @@ func builtinPrompts(root string, seed int64) ([]data.Example, error) {
 		// The reference continuation is what the baselines are computed on (DESIGN §6.1's
 		// "reference answers where the data has them").
 		out[i] = data.Example{Prompt: p.Prompt, Answer: p.Answer, Text: p.Reference}
+	}
+	return out, nil
+}
+
+// RunPrompts are the prompts a run with cfg trains on, as the data gives them (conversational
+// prompts stay chat turns): the data file's, else the built-in prompts of the preset's domain.
+// `export` writes them in another engine's layout.
+func RunPrompts(cfg *config.Config) ([]data.Example, error) {
+	if cfg.Data.Path == "" {
+		p, err := presets.Load(cfg.Preset)
+		if err != nil {
+			return nil, err
+		}
+		return builtinPrompts(p.Root, cfg.Seed)
+	}
+	d, err := data.Load(cfg.Data.Path, data.Options{PromptKey: cfg.Data.PromptKey, AnswerKey: cfg.Data.AnswerKey})
+	if err != nil {
+		return nil, err
+	}
+	var out []data.Example
+	for _, x := range d.Examples {
+		if x.Prompt == "" && len(x.Messages) == 0 {
+			x.Prompt = x.Text
+		}
+		if x.Prompt != "" || len(x.Messages) > 0 {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no prompts in the file", cfg.Data.Path)
 	}
 	return out, nil
 }

@@ -32,6 +32,15 @@ type rollout struct {
 
 	// answerDigits are the answer's digits NTL as a loss trains (Pos: index in tokens).
 	answerDigits []rewards.AnswerDigit
+
+	// Multi-turn episodes (episode.go): mask[k] tells whether tokens[k] is the model's (in the
+	// loss) or the environment's or template's (masked out); nil for single-turn rollouts.
+	mask         []bool
+	ep           *episode
+	resetReq     map[string]any
+	done         bool
+	toolFailures int
+	envMetrics   map[string]float64
 }
 
 // batch is one micro-batch: some prompts, G completions each.
@@ -92,6 +101,17 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 			inputs = append(inputs, ids)
 		}
 	}
+	if len(e.envs) > 0 {
+		if err := e.generateEpisodes(ctx, b, seed); err != nil {
+			return nil, err
+		}
+		for _, r := range b.rollouts {
+			e.textOf(r)
+			b.tokens += r.modelTokens()
+			b.all += len(r.prompt) + len(r.tokens)
+		}
+		return b, nil
+	}
 	var onLogits func(seq, step int, logits []float32)
 	if e.digits != nil {
 		onLogits = func(seq, step int, logits []float32) {
@@ -113,22 +133,28 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 	}
 	for i, r := range b.rollouts {
 		r.tokens, r.cut = gen.Tokens[i], gen.Cut[i]
-		var text strings.Builder
-		for k, id := range r.tokens {
-			tb := e.tok.TokenBytes(id)
-			if tb == nil {
-				continue // special tokens (the stop token) carry no text
-			}
-			r.spans = append(r.spans, rewards.Span{Start: text.Len(), End: text.Len() + len(tb)})
-			text.Write(tb)
-			r.textIDs = append(r.textIDs, id)
-			r.textPos = append(r.textPos, k)
-		}
-		r.text = text.String()
+		e.textOf(r)
 		b.tokens += len(r.tokens)
 		b.all += len(r.prompt) + len(r.tokens)
 	}
 	return b, nil
+}
+
+// textOf sets the completion's text from the tokens the model wrote (special tokens and the
+// environment's tokens left out), with each text token's bytes and position.
+func (e *Engine) textOf(r *rollout) {
+	var text strings.Builder
+	for k, id := range r.tokens {
+		tb := e.tok.TokenBytes(id)
+		if tb == nil || (r.mask != nil && !r.mask[k]) {
+			continue // special tokens (the stop token) carry no text
+		}
+		r.spans = append(r.spans, rewards.Span{Start: text.Len(), End: text.Len() + len(tb)})
+		text.Write(tb)
+		r.textIDs = append(r.textIDs, id)
+		r.textPos = append(r.textPos, k)
+	}
+	r.text = text.String()
 }
 
 // score runs the frozen base (adapters off) over prompt + completion: the reference log-probs
@@ -189,13 +215,16 @@ func (e *Engine) reward(b *batch) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(e.envs) > 0 {
+		e.envRewards(b, &res)
+	}
 	for i, r := range b.rollouts {
 		r.reward = res.Total[i]
 		r.byFunc = map[string]float64{}
 		for name, vals := range res.ByFunc {
 			r.byFunc[name] = vals[i]
 		}
-		if math.IsNaN(r.reward) {
+		if math.IsNaN(r.reward) && (r.ep == nil || r.ep.failed == "") {
 			return nil, fmt.Errorf("reward of completion %d is NaN", i)
 		}
 	}

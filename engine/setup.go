@@ -16,6 +16,7 @@ import (
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
 	"rlhfstation/engine/tensorboard"
+	"rlhfstation/engine/wandb"
 	"rlhfstation/internal/human"
 	"rlhfstation/internal/runlock"
 	"rlhfstation/presets"
@@ -60,7 +61,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	preset = preset.WithCommands(cfg.Rewards)
+	preset = preset.WithCommands(cfg.Rewards).WithEnvironments(cfg.Environments)
 	if len(cfg.RewardWeights) > 0 {
 		if preset, err = preset.WithRewardWeights(cfg.RewardWeights); err != nil {
 			return nil, err
@@ -166,8 +167,20 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	defer func() {
 		if err != nil {
 			e.closeCommands()
+			e.closeEnvironments()
 		}
 	}()
+	if err := e.startEnvironments(); err != nil {
+		return nil, err
+	}
+	if cfg.FilterGroups {
+		return nil, &ConfigError{fmt.Errorf("filter_groups = true: dynamic sampling is not implemented yet")}
+	}
+	if cfg.EntropyCoef != 0 || cfg.UseAdaptiveEntropy {
+		// grpo.Loss computes the bonus and its gradient with respect to each token's entropy,
+		// but the model's head has no backward for the entropy yet (a backend op).
+		return nil, &ConfigError{fmt.Errorf("entropy_coef = %v, use_adaptive_entropy = %v: the entropy bonus is not trained yet (the model's backward takes the log-probs' gradient only); leave entropy_coef at 0", cfg.EntropyCoef, cfg.UseAdaptiveEntropy)}
+	}
 	e.mon = monitor.New(th)
 	e.mon.Now = e.now
 	e.mon.WarmupSteps = cfg.WarmupStepsFor()
@@ -490,7 +503,12 @@ func (e *Engine) openSinks() error {
 		return err
 	}
 	e.jsonlFile, e.jsonl = f, events.NewWriter(f)
-	e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb"))
+	if e.tb, err = tensorboard.Create(filepath.Join(e.runDir, "tb")); err != nil {
+		return err
+	}
+	if e.cfg.Reports("wandb") {
+		e.wb, err = wandb.Create(e.runDir, wandb.Run{Name: e.runName, Config: e.cfg.Map(), Args: os.Args[1:]})
+	}
 	return err
 }
 

@@ -148,7 +148,7 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux,
 			for k := range r.tokens {
 				lp[k], ent[k] = float64(tape.LogProbs[i][p+k]), float64(tape.Entropy[i][p+k])
 			}
-			gs[i] = grpo.Sequence{LogP: lp, OldLogP: r.oldLogP, RefLogP: r.refLogP, Entropy: ent, Advantage: r.adv, Truncated: r.cut}
+			gs[i] = grpo.Sequence{LogP: lp, OldLogP: r.oldLogP, RefLogP: r.refLogP, Entropy: ent, Advantage: r.adv, Truncated: r.cut, Mask: r.mask}
 		}
 		res, err := grpo.Loss(gs, params)
 		if err != nil {
@@ -234,7 +234,7 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	n := 0
 	for _, b := range roll.distinct {
 		for _, r := range b.rollouts {
-			lengths += float64(len(r.tokens))
+			lengths += float64(r.modelTokens())
 			if r.cut {
 				cut++
 			}
@@ -246,6 +246,7 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	}
 	metrics["completions/mean_length"] = lengths / float64(n)
 	metrics["completions/clipped_ratio"] = cut / float64(n)
+	episodeMetrics(roll.distinct, metrics)
 	res := e.sampler.Sample(time.Now(), int64(roll.tokens))
 	res.GPUBytes = deviceBytes(e.dev)
 	for k, v := range res.Metrics() {
@@ -293,7 +294,7 @@ func lossParams(c *config.Config) grpo.Params {
 		ImportanceSamplingLevel: c.ImportanceSamplingLevel, MaskTruncatedCompletions: c.MaskTruncatedCompletions,
 		TopEntropyQuantile: c.TopEntropyQuantile, SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
 		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg,
-		MaxCompletionLength: c.MaxCompletionLength}
+		MaxCompletionLength: c.MaxCompletionLength, Delta: c.Delta, OffPolicyMaskThreshold: c.OffPolicyMaskThreshold}
 }
 
 // tape returns the policy's training tape, made once and reused.
@@ -315,8 +316,13 @@ func (e *Engine) samplesOf(b *batch) []events.Sample {
 				rw[k] = v
 			}
 		}
-		out = append(out, events.Sample{Prompt: r.promptTx, Completion: r.text, Answer: r.example.Answer,
-			Reward: r.reward, Rewards: rw, Advantage: r.adv})
+		s := events.Sample{Prompt: r.promptTx, Completion: r.text, Answer: r.example.Answer,
+			Reward: r.reward, Rewards: rw, Advantage: r.adv, Turns: turnsOf(r)}
+		if r.ep != nil && r.ep.failed != "" {
+			s.Failed = r.ep.failed
+			s.Reward = 0 // not applicable: NaN is not JSON
+		}
+		out = append(out, s)
 	}
 	return out
 }

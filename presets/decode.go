@@ -45,6 +45,8 @@ type fileLayout struct {
 	} `toml:"format"`
 	GRPO    map[string]any   `toml:"grpo"`
 	Rewards []map[string]any `toml:"rewards"`
+	// Environments are the [[environments]] entries.
+	Environments []map[string]any `toml:"environments"`
 }
 
 // Defaults of keys a present section leaves out.
@@ -239,7 +241,14 @@ func decode(name, source string, data []byte, depth int) (Preset, *fileLayout, e
 		}
 		p.Commands = cmds
 	}
-	if len(errs) == 0 && p.PPL == nil && p.NTL == nil && p.Correctness == nil && p.Format == nil && len(p.Commands) == 0 {
+	if f.Environments != nil {
+		envs, lerrs := DecodeEnvironments(f.Environments, func(i int, key string) int { return EnvironmentsLine(doc, i, key) })
+		for _, e := range lerrs {
+			errs = append(errs, keyError{e.Line, e.Msg})
+		}
+		p.Environments = envs
+	}
+	if len(errs) == 0 && p.PPL == nil && p.NTL == nil && p.Correctness == nil && p.Format == nil && len(p.Commands) == 0 && len(p.Environments) == 0 {
 		errs = append(errs, keyError{0, "no reward: give at least one of [ppl], [ntl], [correctness], [format], [[rewards]]"})
 	}
 	if len(errs) > 0 {

@@ -47,6 +47,8 @@ type Preset struct {
 	Extends, Root string
 	// Commands are the [[rewards]] of kind "command", in file order.
 	Commands []CommandReward
+	// Environments are the [[environments]] entries, in file order.
+	Environments []Environment
 	// GRPO holds the [grpo] table as decoded (int64, float64, string, bool, []any, map[string]any);
 	// the engine's configuration checks its keys and types.
 	GRPO map[string]any
@@ -246,6 +248,10 @@ func (p Preset) WithRewardWeights(w []float64) (Preset, error) {
 		p.Format = &c
 	}
 	p.Commands = append([]CommandReward(nil), p.Commands...)
+	p.Environments = append([]Environment(nil), p.Environments...)
+	for i := range p.Environments {
+		p.Environments[i].Rewards = append([]EnvReward(nil), p.Environments[i].Rewards...)
+	}
 	for i, sw := range p.weights() {
 		*sw.weight = w[i]
 	}
@@ -274,6 +280,12 @@ func (p Preset) weights() []sectionWeight {
 	}
 	for i := range p.Commands {
 		out = append(out, sectionWeight{p.Commands[i].Name, &p.Commands[i].Weight})
+	}
+	for i := range p.Environments {
+		env := &p.Environments[i]
+		for j := range env.Rewards {
+			out = append(out, sectionWeight{env.Name + "." + env.Rewards[j].Name, &env.Rewards[j].Weight})
+		}
 	}
 	return out
 }

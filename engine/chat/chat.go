@@ -93,6 +93,40 @@ func (t *Template) Render(msgs []data.Message, addGenerationPrompt bool, kwargs 
 		d.AsDict().Set("content", jinja.NewString(m.Content))
 		list[i] = d
 	}
+	return t.render(list, jinja.None(), addGenerationPrompt, kwargs)
+}
+
+// RenderTools renders messages given as JSON-like values (an assistant's tool_calls, a tool
+// message's name or tool_call_id kept) with tools, the functions' JSON schemas, passed to the
+// template as `tools` (none when empty): the turns of a multi-turn episode.
+func (t *Template) RenderTools(msgs []map[string]any, tools []any, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
+	if len(msgs) == 0 {
+		return "", errors.New("no messages to render")
+	}
+	list := make([]jinja.Value, len(msgs))
+	for i, m := range msgs {
+		role, _ := m["role"].(string)
+		if err := checkRole(role); err != nil {
+			return "", fmt.Errorf("message %d: %w", i+1, err)
+		}
+		v, err := Value(m)
+		if err != nil {
+			return "", fmt.Errorf("message %d: %w", i+1, err)
+		}
+		list[i] = v
+	}
+	tv := jinja.None()
+	if len(tools) > 0 {
+		var err error
+		if tv, err = Value(tools); err != nil {
+			return "", fmt.Errorf("tools: %w", err)
+		}
+	}
+	return t.render(list, tv, addGenerationPrompt, kwargs)
+}
+
+// render runs the template over a message list.
+func (t *Template) render(list []jinja.Value, tools jinja.Value, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
 	vars := map[string]jinja.Value{}
 	for name, tok := range t.tokens.Named {
 		vars[name] = jinja.NewString(tok)
@@ -116,7 +150,7 @@ func (t *Template) Render(msgs []data.Message, addGenerationPrompt bool, kwargs 
 	}
 	vars["messages"] = jinja.NewList(list)
 	vars["add_generation_prompt"] = jinja.NewBool(addGenerationPrompt)
-	vars["tools"] = jinja.None()
+	vars["tools"] = tools
 	vars["documents"] = jinja.None()
 	vars["raise_exception"] = jinja.NewCallable("raise_exception", raiseException)
 	now := t.Now

@@ -85,10 +85,27 @@ type Config struct {
 	AdamBeta1                 float64   `toml:"adam_beta1" grpo:""`
 	AdamBeta2                 float64   `toml:"adam_beta2" grpo:""`
 	AdamEpsilon               float64   `toml:"adam_epsilon" grpo:""`
+	// TRL 1.9's options (README "GRPO options"). 0 turns delta and
+	// off_policy_mask_threshold off (TRL's None).
+	Delta                     float64 `toml:"delta" grpo:""`
+	MultiObjectiveAggregation string  `toml:"multi_objective_aggregation" grpo:"" enum:"sum_then_normalize,normalize_then_sum"`
+	EntropyCoef               float64 `toml:"entropy_coef" grpo:""`
+	UseAdaptiveEntropy        bool    `toml:"use_adaptive_entropy" grpo:""`
+	EntropyTarget             float64 `toml:"entropy_target" grpo:""`
+	EntropyCoefMin            float64 `toml:"entropy_coef_min" grpo:""`
+	EntropyCoefMax            float64 `toml:"entropy_coef_max" grpo:""`
+	EntropyCoefDelta          float64 `toml:"entropy_coef_delta" grpo:""`
+	OffPolicyMaskThreshold    float64 `toml:"off_policy_mask_threshold" grpo:""`
+	// Dynamic sampling (verl's filter_groups, DAPO): groups whose rewards all agree are
+	// dropped and more prompts drawn, at most max_num_gen_batches generation rounds a batch.
+	FilterGroups     bool `toml:"filter_groups" grpo:""`
+	MaxNumGenBatches int  `toml:"max_num_gen_batches" grpo:""`
 
 	Data  Data  `toml:"data"`
 	LoRA  LoRA  `toml:"lora"`
 	Quant Quant `toml:"quant"`
+	// Report is the [report] table: trackers written beside the run's own logs.
+	Report Report `toml:"report"`
 
 	// Monitor is the [monitor] table, kept undecoded for the monitor package.
 	Monitor map[string]any `toml:"monitor"`
@@ -96,6 +113,10 @@ type Config struct {
 	// Rewards are the [[rewards]] entries (reward functions of kind "command"): they add to
 	// the preset's, replacing one of the same name.
 	Rewards []presets.CommandReward `toml:"rewards"`
+
+	// Environments are the [[environments]] entries (multi-turn, tool-calling rollouts): they
+	// add to the preset's, replacing one of the same name.
+	Environments []presets.Environment `toml:"environments"`
 
 	origin map[string]string // key → where its value came from, for messages
 }
@@ -124,6 +145,13 @@ type LoRA struct {
 	TargetModules   Modules `toml:"target_modules"` // names, or "all-linear"
 	UseRSLoRA       bool    `toml:"use_rslora"`
 	InitLoRAWeights bool    `toml:"init_lora_weights"`
+}
+
+// Report is the [report] table, after TRL's report_to: "wandb" writes a W&B offline run
+// into the run folder (wandb/offline-run-*/, for `wandb sync`); events.jsonl and TensorBoard
+// are always written.
+type Report struct {
+	To []string `toml:"to"`
 }
 
 // Quant is the [quant] table: how the frozen base is quantized (DESIGN §8).
@@ -189,6 +217,12 @@ func Default() *Config {
 		AdamBeta1:                 0.9,
 		AdamBeta2:                 0.999,
 		AdamEpsilon:               1e-8,
+
+		MultiObjectiveAggregation: "sum_then_normalize",
+		EntropyTarget:             0.2,
+		EntropyCoefMax:            1.0,
+		EntropyCoefDelta:          0.005,
+		MaxNumGenBatches:          4,
 
 		LoRA:  LoRA{R: 16, Alpha: 32, TargetModules: Modules{AllLinear}, InitLoRAWeights: true},
 		Quant: Quant{Type: "nf4", BlockSize: 64, DoubleQuant: true},
@@ -322,6 +356,17 @@ func (c *Config) Validate() error {
 	inUnit("adam_beta1", c.AdamBeta1)
 	inUnit("adam_beta2", c.AdamBeta2)
 	positive("adam_epsilon", c.AdamEpsilon)
+	if c.Delta != 0 && !(c.Delta > 1+c.EpsilonHigh) {
+		bad("delta", c.Delta, "must be above 1 + epsilon_high (or 0: off)")
+	}
+	nonNegative("entropy_coef", c.EntropyCoef)
+	nonNegative("entropy_coef_min", c.EntropyCoefMin)
+	if c.EntropyCoefMax < c.EntropyCoefMin {
+		bad("entropy_coef_max", c.EntropyCoefMax, "must not be below entropy_coef_min")
+	}
+	nonNegative("entropy_coef_delta", c.EntropyCoefDelta)
+	nonNegative("off_policy_mask_threshold", c.OffPolicyMaskThreshold)
+	atLeast("max_num_gen_batches", c.MaxNumGenBatches, 1)
 
 	atLeast("lora.r", c.LoRA.R, 1)
 	positive("lora.lora_alpha", c.LoRA.Alpha)
@@ -336,6 +381,11 @@ func (c *Config) Validate() error {
 	}
 	if b := c.Quant.BlockSize; b < 32 || b > 4096 || b&(b-1) != 0 {
 		bad("quant.blocksize", b, "must be a power of two from 32 to 4096")
+	}
+	for _, to := range c.Report.To {
+		if !oneOf(to, "wandb,tensorboard,none") {
+			bad("report.to", c.Report.To, fmt.Sprintf("%q is not written here: give wandb (a W&B offline run in the run folder), tensorboard (always written) or none", to))
+		}
 	}
 	if len(errs) == 0 {
 		return nil
@@ -415,7 +465,7 @@ func leaves(c *Config) []leaf {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name := f.Tag.Get("toml")
-			if name == "" || name == "monitor" || name == "rewards" || f.Type.Kind() == reflect.Map {
+			if name == "" || name == "monitor" || name == "rewards" || name == "environments" || f.Type.Kind() == reflect.Map {
 				continue // free-form tables (monitor, data.chat_template_kwargs) are kept as decoded
 			}
 			if f.Type.Kind() == reflect.Struct {
@@ -451,6 +501,9 @@ func oneOf(s, list string) bool {
 	}
 	return false
 }
+
+// Reports reports whether [report] to names tracker (TRL's report_to spelling).
+func (c *Config) Reports(tracker string) bool { return sliceHas(c.Report.To, tracker) }
 
 func sliceHas(s []string, x string) bool {
 	for _, e := range s {

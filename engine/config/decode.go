@@ -71,6 +71,10 @@ type locator func(path []string) int
 // the key's position, and exposes positions no other way.
 func fileLocator(doc string) locator {
 	return func(path []string) int {
+		if len(path) == 3 && path[0] == "environments" {
+			i, _ := strconv.Atoi(path[1])
+			return presets.EnvironmentsLine(doc, i, path[2])
+		}
 		if len(path) == 3 && path[0] == "rewards" { // arrays of tables have no key positions
 			i, _ := strconv.Atoi(path[1])
 			return presets.RewardsLine(doc, i, path[2])
@@ -145,6 +149,20 @@ func (c *Config) apply(raw map[string]any, source string, loc locator, grpoOnly 
 				}
 				if lerrs == nil {
 					c.Rewards = rs
+					c.setOrigin(key, where(source, loc, path))
+				}
+			case !ok && len(prefix) == 0 && k == "environments" && !grpoOnly:
+				envs, lerrs := presets.DecodeEnvironments(v, func(i int, key string) int {
+					if loc == nil {
+						return 0
+					}
+					return loc([]string{"environments", strconv.Itoa(i), key})
+				})
+				for _, e := range lerrs {
+					errs = append(errs, keyError{line: e.Line, msg: e.Msg})
+				}
+				if lerrs == nil {
+					c.Environments = envs
 					c.setOrigin(key, where(source, loc, path))
 				}
 			case !ok && len(prefix) == 0 && k == "data" && !grpoOnly && isString(v):
@@ -234,6 +252,26 @@ func set(dst reflect.Value, v any) error {
 			return nil
 		}
 		return fmt.Errorf(`want a list of module names or "all-linear", got %s`, describe(v))
+	case []string:
+		var out []string
+		switch v := v.(type) {
+		case string: // to = "wandb" is short for ["wandb"]
+			out = []string{v}
+		case []string:
+			out = append(out, v...)
+		case []any:
+			for i, e := range v {
+				s, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("want a list of strings, element %d is %s", i, describe(e))
+				}
+				out = append(out, s)
+			}
+		default:
+			return fmt.Errorf("want a list of strings, got %s", describe(v))
+		}
+		dst.Set(reflect.ValueOf(out))
+		return nil
 	case []float64:
 		list, ok := v.([]any)
 		if !ok {

@@ -56,6 +56,22 @@ func (c *Config) Encode() []byte {
 		fmt.Fprintf(&b, "\n[[rewards]]\nkind = \"command\"\nname = %s\ncommand = [%s]\nweight = %s\ntimeout = %s\n",
 			quote(r.Name), strings.Join(q, ", "), formatFloat(r.Weight), formatFloat(r.Timeout.Seconds()))
 	}
+	for _, e := range c.Environments {
+		q := make([]string, len(e.Command))
+		for i, a := range e.Command {
+			q[i] = quote(a)
+		}
+		rw := make([]string, len(e.Rewards))
+		for i, r := range e.Rewards {
+			rw[i] = quote(r.Name) + " = " + formatFloat(r.Weight)
+		}
+		fmt.Fprintf(&b, "\n[[environments]]\nname = %s\nkind = %s\n", quote(e.Name), quote(e.Kind))
+		if len(q) > 0 {
+			fmt.Fprintf(&b, "command = [%s]\n", strings.Join(q, ", "))
+		}
+		fmt.Fprintf(&b, "rewards = { %s }\nmax_turns = %d\nmax_tokens = %d\ntimeout = %s\ntool_format = %s\n",
+			strings.Join(rw, ", "), e.MaxTurns, e.MaxTokens, formatFloat(e.Timeout.Seconds()), quote(e.ToolFormat))
+	}
 	return b.Bytes()
 }
 
@@ -66,6 +82,13 @@ func encodeValue(v reflect.Value) string {
 		}
 		q := make([]string, len(m))
 		for i, s := range m {
+			q[i] = quote(s)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	if l, ok := v.Interface().([]string); ok {
+		q := make([]string, len(l))
+		for i, s := range l {
 			q[i] = quote(s)
 		}
 		return "[" + strings.Join(q, ", ") + "]"

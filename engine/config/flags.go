@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 )
 
 // Flags are the command-line settings of a run, bound to a flag set by Bind. Only the flags
@@ -39,6 +40,7 @@ var flagSpecs = []struct{ name, key, usage string }{
 	{"temperature", "temperature", "sampling temperature"},
 	{"max-completion-length", "max_completion_length", "most tokens generated per completion"},
 	{"loss-type", "loss_type", "grpo, bnpo, dr_grpo or dapo"},
+	{"report-to", "report.to", "trackers written beside the run's logs, comma-separated: wandb (a W&B offline run for `wandb sync`) or none"},
 }
 
 // Bind registers the run flags on fs, their defaults shown from Default(). After fs.Parse,
@@ -67,6 +69,18 @@ func Bind(fs *flag.FlagSet) *Flags {
 			f.vals[s.name] = fs.Int64(s.name, l.v.Int(), s.usage)
 		case reflect.Float64:
 			f.vals[s.name] = fs.Float64(s.name, l.v.Float(), s.usage)
+		case reflect.Slice: // a list of strings, comma-separated
+			list := new([]string)
+			fs.Func(s.name, s.usage, func(v string) error {
+				*list = nil
+				for _, e := range strings.Split(v, ",") {
+					if e = strings.TrimSpace(e); e != "" {
+						*list = append(*list, e)
+					}
+				}
+				return nil
+			})
+			f.vals[s.name] = list
 		}
 	}
 	return f

@@ -97,6 +97,18 @@ type Sample struct {
 	Reward     float64 `json:"reward"`
 	Rewards    Metrics `json:"rewards,omitempty"` // per reward function
 	Advantage  float64 `json:"advantage"`
+	// Turns are the messages of a multi-turn episode, in order (none for single-turn runs).
+	Turns []Turn `json:"turns,omitempty"`
+	// Failed says why the environment failed the episode (scored as not applicable).
+	Failed string `json:"failed,omitempty"`
+}
+
+// Turn is one message of a multi-turn episode: the model's turns (in the loss) and the
+// environment's or the prompt's (Masked: out of the loss).
+type Turn struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Masked  bool   `json:"masked,omitempty"`
 }
 
 // Health summarises a checkpoint's analysis.

@@ -47,20 +47,22 @@ const stdEps = 1e-4
 
 // Advantages computes A_i = r_i − mean(group) for consecutive groups of size g, divided by
 // std + 1e-4 where scale is "group" (the group's std) or "batch" (the std of all rewards).
-// Standard deviations are unbiased (n−1), as torch.std and TRL use. It also returns the share
-// of groups whose rewards all agree (frac_reward_zero_std): those groups carry no signal.
+// Standard deviations are unbiased (n−1), as torch.std and TRL use. A NaN reward (a completion
+// no reward function could score: a failed episode) is left out of the means and deviations
+// and gets advantage 0, as TRL's nan-aware advantages do. It also returns the share of groups
+// whose rewards all agree (frac_reward_zero_std): those groups carry no signal.
 func Advantages(rewards []float64, g int, scale string) (adv []float64, fracZeroStd float64, err error) {
 	if g < 1 || len(rewards)%g != 0 {
 		return nil, 0, fmt.Errorf("grpo: %d rewards do not form groups of %d", len(rewards), g)
 	}
 	adv = make([]float64, len(rewards))
-	_, batchStd := stats.MeanStd(rewards)
+	_, batchStd := stats.NaNMeanStd(rewards)
 	groups := len(rewards) / g
 	zero := 0
 	for gi := 0; gi < groups; gi++ {
 		grp := rewards[gi*g : (gi+1)*g]
-		mean, std := stats.MeanStd(grp)
-		if math.Abs(std) <= 1e-8 {
+		mean, std := stats.NaNMeanStd(grp)
+		if !(math.Abs(std) > 1e-8) {
 			zero++
 		}
 		for i, r := range grp {
@@ -74,6 +76,9 @@ func Advantages(rewards []float64, g int, scale string) (adv []float64, fracZero
 			default:
 				return nil, 0, fmt.Errorf("grpo: scale_rewards %q is not one of group, batch, none", scale)
 			}
+			if math.IsNaN(a) {
+				a = 0
+			}
 			adv[gi*g+i] = a
 		}
 	}
@@ -81,6 +86,83 @@ func Advantages(rewards []float64, g int, scale string) (adv []float64, fracZero
 		fracZeroStd = float64(zero) / float64(groups)
 	}
 	return adv, fracZeroStd, nil
+}
+
+// Aggregations of multi_objective_aggregation.
+const (
+	SumThenNormalize = "sum_then_normalize"
+	NormalizeThenSum = "normalize_then_sum"
+)
+
+// NormalizedSum is GDPO's reward (multi_objective_aggregation "normalize_then_sum"): each
+// function's values byFunc[f] normalised within their group, (r − mean)/(std + 1e-4) over the
+// values that apply, then summed with the weights (functions that do not apply add nothing; a
+// completion none applies to stays NaN). Advantages(NormalizedSum(...), len(all), "batch")
+// then gives TRL's advantages: the sum normalised over the whole batch.
+func NormalizedSum(byFunc [][]float64, weights []float64, g int) ([]float64, error) {
+	if len(byFunc) == 0 || len(weights) != len(byFunc) {
+		return nil, fmt.Errorf("grpo: %d reward functions with %d weights", len(byFunc), len(weights))
+	}
+	n := len(byFunc[0])
+	if g < 1 || n%g != 0 {
+		return nil, fmt.Errorf("grpo: %d rewards do not form groups of %d", n, g)
+	}
+	out := make([]float64, n)
+	scored := make([]bool, n)
+	for f, vals := range byFunc {
+		if len(vals) != n {
+			return nil, fmt.Errorf("grpo: reward function %d has %d values, not %d", f, len(vals), n)
+		}
+		for gi := 0; gi < n/g; gi++ {
+			grp := vals[gi*g : (gi+1)*g]
+			mean, std := stats.NaNMeanStd(grp)
+			if g == 1 {
+				std = 0
+			}
+			for i, r := range grp {
+				if math.IsNaN(r) {
+					continue
+				}
+				out[gi*g+i] += weights[f] * (r - mean) / (std + stdEps)
+				scored[gi*g+i] = true
+			}
+		}
+	}
+	for i := range out {
+		if !scored[i] {
+			out[i] = math.NaN()
+		}
+	}
+	return out, nil
+}
+
+// AdaptiveEntropy is TRL's adaptive entropy controller (use_adaptive_entropy): the bonus is
+// applied only while the last step's mean entropy is at most the target, and after each step
+// the coefficient moves by delta toward more bonus (entropy at or below the target) or less,
+// within [min, max].
+type AdaptiveEntropy struct {
+	Coef, Target, Min, Max, Delta float64
+	// Last is the previous step's mean entropy over the loss tokens (+Inf before the first:
+	// no bonus on the first step, as TRL starts from an infinite entropy).
+	Last float64
+}
+
+// Applied is the coefficient the coming step's loss uses.
+func (c *AdaptiveEntropy) Applied() float64 {
+	if c.Last <= c.Target {
+		return c.Coef
+	}
+	return 0
+}
+
+// Observe updates the controller with a finished step's mean entropy.
+func (c *AdaptiveEntropy) Observe(entropy float64) {
+	if entropy <= c.Target {
+		c.Coef = math.Min(c.Coef+c.Delta, c.Max)
+	} else {
+		c.Coef = math.Max(c.Coef-c.Delta, c.Min)
+	}
+	c.Last = entropy
 }
 
 // Params are the GRPOConfig fields the loss reads.
@@ -110,6 +192,17 @@ type Params struct {
 	// gradients of every micro-batch add up to one normalisation over the batch. Zero means
 	// this micro-batch alone.
 	Tokens int
+	// Delta is TRL's two-sided clipping: the unclipped term's weight is capped at Delta
+	// (min(w, δ)·A) for the clipped loss types. 0 means off (TRL's None).
+	Delta float64
+	// OffPolicyMaskThreshold drops the policy term of a sequence whose advantage is negative
+	// and whose mean KL(old ‖ policy) over its loss tokens, mean(logp_old − logp), exceeds it
+	// (DeepSeek-V3.2's off-policy sequence mask). 0 means off (TRL's None).
+	OffPolicyMaskThreshold float64
+	// EntropyCoef is the entropy bonus's coefficient as applied in this step (the adaptive
+	// controller's value, or 0 when it gates the bonus off): the loss gets −coef·H̄, H̄ the mean
+	// entropy of the loss tokens the entropy filter keeps. Needs Sequence.Entropy.
+	EntropyCoef float64
 }
 
 // Validate checks the values the loss depends on.
@@ -129,6 +222,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("grpo: dr_grpo needs max_completion_length ≥ 1")
 	case p.LossType == LossSAPO && !(p.SAPOTemperaturePos > 0 && p.SAPOTemperatureNeg > 0):
 		return fmt.Errorf("grpo: sapo needs temperatures above 0")
+	case p.Delta != 0 && !(p.Delta > 1+p.EpsilonHigh):
+		return fmt.Errorf("grpo: delta %v must be above 1 + epsilon_high (%v)", p.Delta, 1+p.EpsilonHigh)
+	case p.OffPolicyMaskThreshold < 0:
+		return fmt.Errorf("grpo: off_policy_mask_threshold %v is negative", p.OffPolicyMaskThreshold)
 	}
 	return nil
 }
@@ -166,6 +263,27 @@ type Sequence struct {
 	Advantage float64
 	// Truncated: the completion ended at max_completion_length, without a stop token.
 	Truncated bool
+	// Mask marks the tokens the model wrote (true) among those an environment or the chat
+	// template wrote between its turns (false): only the former are in the loss, the KL, the
+	// entropy statistics and the token counts. nil: every token is the model's.
+	Mask []bool
+}
+
+// Counts reports whether token t is a loss token of s (before truncation masking).
+func (s Sequence) Counts(t int) bool { return s.Mask == nil || s.Mask[t] }
+
+// ModelTokens is how many of s's tokens the model wrote.
+func (s Sequence) ModelTokens() int {
+	if s.Mask == nil {
+		return len(s.LogP)
+	}
+	n := 0
+	for _, m := range s.Mask {
+		if m {
+			n++
+		}
+	}
+	return n
 }
 
 // Result of the loss over a (micro-)batch.
@@ -173,6 +291,8 @@ type Result struct {
 	Loss float64
 	// Grad[i][t] = ∂Loss/∂LogP[i][t].
 	Grad [][]float64
+	// EntropyGrad[i][t] = ∂Loss/∂Entropy[i][t] (the entropy bonus's; nil without one).
+	EntropyGrad [][]float64
 	// Stats are the metrics' sums: add those of every micro-batch, then read Metrics.
 	Stats Stats
 }
@@ -190,6 +310,10 @@ type Stats struct {
 	ClipCount               float64 // what those sums are over: tokens, or sequences
 	ClipLowMin, ClipHighMax float64 // over sequences (NaN before any)
 	PhiSum                  float64 // vespo: Σ φ over sequences
+	// OffPolicyDropped counts the sequences the off-policy mask dropped (logged as
+	// off_policy_mask/dropped_ratio when the mask is on).
+	OffPolicyDropped float64
+	OffPolicyMask    bool
 }
 
 // Add accumulates another micro-batch's stats (the zero Stats is an empty accumulator).
@@ -211,6 +335,7 @@ func (s *Stats) Add(o Stats) {
 	s.ClipLowMin = nanMin(s.ClipLowMin, o.ClipLowMin)
 	s.ClipHighMax = nanMax(s.ClipHighMax, o.ClipHighMax)
 	s.PhiSum += o.PhiSum
+	s.OffPolicyDropped += o.OffPolicyDropped
 }
 
 // Metrics are the step metrics with TRL's names: kl, entropy (when entropies were given) and,
@@ -219,6 +344,9 @@ func (s *Stats) Add(o Stats) {
 // per-sequence clip shares of the step.
 func (s Stats) Metrics() map[string]float64 {
 	out := map[string]float64{"kl": ratio(s.KL, s.Tokens)}
+	if s.OffPolicyMask {
+		out["off_policy_mask/dropped_ratio"] = ratio(s.OffPolicyDropped, s.Seqs)
+	}
 	if s.HasEntropy {
 		out["entropy"] = ratio(s.Entropy, s.Tokens)
 	}
@@ -257,19 +385,22 @@ func nanMax(a, b float64) float64 {
 
 // Loss computes the GRPO loss of a micro-batch and its gradient with respect to each token's
 // log-prob. With the importance weight w (per token: exp(logp − logp_old); per sequence:
-// exp(Σ_t (logp − logp_old) / |y|)), advantage A and KL_t = exp(ref − logp) − (ref − logp) − 1,
-// the per-token policy term is, by loss_type,
+// exp(mean over its loss tokens of (logp − logp_old))), advantage A and
+// KL_t = exp(ref − logp) − (ref − logp) − 1, the per-token policy term is, by loss_type,
 //
-//	grpo, bnpo, dr_grpo, dapo, luspo: −min(w·A, clamp(w, 1−ε, 1+ε_high)·A)
+//	grpo, bnpo, dr_grpo, dapo, luspo: −min(min(w, δ)·A, clamp(w, 1−ε, 1+ε_high)·A)  (δ: delta, ∞ when off)
 //	cispo: −sg(min(w, ε_high))·A·logp
 //	sapo:  −σ(τ(w − 1))·(4/τ)·A,  τ = τ_pos if A > 0 else τ_neg
 //	vespo: −sg(φ(W))·A·logp,  W = exp(Σ_t (logp − logp_old)), φ(W) = e^λ W^k e^{−λW}
 //
-// multiplied by the entropy filter (top_entropy_quantile), plus β·KL_t, then aggregated over
-// the loss tokens (a masked truncated completion has none): grpo and sapo average each
-// sequence's tokens, then the sequences; bnpo divides by the micro-batch's tokens; dr_grpo by
-// sequences × max_completion_length; dapo, cispo and vespo by the accumulated batch's tokens;
-// luspo sums each sequence's tokens (its loss times its length) and averages the sequences.
+// multiplied by the off-policy sequence mask and the entropy filter (top_entropy_quantile),
+// plus β·KL_t, then aggregated over the loss tokens (the tokens the model wrote: Sequence.Mask;
+// a masked truncated completion has none): grpo and sapo average each sequence's tokens, then
+// the sequences; bnpo divides by the micro-batch's tokens; dr_grpo by sequences ×
+// max_completion_length; dapo, cispo and vespo by the accumulated batch's tokens; luspo sums
+// each sequence's tokens (its loss times its length) and averages the sequences. The entropy
+// bonus subtracts coef·ΣH/N over the loss tokens the entropy filter keeps, N their number
+// (dapo, cispo, vespo: the accumulated batch's loss tokens), as TRL does.
 // With a detached old log-prob the weight is 1 in value but not in gradient: ∂w/∂logp = w.
 func Loss(seqs []Sequence, p Params) (Result, error) {
 	res := Result{Grad: make([][]float64, len(seqs))}
@@ -281,11 +412,14 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 	local := 0.0
 	for i, s := range seqs {
 		if len(s.RefLogP) != len(s.LogP) || (s.OldLogP != nil && len(s.OldLogP) != len(s.LogP)) ||
-			(s.Entropy != nil && len(s.Entropy) != len(s.LogP)) {
+			(s.Entropy != nil && len(s.Entropy) != len(s.LogP)) || (s.Mask != nil && len(s.Mask) != len(s.LogP)) {
 			return res, fmt.Errorf("grpo: sequence %d: log-prob lengths differ", i)
 		}
+		if p.EntropyCoef != 0 && s.Entropy == nil {
+			return res, fmt.Errorf("grpo: entropy_coef needs the entropies of sequence %d", i)
+		}
 		if !p.Masked(s.Truncated) {
-			active[i] = float64(len(s.LogP))
+			active[i] = float64(s.ModelTokens())
 			local += active[i]
 		}
 	}
@@ -311,15 +445,41 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 	case LossLUSPO:
 		weight = func(int) float64 { return 1 / float64(max(n, 1)) }
 	}
+	// The entropy bonus's factor for a kept loss token: coef over the kept tokens (the
+	// accumulated batch's loss tokens for the global types).
+	entW := 0.0
+	if p.EntropyCoef != 0 {
+		den := 0.0
+		if GlobalTokens(p.LossType) {
+			den = float64(p.Tokens)
+			if p.Tokens == 0 {
+				den = local
+			}
+		} else {
+			for i, s := range seqs {
+				for t := range s.LogP {
+					if active[i] > 0 && s.Counts(t) && (keep == nil || keep[i][t]) {
+						den++
+					}
+				}
+			}
+		}
+		entW = p.EntropyCoef / math.Max(den, 1)
+		res.EntropyGrad = make([][]float64, n)
+	}
 	st := Stats{LossType: p.LossType, Seqs: float64(n), Tokens: local, HasEntropy: n > 0,
-		ClipLowMin: math.NaN(), ClipHighMax: math.NaN()}
+		ClipLowMin: math.NaN(), ClipHighMax: math.NaN(), OffPolicyMask: p.OffPolicyMaskThreshold > 0}
 	seqLevel := p.sequenceLevel()
+	delta := math.Inf(1)
+	if p.Delta != 0 {
+		delta = p.Delta
+	}
 	for i, s := range seqs {
 		w, a, m := weight(i), s.Advantage, active[i] > 0
 		st.HasEntropy = st.HasEntropy && s.Entropy != nil
 		logRatio := make([]float64, len(s.LogP))
 		for t, lp := range s.LogP {
-			if s.OldLogP != nil {
+			if s.OldLogP != nil && s.Counts(t) {
 				logRatio[t] = lp - s.OldLogP[t]
 			}
 		}
@@ -328,6 +488,12 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 		if seqLevel && m {
 			seqCoef = math.Exp(sum(logRatio) / active[i])
 		}
+		// The off-policy sequence mask: keep when A ≥ 0 or mean(old − logp) ≤ threshold.
+		policy := 1.0
+		if p.OffPolicyMaskThreshold > 0 && m && a < 0 && -sum(logRatio)/active[i] > p.OffPolicyMaskThreshold {
+			policy = 0
+			st.OffPolicyDropped++
+		}
 		// vespo's detached Gamma weight of the sequence's summed log-ratio.
 		phi := 0.0
 		if p.LossType == LossVESPO {
@@ -335,14 +501,22 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 			st.PhiSum += phi
 		}
 		g := make([]float64, len(s.LogP))
+		var eg []float64
+		if res.EntropyGrad != nil {
+			eg = make([]float64, len(s.LogP))
+			res.EntropyGrad[i] = eg
+		}
 		seqDC := 0.0 // ∂Loss/∂(sequence weight), spread over the tokens after the loop
 		var low, high float64
 		for t, lp := range s.LogP {
+			if !m || !s.Counts(t) {
+				continue
+			}
 			coef := seqCoef
 			if !seqLevel {
 				coef = math.Exp(logRatio[t])
 			}
-			if m && (keep == nil || keep[i][t]) {
+			if keep == nil || keep[i][t] {
 				var val, dc, dlp float64 // term, ∂term/∂coef, ∂term/∂logp directly
 				switch p.LossType {
 				case LossCISPO:
@@ -358,8 +532,9 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 					sg := sigmoid(tau * (coef - 1))
 					val, dc = -sg*4/tau*a, -4*sg*(1-sg)*a
 				default:
-					val, dc = clippedTerm(coef, a, 1-p.Epsilon, 1+p.EpsilonHigh)
+					val, dc = clippedTerm(coef, a, 1-p.Epsilon, 1+p.EpsilonHigh, delta)
 				}
+				val, dc, dlp = val*policy, dc*policy, dlp*policy
 				res.Loss += w * val
 				g[t] += w * dlp
 				if seqLevel {
@@ -367,9 +542,10 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 				} else {
 					g[t] += w * dc * coef
 				}
-			}
-			if !m {
-				continue
+				if eg != nil {
+					res.Loss -= entW * s.Entropy[t]
+					eg[t] = -entW
+				}
 			}
 			d := s.RefLogP[t] - lp
 			klT := math.Exp(d) - d - 1
@@ -391,7 +567,7 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 		}
 		if seqLevel {
 			for t := range g {
-				if m {
+				if m && s.Counts(t) {
 					g[t] += seqDC * seqCoef / active[i]
 				}
 			}
@@ -411,27 +587,26 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 	return res, nil
 }
 
-// clippedTerm is −min(c·A, clamp(c, lo, hi)·A) and its derivative with respect to c, with
-// PyTorch's subgradients: clamp passes the gradient on [lo, hi] inclusive, and on a tie
-// torch.minimum gives each side half.
-func clippedTerm(c, a, lo, hi float64) (val, dc float64) {
+// clippedTerm is −min(min(c, δ)·A, clamp(c, lo, hi)·A) and its derivative with respect to c,
+// with PyTorch's subgradients: clamp passes the gradient on its closed interval, and on a tie
+// torch.minimum gives each side half. δ = +Inf is no two-sided clipping.
+func clippedTerm(c, a, lo, hi, delta float64) (val, dc float64) {
 	cl := math.Min(math.Max(c, lo), hi)
-	un, cv := c*a, cl*a
-	inside := c >= lo && c <= hi
+	un, cv := math.Min(c, delta)*a, cl*a
+	dun, dcv := 0.0, 0.0 // ∂un/∂c, ∂cv/∂c
+	if c <= delta {
+		dun = a
+	}
+	if c >= lo && c <= hi {
+		dcv = a
+	}
 	switch {
 	case un < cv:
-		return -un, -a
+		return -un, -dun
 	case un > cv:
-		if inside {
-			return -cv, -a
-		}
-		return -cv, 0
+		return -cv, -dcv
 	default:
-		dc = -0.5 * a
-		if inside {
-			dc -= 0.5 * a
-		}
-		return -un, dc
+		return -un, -0.5 * (dun + dcv)
 	}
 }
 
@@ -493,7 +668,11 @@ func entropyFilter(seqs []Sequence, active []float64, rho float64) ([][]bool, er
 		if s.Entropy == nil {
 			return nil, fmt.Errorf("grpo: top_entropy_quantile %v needs the entropies of sequence %d", rho, i)
 		}
-		all = append(all, s.Entropy...)
+		for t, h := range s.Entropy {
+			if s.Counts(t) {
+				all = append(all, h)
+			}
+		}
 	}
 	keep := make([][]bool, len(seqs))
 	for i := range keep {
@@ -508,7 +687,7 @@ func entropyFilter(seqs []Sequence, active []float64, rho float64) ([][]bool, er
 			continue
 		}
 		for t, h := range s.Entropy {
-			keep[i][t] = h >= thr
+			keep[i][t] = h >= thr && s.Counts(t)
 		}
 	}
 	return keep, nil

@@ -20,6 +20,7 @@ type refSeq struct {
 	Entropy   []float64 `json:"entropy,omitempty"`
 	Adv       float64   `json:"adv"`
 	Truncated bool      `json:"truncated,omitempty"`
+	Mask      []bool    `json:"mask,omitempty"`
 }
 
 type refCase struct {
@@ -29,6 +30,8 @@ type refCase struct {
 	Scale   string         `json:"scale,omitempty"`
 	Params  map[string]any `json:"params,omitempty"`
 	Seqs    []refSeq       `json:"seqs,omitempty"`
+	ByFunc  [][]*float64   `json:"by_func,omitempty"` // nil: not applicable
+	Weights []float64      `json:"weights,omitempty"`
 }
 
 type refOut struct {
@@ -36,6 +39,7 @@ type refOut struct {
 	Frac    float64            `json:"frac"`
 	Loss    float64            `json:"loss"`
 	Grad    [][]float64        `json:"grad"`
+	EntGrad [][]float64        `json:"entropy_grad"`
 	Metrics map[string]float64 `json:"metrics"`
 }
 
@@ -101,13 +105,14 @@ func (p Params) ref() map[string]any {
 		"top_entropy_quantile": p.TopEntropyQuantile,
 		"sapo_temperature_pos": p.SAPOTemperaturePos, "sapo_temperature_neg": p.SAPOTemperatureNeg,
 		"vespo_k_pos": p.VESPOKPos, "vespo_lambda_pos": p.VESPOLambdaPos,
-		"vespo_k_neg": p.VESPOKNeg, "vespo_lambda_neg": p.VESPOLambdaNeg}
+		"vespo_k_neg": p.VESPOKNeg, "vespo_lambda_neg": p.VESPOLambdaNeg,
+		"delta": p.Delta, "off_policy_mask_threshold": p.OffPolicyMaskThreshold, "entropy_coef": p.EntropyCoef}
 }
 
 func refSeqs(seqs []Sequence) []refSeq {
 	var out []refSeq
 	for _, s := range seqs {
-		out = append(out, refSeq{LogP: s.LogP, Old: s.OldLogP, Ref: s.RefLogP, Entropy: s.Entropy, Adv: s.Advantage, Truncated: s.Truncated})
+		out = append(out, refSeq{LogP: s.LogP, Old: s.OldLogP, Ref: s.RefLogP, Entropy: s.Entropy, Adv: s.Advantage, Truncated: s.Truncated, Mask: s.Mask})
 	}
 	return out
 }
@@ -115,11 +120,26 @@ func refSeqs(seqs []Sequence) []refSeq {
 type variant struct {
 	p        Params
 	detached bool
+	envMask  bool // environment tokens masked out of the loss
 }
 
 func (v variant) String() string {
-	return fmt.Sprintf("%s/%s/beta=%g/detached=%v/mask=%v/rho=%g/tokens=%d", v.p.LossType, v.p.ImportanceSamplingLevel,
-		v.p.Beta, v.detached, v.p.MaskTruncatedCompletions, v.p.TopEntropyQuantile, v.p.Tokens)
+	return fmt.Sprintf("%s/%s/beta=%g/detached=%v/mask=%v/rho=%g/tokens=%d/env=%v/delta=%g/opm=%g/ent=%g", v.p.LossType, v.p.ImportanceSamplingLevel,
+		v.p.Beta, v.detached, v.p.MaskTruncatedCompletions, v.p.TopEntropyQuantile, v.p.Tokens, v.envMask, v.p.Delta,
+		v.p.OffPolicyMaskThreshold, v.p.EntropyCoef)
+}
+
+// withEnvMask marks a run of tokens in the middle of every other sequence as written by an
+// environment (a tool's result between two assistant turns).
+func withEnvMask(seqs []Sequence) []Sequence {
+	for i := range seqs {
+		s := &seqs[i]
+		s.Mask = make([]bool, len(s.LogP))
+		for t := range s.Mask {
+			s.Mask[t] = !(i%2 == 0 && t >= 1 && t < len(s.Mask)-1)
+		}
+	}
+	return seqs
 }
 
 // TestLossMatchesPyTorch compares the loss, every per-token gradient and every metric with
@@ -134,29 +154,75 @@ func TestLossMatchesPyTorch(t *testing.T) {
 			for _, detached := range []bool{true, false} {
 				p := baseParams(lt)
 				p.ImportanceSamplingLevel = level
-				variants = append(variants, variant{p, detached})
+				variants = append(variants, variant{p, detached, false})
 				p.Beta, p.MaskTruncatedCompletions, p.TopEntropyQuantile = 0.04, true, 0.3
-				variants = append(variants, variant{p, detached})
+				variants = append(variants, variant{p, detached, false})
 			}
 		}
 		p := baseParams(lt)
 		p.Beta = 0.04
-		variants = append(variants, variant{p, false})
+		variants = append(variants, variant{p, false, false})
 		p.TopEntropyQuantile = 0 // only the highest-entropy token(s)
-		variants = append(variants, variant{p, false})
+		variants = append(variants, variant{p, false, false})
+	}
+	// Environment tokens masked out, for every loss type at both levels, on- and off-policy,
+	// with β, truncation masking and the entropy filter on the masked side.
+	for _, lt := range LossTypes {
+		for _, level := range []string{LevelToken, LevelSequence} {
+			p := baseParams(lt)
+			p.ImportanceSamplingLevel = level
+			variants = append(variants, variant{p, true, true})
+			p.Beta, p.MaskTruncatedCompletions, p.TopEntropyQuantile = 0.04, true, 0.5
+			variants = append(variants, variant{p, false, true})
+		}
+		// The entropy bonus, alone and with the filter and the environment mask.
+		p := baseParams(lt)
+		p.EntropyCoef = 0.03
+		variants = append(variants, variant{p, false, false})
+		p.TopEntropyQuantile, p.Beta = 0.5, 0.04
+		variants = append(variants, variant{p, false, true})
+	}
+	for _, level := range []string{LevelToken, LevelSequence} {
+		for _, lt := range []string{LossGRPO, LossDAPO} {
+			// Two-sided clipping with a δ the ratios exceed, and the off-policy sequence mask.
+			p := baseParams(lt)
+			p.ImportanceSamplingLevel, p.Delta = level, 1.3
+			variants = append(variants, variant{p, false, true})
+			p.Delta, p.OffPolicyMaskThreshold = 0, 0.02
+			variants = append(variants, variant{p, false, true})
+			p.Delta, p.Beta = 1.3, 0.04
+			variants = append(variants, variant{p, false, false})
+		}
 	}
 	p := baseParams(LossDAPO)
 	p.Beta, p.Tokens, p.MaskTruncatedCompletions = 0.1, 97, true
-	variants = append(variants, variant{p, false})
+	variants = append(variants, variant{p, false, false})
 	// A cispo cap the ratios exceed.
 	p = baseParams(LossCISPO)
 	p.EpsilonHigh = 1.05
-	variants = append(variants, variant{p, false})
+	variants = append(variants, variant{p, false, false})
 
 	var cases []refCase
 	var batches [][]Sequence
 	for _, v := range variants {
 		seqs := randomBatch(r, 7, v.detached)
+		switch {
+		case v.p.Delta != 0:
+			for i := range seqs { // ratios well above 1 + ε_high and δ
+				for t := range seqs[i].OldLogP {
+					seqs[i].OldLogP[t] = seqs[i].LogP[t] - 0.4*r.Float64()
+				}
+			}
+		case v.p.OffPolicyMaskThreshold != 0:
+			for i := range seqs { // the policy has moved away: mean(old − logp) from 0 to 0.05
+				for t := range seqs[i].OldLogP {
+					seqs[i].OldLogP[t] = seqs[i].LogP[t] + 0.05*float64(i%3)
+				}
+			}
+		}
+		if v.envMask {
+			seqs = withEnvMask(seqs)
+		}
 		batches = append(batches, seqs)
 		cases = append(cases, refCase{Kind: "loss", Params: v.p.ref(), Seqs: refSeqs(seqs)})
 	}
@@ -175,13 +241,13 @@ func TestLossMatchesPyTorch(t *testing.T) {
 		for _, level := range []string{LevelToken, LevelSequence} {
 			p := baseParams(LossGRPO)
 			p.ImportanceSamplingLevel = level
-			variants = append(variants, variant{p, false})
+			variants = append(variants, variant{p, false, false})
 			batches = append(batches, seqs)
 			cases = append(cases, refCase{Kind: "loss", Params: p.ref(), Seqs: refSeqs(seqs)})
 		}
 	}
 	want := runReference(t, cases)
-	clipped := 0
+	clipped, dropped, twoSided := 0, 0.0, 0
 	for vi, v := range variants {
 		got, err := Loss(batches[vi], v.p)
 		if err != nil {
@@ -198,6 +264,16 @@ func TestLossMatchesPyTorch(t *testing.T) {
 				}
 			}
 		}
+		if (got.EntropyGrad == nil) != (w.EntGrad == nil) {
+			t.Errorf("%v: entropy gradient %v, torch %v", v, got.EntropyGrad != nil, w.EntGrad != nil)
+		}
+		for i := range got.EntropyGrad {
+			for k := range got.EntropyGrad[i] {
+				if !close(got.EntropyGrad[i][k], w.EntGrad[i][k], 1e-9) {
+					t.Errorf("%v: entropy grad[%d][%d] %.12g, torch %.12g", v, i, k, got.EntropyGrad[i][k], w.EntGrad[i][k])
+				}
+			}
+		}
 		m := got.Stats.Metrics()
 		if len(m) != len(w.Metrics) {
 			t.Errorf("%v: metrics %v, torch %v", v, m, w.Metrics)
@@ -210,6 +286,19 @@ func TestLossMatchesPyTorch(t *testing.T) {
 		if m["clip_ratio/region_mean"] > 0 || m["cispo_clip_ratio"] > 0 {
 			clipped++
 		}
+		dropped += got.Stats.OffPolicyDropped
+		if v.p.Delta != 0 {
+			for _, s := range batches[vi] {
+				for k := range s.LogP {
+					if s.OldLogP != nil && math.Exp(s.LogP[k]-s.OldLogP[k]) > v.p.Delta && s.Advantage < 0 {
+						twoSided++
+					}
+				}
+			}
+		}
+	}
+	if dropped == 0 || twoSided == 0 {
+		t.Errorf("the off-policy mask dropped %g sequences and δ bound %d tokens: the test batches should make both act", dropped, twoSided)
 	}
 	if clipped < len(LossTypes) {
 		t.Errorf("only %d variants clipped anything: the test batches should clip", clipped)
@@ -351,5 +440,92 @@ func TestHandValues(t *testing.T) {
 	// torch.quantile's linear interpolation: rank 0.8·3 = 2.4 between 3 and 4.
 	if q := Quantile([]float64{4, 1, 3, 2}, 0.8); !close(q, 3.4, 1e-15) {
 		t.Fatalf("Quantile = %v, want 3.4", q)
+	}
+}
+
+// TestGDPOMatchesPyTorch compares normalize_then_sum (GDPO) advantages with the reference for
+// three reward functions on different scales, one of them not applicable to some completions
+// and none applicable to one, and checks that the aggregation differs from sum_then_normalize.
+func TestGDPOMatchesPyTorch(t *testing.T) {
+	nan := math.NaN()
+	byFunc := [][]float64{
+		{1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1},                         // correctness
+		{10, 40, 25, 5, 7, 7, 30, 12, 3, 9, 4, nan},                  // a large-scale reward
+		{0.2, nan, 0.4, 0.1, 0.9, 0.3, nan, nan, 0.5, 0.5, 0.6, nan}, // sometimes not applicable
+	}
+	weights := []float64{1, 0.5, 2}
+	byFunc[0][11], byFunc[1][11] = nan, nan // the last completion: nothing applies
+	var refVals [][]*float64
+	for _, vals := range byFunc {
+		row := make([]*float64, len(vals))
+		for i := range vals {
+			if !math.IsNaN(vals[i]) {
+				row[i] = &vals[i]
+			}
+		}
+		refVals = append(refVals, row)
+	}
+	want := runReference(t, []refCase{{Kind: "gdpo", ByFunc: refVals, Weights: weights, G: 4}})[0].Adv
+	sum, err := NormalizedSum(byFunc, weights, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Advantages(sum, len(sum), ScaleBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if !close(got[i], want[i], 1e-9) {
+			t.Errorf("adv[%d] = %.12g, torch %.12g", i, got[i], want[i])
+		}
+	}
+	if got[11] != 0 {
+		t.Errorf("a completion no function scored has advantage %g, want 0", got[11])
+	}
+	// sum_then_normalize lets the large-scale reward dominate: the order differs.
+	total := make([]float64, 12)
+	for i := range total {
+		for f := range byFunc {
+			if !math.IsNaN(byFunc[f][i]) {
+				total[i] += weights[f] * byFunc[f][i]
+			}
+		}
+	}
+	plain, _, _ := Advantages(total, 4, ScaleGroup)
+	if maxDiff := math.Abs(plain[0] - got[0]); maxDiff < 0.1 {
+		t.Errorf("normalize_then_sum gave %v, sum_then_normalize %v: they should differ", got[:4], plain[:4])
+	}
+}
+
+// TestAdvantagesNaN: a completion no function scored (a failed episode) is left out of its
+// group's mean and deviation and gets advantage 0.
+func TestAdvantagesNaN(t *testing.T) {
+	adv, _, err := Advantages([]float64{1, math.NaN(), 0, 0.5}, 4, ScaleGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := Advantages([]float64{1, 0, 0.5}, 3, ScaleGroup)
+	if adv[1] != 0 || !close(adv[0], want[0], 1e-12) || !close(adv[2], want[1], 1e-12) || !close(adv[3], want[2], 1e-12) {
+		t.Fatalf("advantages %v, want %v with 0 for the NaN", adv, want)
+	}
+}
+
+// TestAdaptiveEntropy follows TRL's controller: no bonus before the first observation, the
+// coefficient rises by delta while the entropy is at or below the target (the bonus applied),
+// falls while above (no bonus), within [min, max].
+func TestAdaptiveEntropy(t *testing.T) {
+	c := AdaptiveEntropy{Coef: 0.01, Target: 0.2, Min: 0, Max: 0.02, Delta: 0.005, Last: math.Inf(1)}
+	var applied, coefs []float64
+	for _, h := range []float64{0.5, 0.1, 0.2, 0.05, 0.3, 0.3, 0.3} {
+		applied = append(applied, c.Applied())
+		c.Observe(h)
+		coefs = append(coefs, c.Coef)
+	}
+	wantApplied := []float64{0, 0, 0.01, 0.015, 0.02, 0, 0}
+	wantCoefs := []float64{0.005, 0.01, 0.015, 0.02, 0.015, 0.01, 0.005}
+	for i := range wantApplied {
+		if !close(applied[i], wantApplied[i], 1e-12) || !close(coefs[i], wantCoefs[i], 1e-12) {
+			t.Fatalf("applied %v coefs %v, want %v and %v", applied, coefs, wantApplied, wantCoefs)
+		}
 	}
 }

@@ -2,7 +2,8 @@
 // (DESIGN §9, §17): rlhfstation's own run folders (events.jsonl) and those other tools write —
 // a TRL / Hugging Face Trainer output folder (trainer_state.json, TensorBoard events,
 // checkpoint-N/ adapters, completions/ tables), verl's file logger and TensorBoard folder,
-// OpenRLHF's TensorBoard folder.
+// OpenRLHF's TensorBoard folder, and W&B run folders (wandb/run-*/run-*.wandb transaction logs,
+// as any of those tools leave them with report_to="wandb").
 //
 // Detect finds what a folder holds and says so; Run.Stream turns it into the events the front
 // ends read (run_start, step metrics under DESIGN §5's names, the monitor's anomalies computed
@@ -37,6 +38,7 @@ const (
 	KindVerl        Kind = "verl"
 	KindOpenRLHF    Kind = "openrlhf"
 	KindTensorBoard Kind = "tensorboard" // event files whose tags no table knows
+	KindWandb       Kind = "wandb"       // a W&B run whose names no table knows (rlhfstation's own)
 )
 
 // Label names the kind for people.
@@ -52,6 +54,8 @@ func (k Kind) Label() string {
 		return "OpenRLHF"
 	case KindTensorBoard:
 		return "TensorBoard"
+	case KindWandb:
+		return "W&B"
 	}
 	return "TensorBoard (which tool wrote it shows once its first scalars are written)"
 }
@@ -64,6 +68,7 @@ const (
 	FormatTrainerState Format = "trainer_state.json" // the Hugging Face Trainer's log_history
 	FormatTensorBoard  Format = "tensorboard"        // events.out.tfevents.* files
 	FormatVerlLog      Format = "verl jsonl"         // verl's file logger: {"step": N, "data": {...}}
+	FormatWandb        Format = "wandb"              // a W&B transaction log, run-<id>.wandb
 )
 
 // Run is a run found on disk.
@@ -87,7 +92,8 @@ type Run struct {
 // Searched is what Detect looks for, for the message when it finds nothing.
 const Searched = "events.jsonl (rlhfstation), trainer_state.json in the folder or a checkpoint-N/ " +
 	"folder (TRL / Hugging Face Trainer), events.out.tfevents.* files (TensorBoard: TRL, verl, " +
-	"OpenRLHF) and JSON lines of {\"step\", \"data\"} (verl's file logger)"
+	"OpenRLHF), JSON lines of {\"step\", \"data\"} (verl's file logger) and W&B run files " +
+	"(wandb/run-*/run-*.wandb, offline-run-*)"
 
 // maxDepth and maxEntries bound the search of a folder.
 const (
@@ -108,6 +114,7 @@ type found struct {
 	verlLogs   []string            // verl file-logger JSONL files
 	rollouts   []string            // verl rollout dumps: <step>.jsonl with input/output
 	tables     []string            // TRL completions tables (parquet, wandb table JSON)
+	wandbs     []string            // W&B transaction logs (run-<id>.wandb)
 	hfFolders  int                 // checkpoint-N folders
 	truncated  bool
 	unreadable []string
@@ -126,6 +133,9 @@ func Detect(path string) (*Run, error) {
 	}
 	if !fi.IsDir() {
 		return detectFile(path)
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != filepath.Clean(path) {
+		path = real // wandb/latest-run and other links to a run folder
 	}
 	if _, err := os.Stat(filepath.Join(path, "events.jsonl")); err == nil {
 		r := &Run{Dir: path, Name: filepath.Base(absOr(path)), Kind: KindOwn, Format: FormatEvents,
@@ -164,6 +174,16 @@ func Detect(path string) (*Run, error) {
 		if len(f.states) > 0 {
 			r.Notes = append(r.Notes, "trainer_state.json is not read for metrics (the event files hold every logged step, also while the run is live)")
 		}
+	case len(f.wandbs) > 0:
+		sortNewest(f.wandbs, "")
+		r.Format, r.Source = FormatWandb, f.wandbs[0]
+		r.Kind = wandbKind(r.Source)
+		if len(f.wandbs) > 1 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%d W&B runs found; reading the newest (give another run's folder to read it: %s)", len(f.wandbs), listSome(f.wandbs[1:])))
+		}
+		if len(f.states) > 0 {
+			r.Notes = append(r.Notes, "trainer_state.json is not read for metrics (the W&B run file holds every logged step, also while the run is live)")
+		}
 	case len(f.states) > 0:
 		r.Kind, r.Format, r.Source = KindTRL, FormatTrainerState, newestState(path, f.states)
 	default:
@@ -201,6 +221,8 @@ func detectFile(path string) (*Run, error) {
 	case tfeventsName.MatchString(base):
 		r.Format, r.Source, r.Files = FormatTensorBoard, dir, []string{path}
 		r.Kind = peekKind(r.Files)
+	case strings.HasSuffix(base, ".wandb"):
+		r.Format, r.Kind = FormatWandb, wandbKind(path)
 	case strings.HasSuffix(base, ".jsonl"):
 		switch sniffJSONL(path) {
 		case "verl":
@@ -212,7 +234,7 @@ func detectFile(path string) (*Run, error) {
 			return nil, fmt.Errorf("%s: its first line is neither an rlhfstation event nor verl's {\"step\", \"data\"} record", path)
 		}
 	default:
-		return nil, fmt.Errorf("%s: not a file this tool reads; give a run folder, or one of: events.jsonl, trainer_state.json, events.out.tfevents.*, a verl JSONL log", path)
+		return nil, fmt.Errorf("%s: not a file this tool reads; give a run folder, or one of: events.jsonl, trainer_state.json, events.out.tfevents.*, a verl JSONL log, a W&B run-<id>.wandb", path)
 	}
 	if r.Kind != KindOwn {
 		r.samples = newSampleSet(dir, nil, nil)
@@ -252,6 +274,12 @@ func search(dir string) *found {
 				// Weights & Biases keeps logged tables deep inside: wandb/run-*/files/media/table/.
 				t, _ := filepath.Glob(filepath.Join(p, "*", "files", "media", "table", "completions*.table.json"))
 				f.tables = append(f.tables, t...)
+				logs, _ := filepath.Glob(filepath.Join(p, "*", "*.wandb"))
+				for _, l := range logs {
+					if filepath.Base(filepath.Dir(l)) != "latest-run" { // a link to one of the others
+						f.wandbs = append(f.wandbs, l)
+					}
+				}
 				return fs.SkipDir
 			}
 			if depth >= maxDepth {
@@ -270,6 +298,8 @@ func search(dir string) *found {
 			f.tables = append(f.tables, p)
 		case strings.HasSuffix(name, ".parquet") && strings.HasPrefix(name, "completions"):
 			f.tables = append(f.tables, p)
+		case strings.HasSuffix(name, ".wandb") && strings.HasPrefix(name, "run-"):
+			f.wandbs = append(f.wandbs, p)
 		case strings.HasSuffix(name, ".jsonl"):
 			switch sniffJSONL(p) {
 			case "verl":
@@ -321,7 +351,7 @@ func sniffJSONL(path string) string {
 	_, in := head["input"]
 	_, out := head["output"]
 	switch {
-	case step && data && len(head) == 2:
+	case step && data && verlHead(head):
 		return "verl"
 	case in && out:
 		return "rollout"

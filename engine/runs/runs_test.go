@@ -121,6 +121,13 @@ func layouts(t *testing.T, p runstest.Plan) map[string]struct {
 	}
 	ef.Close()
 	add("OpenRLHF TensorBoard", KindOpenRLHF, d)
+
+	d = filepath.Join(root, "trl-wandb")
+	if _, err := runstest.WriteWandb(d, p); err != nil {
+		t.Fatal(err)
+	}
+	add("TRL W&B", KindTRL, d)
+	add("TRL W&B latest-run", KindTRL, filepath.Join(d, "wandb", "latest-run"))
 	return out
 }
 

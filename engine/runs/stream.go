@@ -74,6 +74,8 @@ func (r *Run) Stream(ctx context.Context, o Options) <-chan events.Event {
 			err = (&historySource{}).run(p)
 		case FormatVerlLog:
 			err = (&verlSource{}).run(p)
+		case FormatWandb:
+			err = (&wandbSource{}).run(p)
 		}
 		p.finish(err)
 	}()

@@ -24,6 +24,34 @@ def advantages(rewards, g, scale):
     return a.tolist(), zero.double().mean().item()
 
 
+def nanstd(x, dim=None, keepdim=False):
+    """Bessel-corrected standard deviation over the values that are not NaN."""
+    if dim is None:
+        v = x[~torch.isnan(x)]
+        return v.std()
+    mean = torch.nanmean(x, dim=dim, keepdim=True)
+    n = (~torch.isnan(x)).sum(dim=dim, keepdim=True)
+    var = torch.nansum((x - mean) ** 2, dim=dim, keepdim=True) / (n - 1)
+    out = var.sqrt()
+    return out if keepdim else out.squeeze(dim)
+
+
+def gdpo(by_func, weights, g):
+    """multi_objective_aggregation = normalize_then_sum: each function normalised within its
+    group, weighted nan-sum, then (r - nanmean) / (nanstd + 1e-4) over the batch; rows no function
+    scored get advantage 0."""
+    r = torch.tensor([[float("nan") if v is None else v for v in row] for row in by_func], dtype=DT).T  # [N, F]
+    unscorable = torch.isnan(r).all(dim=1)
+    grouped = r.view(-1, g, r.shape[1])
+    mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+    std_k = nanstd(grouped, dim=1, keepdim=True)
+    reward_k = ((grouped - mean_k) / (std_k + 1e-4)).view(-1, r.shape[1])
+    rewards = (reward_k * torch.tensor(weights, dtype=DT).unsqueeze(0)).nansum(dim=1)
+    rewards[unscorable] = float("nan")
+    adv = (rewards - torch.nanmean(rewards)) / (nanstd(rewards) + 1e-4)
+    return torch.nan_to_num(adv, nan=0.0).tolist()
+
+
 def loss(case):
     """The loss of one micro-batch as TRL's GRPOTrainer._compute_loss forms it, on padded
     [B, T] tensors with a completion mask, written from its definitions; autograd gives the
@@ -39,6 +67,10 @@ def loss(case):
     ref = pad("ref")
     mask = torch.stack([torch.cat([torch.ones(len(s["logp"]), dtype=DT), torch.zeros(width - len(s["logp"]), dtype=DT)])
                         for s in seqs])
+    if any(s.get("mask") is not None for s in seqs):  # the environment's tokens (tool_mask)
+        tool = torch.stack([torch.cat([torch.tensor([1.0 if m else 0.0 for m in (s.get("mask") or [True] * len(s["logp"]))], dtype=DT),
+                                       torch.zeros(width - len(s["logp"]), dtype=DT)]) for s in seqs])
+        mask = mask * tool
     if p.get("mask_truncated"):
         truncated = torch.tensor([bool(s.get("truncated")) for s in seqs])
         mask = mask * (~truncated).to(DT).unsqueeze(1)
@@ -47,6 +79,9 @@ def loss(case):
     old = pad("old") if has_old else logp.detach()
     has_ent = all(s.get("entropy") is not None for s in seqs)
     ent = pad("entropy") if has_ent else None
+    coef = p.get("entropy_coef") or 0.0
+    if coef != 0:
+        ent = ent.clone().requires_grad_(True)
 
     rho = p.get("top_entropy_quantile", 1.0)
     entropy_mask = None
@@ -58,6 +93,11 @@ def loss(case):
             thr = torch.quantile(active, 1 - rho)
             entropy_mask = ((ent * mask) >= thr) & mask.bool()
 
+    thr_off = p.get("off_policy_mask_threshold") or 0.0
+    off_mask = None
+    if thr_off > 0:  # DeepSeek-V3.2's off-policy sequence mask, as TRL's get_off_policy_mask
+        seq_kl = ((old - logp.detach()) * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1.0)
+        off_mask = ((adv >= 0) | (seq_kl <= thr_off)).to(DT)
     log_ratio = logp - old
     level = p.get("importance_sampling_level") or "token"
     if level == "token":
@@ -74,7 +114,10 @@ def loss(case):
         per_token = -torch.clamp(coef_1, max=eps_high).detach() * adv * logp
     elif lt in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
         coef_2 = torch.clamp(coef_1, 1 - eps, 1 + eps_high)
-        per_token = -torch.min(coef_1 * adv, coef_2 * adv)
+        c1 = coef_1
+        if p.get("delta"):  # two-sided clipping
+            c1 = torch.clamp(coef_1, max=p["delta"])
+        per_token = -torch.min(c1 * adv, coef_2 * adv)
     elif lt == "sapo":
         tau = torch.where(adv > 0, torch.tensor(p["sapo_temperature_pos"], dtype=DT),
                           torch.tensor(p["sapo_temperature_neg"], dtype=DT))
@@ -92,6 +135,8 @@ def loss(case):
     else:
         raise ValueError(lt)
     per_token = per_token.expand(n, width)
+    if off_mask is not None:
+        per_token = per_token * off_mask
     if entropy_mask is not None:
         per_token = per_token * entropy_mask
     if p["beta"] != 0:
@@ -108,6 +153,13 @@ def loss(case):
         total = (per_token * mask).sum() / max(tokens, 1)
     else:  # luspo: each sequence's loss times its length, averaged over the sequences
         total = (per_token * mask).sum(-1).mean()
+    if coef != 0:  # the entropy bonus over the loss tokens the entropy filter keeps
+        eff = mask if entropy_mask is None else mask * entropy_mask
+        if lt in ("dapo", "cispo", "vespo"):
+            tokens = p.get("tokens") or mask.sum().item()
+            total = total - coef * (ent * eff).sum() / max(tokens, 1)
+        else:
+            total = total - coef * (ent * eff).sum() / eff.sum().clamp(min=1.0)
     total.backward()
 
     def masked_mean(x):  # per token over the mask, or per sequence over all sequences
@@ -125,9 +177,13 @@ def loss(case):
         "grad": [logp.grad[i, : len(s["logp"])].tolist() for i, s in enumerate(seqs)],
         "metrics": {"kl": masked_mean(kl)},
     }
+    if coef != 0:
+        out["entropy_grad"] = [ent.grad[i, : len(s["logp"])].tolist() for i, s in enumerate(seqs)]
     m = out["metrics"]
+    if off_mask is not None:
+        m["off_policy_mask/dropped_ratio"] = (1 - off_mask).mean().item()
     if has_ent:
-        m["entropy"] = masked_mean(ent)
+        m["entropy"] = masked_mean(ent.detach())
     if lt in ("grpo", "bnpo", "dr_grpo", "dapo", "luspo"):
         low = ((coef_1 < 1 - eps) & (adv < 0)).to(DT)
         high = ((coef_1 > 1 + eps_high) & (adv > 0)).to(DT)
@@ -149,7 +205,9 @@ def main():
     cases = json.load(sys.stdin)
     out = []
     for c in cases:
-        if c["kind"] == "adv":
+        if c["kind"] == "gdpo":
+            out.append({"adv": gdpo(c["by_func"], c["weights"], c["g"])})
+        elif c["kind"] == "adv":
             a, frac = advantages(c["rewards"], c["g"], c["scale"])
             out.append({"adv": a, "frac": frac})
         else:

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rlhfstation/engine/events"
+	"rlhfstation/internal/testref"
+	"rlhfstation/presets"
+)
+
+// TestEpisodesInARun runs GRPO with the stand-in environment (engine/env/testdata): episodes of
+// several turns whose user turns are masked out of the loss, and a batch whose environment
+// crashes, reported as an anomaly and scored as not applicable, the run going on.
+func TestEpisodesInARun(t *testing.T) {
+	py := testref.Python3(t)
+	c := tinyConfig(t, "math", 4)
+	c.SaveSteps = 0
+	c.MaxCompletionLength = 40
+	c.Environments = []presets.Environment{{Name: "standin", Kind: "command", MaxTurns: 3, MaxTokens: 120, Timeout: 30 * time.Second,
+		Command: []string{py, filepath.Join("env", "testdata", "standin_env.py")}, Rewards: []presets.EnvReward{{Name: "correct", Weight: 0.5}}}}
+	ps := prompts(t, "math")
+	for i := range ps {
+		ps[i].Extra = map[string]any{"chat_turns": 2}
+	}
+	// The first batch crashes the environment: its episodes fail; the restarted process serves
+	// the second.
+	marker := filepath.Join(t.TempDir(), "crashed")
+	for i := range ps {
+		ps[i].Extra["crash_once"] = marker
+	}
+	evs, e, err := runWith(t, c, "", ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anomalies, failed, turned int
+	var maskedSeen bool
+	for _, ev := range evs {
+		switch ev.Type {
+		case events.Anomaly:
+			if ev.Rule == "environment" && strings.Contains(ev.Message, "crash") {
+				anomalies++
+			}
+		case events.Samples:
+			for _, s := range ev.Samples {
+				if s.Failed != "" {
+					failed++
+				}
+				if len(s.Turns) >= 3 {
+					turned++
+				}
+				for _, tu := range s.Turns {
+					maskedSeen = maskedSeen || (tu.Masked && tu.Role == "user" && strings.HasPrefix(tu.Content, "Go on"))
+				}
+			}
+		case events.Step:
+			for _, k := range []string{"tools/call_frequency", "tools/failure_frequency", "turns/mean", "env/standin/failed", "env/standin/truncated"} {
+				if _, ok := ev.Metrics[k]; !ok {
+					t.Errorf("step %d has no %s: %v", ev.Step, k, ev.Metrics)
+				}
+			}
+			if ev.Step == 1 && ev.Metrics["env/standin/failed"] == 0 {
+				t.Errorf("step 1: no failed episode logged")
+			}
+			if ev.Step == 2 && !(ev.Metrics["turns/mean"] >= 1) {
+				t.Errorf("step 2: turns/mean %v, want at least a turn an episode", ev.Metrics["turns/mean"])
+			}
+		}
+	}
+	if anomalies != 1 || failed == 0 || turned == 0 || !maskedSeen {
+		t.Fatalf("anomalies %d, failed samples %d, multi-turn samples %d, masked user turn seen %v", anomalies, failed, turned, maskedSeen)
+	}
+	// The last generation batch's rollouts: the environment's tokens are masked, the model's not.
+	var model, masked int
+	for _, b := range e.gen.batches {
+		for _, r := range b.rollouts {
+			if len(r.mask) != len(r.tokens) {
+				t.Fatalf("mask of %d for %d tokens", len(r.mask), len(r.tokens))
+			}
+			for _, m := range r.mask {
+				if m {
+					model++
+				} else {
+					masked++
+				}
+			}
+		}
+	}
+	if model == 0 || masked == 0 {
+		t.Fatalf("model tokens %d, masked tokens %d: want both", model, masked)
+	}
+}
