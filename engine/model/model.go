@@ -125,7 +125,7 @@ type Model struct {
 	// QuantizedAtLoad are the float32 bytes of the linears LoadWith quantized as it read
 	// them, and the bytes of their 4-bit form; zero when it quantized none.
 	QuantizedAtLoad [2]int64
-	scratch scratch
+	scratch         scratch
 }
 
 // Adapters chooses whether a pass runs the linears' adapters; the zero value runs them.
