@@ -83,9 +83,14 @@ func publishedDir(t *testing.T, published map[string]any) string {
 func TestPublishedLayoutsEndToEnd(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	layouts := testmodel.PublishedLayouts()
+	// a two-line prompt file: the baselines are scored on it, not on the built-in corpus
+	data := filepath.Join(t.TempDir(), "prompts.txt")
+	if err := os.WriteFile(data, []byte("Once upon a time\nThe river ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	batch := func(t *testing.T, dir string) {
 		runs := t.TempDir()
-		code, out, errOut := runCaptured(t, "--batch", "--model", dir, "--out", runs, "--steps", "2", "--batch-size", "1",
+		code, out, errOut := runCaptured(t, "--batch", "--model", dir, "--data", data, "--out", runs, "--steps", "2", "--batch-size", "1",
 			"--num-generations", "2", "--max-completion-length", "4", "--run-name", "r", "--device", "cpu")
 		if code != 0 || !strings.Contains(out, "run r completed after 2 steps") {
 			t.Fatalf("--batch: exit %d\n%s\n%s", code, out, errOut)
