@@ -4,6 +4,10 @@
 # copy, one GRPO step of a Qwen2.5-0.5B-shaped model and decoding, each against PyTorch +
 # transformers + peft on the same GPU.
 #
+# Beside the measured times it prints the device-call ledger of the model's own GRPO step on
+# this GPU and the cost model's estimate from it (engine/backend/cuda costmodel.go), so that a
+# run says how far the model is off its estimate.
+#
 # 1. Where Go is (this repository), build the test binaries (CGO_ENABLED=0: no C toolchain
 #    needed on either side):
 #        bench/gpu.sh build                 # writes bench/gpu-bin/*.test
@@ -74,5 +78,16 @@ grep -E '^Benchmark' "$out/qwen-go.log" | tee -a "$summary" || say "   (no figur
 say "== GRPO step and decoding, same shape (PyTorch + transformers + peft, bf16)"
 timeout 120 "$python" bench/gpu_step.py --prompts 1 --generations 8 --prompt-len 32 --new 64 --steps 3 > "$out/qwen-torch.json" 2> "$out/qwen-torch.log"
 tee -a "$summary" < "$out/qwen-torch.json"
+
+# 4. The ledger of the model's own step on this GPU (calls per decode token, launches a layer
+#    of a training pass; each phase's kernels, bytes and flops in ledger.log) and the cost
+#    model's estimate of the three workloads from it, beside the times measured above.
+say "== device-call ledger of the model's own GRPO step (Qwen2.5-0.5B structure) and the cost model"
+(cd engine/backend/cuda && timeout 120 "../../../$bin/cuda.test" -test.run 'TestLedger' -test.v) > "$out/ledger.log" 2>&1
+grep -E 'per decode token|training pass|reference scoring:|NOT MET|FAIL' "$out/ledger.log" | sed 's/^ *//' | tee -a "$summary"
+(cd engine/backend/cuda && timeout 150 "../../../$bin/cuda.test" -test.run '^$' -test.bench 'LedgerEstimate' -test.benchtime 1x) > "$out/estimate.log" 2>&1
+say "   estimated (cost model; see $out/estimate.log for every phase and constant):"
+grep -E '^(==|--|[A-Z].*tokens, on|  rollout)' "$out/estimate.log" | tee -a "$summary"
+say "   measured (above): the engine's GRPOStep/qwen05B s/step and rollout-s against the Qwen2.5-0.5B estimate's step and rollout"
 
 say "== done in $(( $(date +%s) - start )) s; logs in $out"

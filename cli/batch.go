@@ -66,7 +66,10 @@ func runBatch(s streams, args []string) error {
 	}
 	err = <-done
 	fmt.Fprintf(s.stdout, "run folder: %s\n", e.RunDir())
+	var alert *engine.AlertStopError
 	switch {
+	case errors.As(err, &alert):
+		return fmt.Errorf("%s: checkpoint saved; resume with: rlhfstation --batch --resume %s", alert.Error(), e.RunDir())
 	case errors.Is(err, engine.ErrInterrupted):
 		return exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: checkpoint saved; resume with: rlhfstation --batch --resume %s", e.RunDir())}
 	case errors.Is(err, engine.ErrStopped):

@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
+	"rlhfstation/engine/control"
+	"rlhfstation/engine/events"
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/runs"
 	"rlhfstation/tui"
@@ -28,7 +31,7 @@ func init() {
 // replayPoll is how often followed files are checked for more.
 const replayPoll = 250 * time.Millisecond
 
-const replayUsage = ` DIR [--follow] [--summary] [--json] [--theme auto|dark|light]
+const replayUsage = ` DIR [--follow] [--summary] [--json] [--theme auto|dark|light] [--stop-on RULES]
 
 Shows the dashboard over the run in DIR: a run folder of this tool (events.jsonl), a TRL /
 Hugging Face Trainer output folder (TensorBoard events under runs/, else trainer_state.json of
@@ -41,7 +44,14 @@ ends (verl and OpenRLHF log no end: with --summary, Ctrl-C prints the summary of
 then exits with 130). --summary prints a plain-text summary instead of the dashboard (the
 default when stdout is not a terminal); --summary --json prints one JSON document: the run,
 each metric's first/last/min/max and trends (over the whole run, and the recent window), the
-anomalies, reward reliability and checkpoints. NO_COLOR is honoured.`
+anomalies, reward reliability and checkpoints. NO_COLOR is honoured.
+
+Following a run in this tool's format (a --batch run, or a TRL run written by
+examples/rlhfstation_callback.py), the keys steer it through its control file (control.json):
+space pauses or resumes at the next step boundary, s saves a checkpoint, q then y stops it
+after a save; the trainer acknowledges each request in its events. --stop-on nan,kl_spike
+(or the run's own [monitor] stop_on) asks it to save and stop at the first such alert; the
+names are nan, kl_spike, critical or a rule of the monitor.`
 
 func runReplay(s streams, name string, follow bool, args []string) error {
 	fs := newFlagSet(name, name+replayUsage, s.stderr)
@@ -49,9 +59,17 @@ func runReplay(s streams, name string, follow bool, args []string) error {
 	summary := fs.Bool("summary", false, "print a plain-text summary instead of the dashboard")
 	asJSON := fs.Bool("json", false, "with --summary: print one JSON document")
 	theme := fs.String("theme", "auto", "palette: auto (ask the terminal), dark or light")
+	stopOnFlag := fs.String("stop-on", "", "comma-separated alerts that stop a followed run after a save (nan, kl_spike, critical, a rule)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	var stopOn []string
+	if *stopOnFlag != "" {
+		stopOn = strings.Split(*stopOnFlag, ",")
+		if err := monitor.CheckStopOn(stopOn); err != nil {
+			return usagef("--stop-on: %v", err)
+		}
 	}
 	if len(pos) != 1 {
 		return usagef("%s takes one run folder (rlhfstation %s DIR), got %d arguments", name, name, len(pos))
@@ -68,17 +86,34 @@ func runReplay(s streams, name string, follow bool, args []string) error {
 		fmt.Fprintln(s.stderr, "rlhfstation: found "+run.Describe())
 	}
 	opts := runs.Options{Follow: *fl, Poll: replayPoll}
+	// A run in this tool's format reads its control file while it trains: a followed one can
+	// be steered, and stopped on alerts.
+	steer := *fl && run.Kind == runs.KindOwn
+	if len(stopOn) > 0 && !steer {
+		return usagef("--stop-on needs a live run in this tool's format (a --batch run, or one written by examples/rlhfstation_callback.py) followed with --follow")
+	}
+	stream := func(ctx context.Context) <-chan events.Event {
+		ch := run.Stream(ctx, opts)
+		if steer {
+			ch = control.Guard(run.Dir, stopOn, ch)
+		}
+		return ch
+	}
 
 	if *summary || *asJSON || !isTerminal(s.stdout) {
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()
-		return replaySummary(ctx, s.stdout, run, opts, *asJSON)
+		return replaySummary(ctx, s.stdout, run, stream(ctx), *asJSON)
 	}
 	// The TUI handles SIGINT and SIGTERM itself.
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	sess := tui.Session{Events: stream(ctx), RunDir: run.Dir}
+	if steer {
+		sess.Control, sess.Detached = control.Controller{Dir: run.Dir, By: "watch"}, true
+	}
 	m := tui.New(tui.Options{
-		Session:  tui.Session{Events: run.Stream(ctx, opts), RunDir: run.Dir},
+		Session:  sess,
 		Inspect:  inspectCheckpoint,
 		Generate: generateFromRunCheckpoint,
 		Theme:    th,
@@ -96,9 +131,9 @@ func runReplay(s streams, name string, follow bool, args []string) error {
 
 // replaySummary digests the run and prints the summary; when following, it waits for the run
 // to end first.
-func replaySummary(ctx context.Context, stdout io.Writer, run *runs.Run, opts runs.Options, asJSON bool) error {
+func replaySummary(ctx context.Context, stdout io.Writer, run *runs.Run, stream <-chan events.Event, asJSON bool) error {
 	d := monitor.NewDigest(monitor.DefaultThresholds())
-	for e := range run.Stream(ctx, opts) {
+	for e := range stream {
 		d.Apply(e)
 	}
 	interrupted := ctx.Err() != nil // verl and OpenRLHF log no end: the summary of what was read

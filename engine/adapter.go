@@ -57,3 +57,9 @@ func decodeMonitor(table map[string]any, th *monitor.Thresholds) (key string, er
 	}
 	return "", nil
 }
+
+// Factors gives the decode step the LoRA factors (model.LowRank).
+func (a *adapter) Factors() (backend.Buf, backend.Buf, int, float32) {
+	l := a.layer
+	return l.A, l.B, l.R, l.Scale
+}

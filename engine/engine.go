@@ -18,6 +18,7 @@ import (
 	"rlhfstation/engine/backend"
 	"rlhfstation/engine/checkpoint"
 	"rlhfstation/engine/config"
+	"rlhfstation/engine/control"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/lora"
@@ -90,7 +91,11 @@ type Engine struct {
 	wb        *wandb.Writer // [report] to = ["wandb"]: a W&B offline run in the run folder
 	out       chan events.Event
 
-	ctrl      chan control
+	ctrl      chan request
+	files     *control.Reader // the run folder's control.json (rlhfstation control, watch)
+	queued    []queuedRequest // read from it, not acted on yet
+	stopOn    []string        // [monitor] stop_on
+	stopWhy   string          // set when an alert named in stopOn fired: the run stops after the step
 	trainTape *model.Tape
 	setupLog  []string
 	badSteps  int
@@ -110,10 +115,10 @@ type Engine struct {
 	episodeSeq int       // episodes started, for their ids
 }
 
-type control int
+type request int
 
 const (
-	ctrlPause control = iota
+	ctrlPause request = iota
 	ctrlResume
 	ctrlSave
 	ctrlStop
@@ -150,7 +155,7 @@ func (e *Engine) RunDir() string { return e.runDir }
 // Config is the resolved configuration.
 func (e *Engine) Config() *config.Config { return e.cfg }
 
-func (e *Engine) send(c control) error {
+func (e *Engine) send(c request) error {
 	select {
 	case e.ctrl <- c:
 		return nil
@@ -289,25 +294,12 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 		e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: line})
 	}
 	e.flush()
+	e.files = control.NewReader(e.runDir)
 	paused := false
 	for e.step < e.cfg.MaxSteps {
 		// Requests first: a pause holds here until resume, save or stop.
 		for {
-			var c control
-			got := false
-			if paused {
-				select {
-				case c = <-e.ctrl:
-					got = true
-				case <-ctx.Done():
-				}
-			} else {
-				select {
-				case c = <-e.ctrl:
-					got = true
-				default:
-				}
-			}
+			c, by, why, got := e.nextRequest(ctx, paused)
 			if ctx.Err() != nil {
 				return e.finish("interrupted", "interrupted by a signal", ErrInterrupted)
 			}
@@ -318,21 +310,31 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			case ctrlPause:
 				if !paused {
 					paused = true
-					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: "paused"})
+					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Control: string(control.Pause),
+						Message: fmt.Sprintf("paused after step %d%s", e.step, by)})
 					e.flush()
 				}
 			case ctrlResume:
 				if paused {
 					paused = false
-					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Message: "resumed"})
+					e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Control: string(control.Resume),
+						Message: fmt.Sprintf("resumed after step %d%s", e.step, by)})
 				}
 			case ctrlSave:
+				e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Control: string(control.Save),
+					Message: fmt.Sprintf("saving a checkpoint of step %d%s", e.step, by)})
 				if err := e.saveOrStop(); err != nil {
 					return err
 				}
 				e.flush()
 			case ctrlStop:
-				return e.finish("stopped", "stopped by the user", ErrStopped)
+				e.emit(events.Event{Type: events.Log, Step: e.step, Level: "info", Control: string(control.Stop),
+					Message: fmt.Sprintf("stopping after step %d, saving first%s", e.step, by)})
+				reason := "stopped by the user"
+				if why != "" {
+					reason += ": " + why
+				}
+				return e.finish("stopped", reason, ErrStopped)
 			}
 			// Loop: drain further requests before computing, or wait while paused.
 		}
@@ -350,6 +352,11 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			e.emit(events.Event{Type: events.RunEnd, Step: e.step, Status: "failed", Reason: err.Error()})
 			return err
 		}
+		if e.stopWhy != "" {
+			e.emit(events.Event{Type: events.Log, Step: e.step, Level: "warn", Control: string(control.Stop),
+				Message: fmt.Sprintf("stopping after step %d, saving first (%s)", e.step, e.stopWhy)})
+			return e.finish("stopped", e.stopWhy, &AlertStopError{Reason: e.stopWhy})
+		}
 		if e.cfg.SaveSteps > 0 && e.step%e.cfg.SaveSteps == 0 && e.step < e.cfg.MaxSteps {
 			if err := e.saveOrStop(); err != nil {
 				return err
@@ -359,6 +366,64 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	}
 	return e.finish("completed", "", nil)
 }
+
+// nextRequest takes the next request, from the front end (Pause…) or from the run folder's
+// control file; while paused it waits for one, polling the file. by says who asked, for the
+// acknowledgement, and why the reason given with it. got is false when there is none (or ctx
+// ended).
+func (e *Engine) nextRequest(ctx context.Context, paused bool) (c request, by, why string, got bool) {
+	for {
+		select {
+		case c = <-e.ctrl:
+			return c, "", "", true
+		default:
+		}
+		reqs, err := e.files.Poll()
+		if err != nil {
+			e.logf("reading the control file: %v", err)
+		}
+		for _, q := range reqs {
+			c := map[control.Action]request{control.Pause: ctrlPause, control.Resume: ctrlResume,
+				control.Save: ctrlSave, control.Stop: ctrlStop}[q.Action]
+			e.queued = append(e.queued, queuedRequest{c, q.By, q.Reason})
+		}
+		if len(e.queued) > 0 {
+			q := e.queued[0]
+			e.queued = e.queued[1:]
+			if q.by != "" {
+				q.by = " (asked by " + q.by + ")"
+			}
+			return q.c, q.by, q.why, true
+		}
+		if !paused {
+			return 0, "", "", false
+		}
+		select {
+		case c = <-e.ctrl:
+			return c, "", "", true
+		case <-ctx.Done():
+			return 0, "", "", false
+		case <-time.After(controlPoll):
+		}
+	}
+}
+
+// controlPoll is how often a paused run reads its control file.
+const controlPoll = 200 * time.Millisecond
+
+// queuedRequest is a control-file request not acted on yet.
+type queuedRequest struct {
+	c   request
+	by  string
+	why string
+}
+
+// AlertStopError is returned by Run when an alert named in [monitor] stop_on stopped the run
+// (after saving): Reason names the rule and the step.
+type AlertStopError struct{ Reason string }
+
+func (e *AlertStopError) Error() string { return "the run stopped on an alert: " + e.Reason }
+func (e *AlertStopError) Unwrap() error { return ErrStopped }
 
 // ErrInterrupted is returned by Run when its context was cancelled (SIGINT, SIGTERM): the
 // run saved a checkpoint first.

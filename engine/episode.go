@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"rlhfstation/engine/chat"
@@ -205,20 +206,20 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, seed uint64) er
 		for k, i := range live {
 			start[k] = len(b.rollouts[i].tokens)
 		}
-		var onLogits func(seq, step int, logits []float32)
-		if e.digits != nil {
-			onLogits = func(seq, step int, logits []float32) {
+		o := model.GenerateOptions{MaxNewTokens: most, Temperature: float32(e.cfg.Temperature), TopK: e.cfg.TopK,
+			TopP: float32(e.cfg.TopP), Seed: seed, Stream: uint64(turnNo) << 32, Adapters: model.AdaptersOn}
+		if e.digits != nil { // NTL's digit distributions, formed on the backend
+			o.Digits = &model.DigitTokens{IDs: e.digits.IDs, Values: e.digits.Digits}
+			o.OnDigits = func(seq, step int, probs []float32) {
 				r := b.rollouts[live[seq]]
 				at := start[seq] + step
 				for len(r.digits) <= at {
 					r.digits = append(r.digits, nil)
 				}
-				r.digits[at] = e.digits.Gather(nil, logits)
+				r.digits[at] = slices.Clone(probs)
 			}
 		}
-		gen, err := e.model.Generate(inputs, model.GenerateOptions{
-			MaxNewTokens: most, Temperature: float32(e.cfg.Temperature), TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP),
-			Seed: seed, Stream: uint64(turnNo) << 32, OnLogits: onLogits, Adapters: model.AdaptersOn})
+		gen, err := e.model.Generate(inputs, o)
 		if err != nil {
 			return err
 		}

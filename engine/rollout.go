@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"rlhfstation/engine/data"
@@ -24,7 +25,7 @@ type rollout struct {
 	refLogP  []float64      // reference (adapters off) log-probs under the temperature
 	oldLogP  []float64      // the sampling policy's, when kept (generation.old); else nil
 	nll      []float64      // scorer NLL of each text token (temperature 1)
-	digits   [][]float32    // policy logits over the digit tokens, per completion position
+	digits   [][]float32    // the policy's digit distribution p(0…9), per completion position
 	reward   float64
 	byFunc   map[string]float64
 	adv      float64
@@ -112,19 +113,19 @@ func (e *Engine) generate(ctx context.Context, prompts []data.Example, seed uint
 		}
 		return b, nil
 	}
-	var onLogits func(seq, step int, logits []float32)
-	if e.digits != nil {
-		onLogits = func(seq, step int, logits []float32) {
+	o := model.GenerateOptions{MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: float32(e.cfg.Temperature),
+		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, Adapters: model.AdaptersOn}
+	if e.digits != nil { // NTL's digit distributions, formed on the backend
+		o.Digits = &model.DigitTokens{IDs: e.digits.IDs, Values: e.digits.Digits}
+		o.OnDigits = func(seq, step int, probs []float32) {
 			r := b.rollouts[seq]
 			for len(r.digits) <= step {
 				r.digits = append(r.digits, nil)
 			}
-			r.digits[step] = e.digits.Gather(nil, logits)
+			r.digits[step] = slices.Clone(probs)
 		}
 	}
-	gen, err := e.model.Generate(inputs, model.GenerateOptions{
-		MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: float32(e.cfg.Temperature),
-		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, OnLogits: onLogits, Adapters: model.AdaptersOn})
+	gen, err := e.model.Generate(inputs, o)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func (e *Engine) reward(b *batch) (map[string]float64, error) {
 			IDs: r.textIDs, Spans: r.spans, NLL: r.nll,
 			CompletionIDs: r.tokens, Columns: r.example.Extra, Step: e.step + 1}
 		if r.digits != nil {
-			s.DigitLogits = func(pos int) []float32 {
+			s.DigitProbs = func(pos int) []float32 {
 				k := r.textPos[pos]
 				if k < len(r.digits) {
 					return r.digits[k]

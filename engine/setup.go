@@ -31,7 +31,7 @@ const eventBuffer = 256
 // resuming, reopens) the run folder. Nothing is written before every input has been read and
 // checked.
 func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
-	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan control, 16)}
+	e := &Engine{cfg: cfg, opts: opts, out: make(chan events.Event, eventBuffer), ctrl: make(chan request, 16)}
 	if opts.ModelDir == "" {
 		return nil, errors.New("engine: no model folder")
 	}
@@ -182,6 +182,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 		return nil, &ConfigError{fmt.Errorf("entropy_coef = %v, use_adaptive_entropy = %v: the entropy bonus is not trained yet (the model's backward takes the log-probs' gradient only); leave entropy_coef at 0", cfg.EntropyCoef, cfg.UseAdaptiveEntropy)}
 	}
 	e.mon = monitor.New(th)
+	e.stopOn = th.StopOn
 	e.mon.Now = e.now
 	e.mon.WarmupSteps = cfg.WarmupStepsFor()
 

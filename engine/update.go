@@ -12,6 +12,7 @@ import (
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/model"
+	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
 	"rlhfstation/internal/stats"
 )
@@ -272,11 +273,11 @@ func (e *Engine) publishStep(step int, metrics events.Metrics, batches []*batch,
 	if e.cfg.LoggingSteps <= 1 || step%e.cfg.LoggingSteps == 0 || step == 1 {
 		e.emit(events.Event{Type: events.Samples, Step: step, Samples: samples})
 	}
-	for _, ev := range e.mon.Observe(step, metrics) {
+	for _, ev := range append(e.mon.Observe(step, metrics), e.mon.ObserveSamples(step, samples)...) {
 		e.emit(ev)
-	}
-	for _, ev := range e.mon.ObserveSamples(step, samples) {
-		e.emit(ev)
+		if name := monitor.StopOn(e.stopOn, ev); name != "" && e.stopWhy == "" {
+			e.stopWhy = monitor.StopReason(name, ev)
+		}
 	}
 	if !upd.finite {
 		e.emit(events.Event{Type: events.Anomaly, Step: step, Rule: "non_finite_update", Metric: "loss", Severity: events.Critical,

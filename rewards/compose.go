@@ -22,8 +22,9 @@ type Sample struct {
 	IDs        []int  // completion token ids
 	Spans      []Span // their bytes in Completion, in order
 	NLL        []float64
-	// DigitLogits: see NTLInput.DigitLogits.
+	// DigitLogits and DigitProbs: see NTLInput.
 	DigitLogits func(pos int) []float32
+	DigitProbs  func(pos int) []float32
 	// CompletionIDs are every generated token id, the stop token included (TRL's
 	// completion_ids); IDs leave out tokens without text. Command rewards receive them.
 	CompletionIDs []int
@@ -193,7 +194,7 @@ func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	answer, confidence := make([]float64, len(samples)), make([]float64, len(samples))
 	total, correct := 0, 0
 	for i, s := range samples {
-		r, err := n.ScoreCompletion(NTLInput{Text: s.Completion, IDs: s.IDs, Spans: s.Spans, Answer: s.Answer, DigitLogits: s.DigitLogits})
+		r, err := n.ScoreCompletion(NTLInput{Text: s.Completion, IDs: s.IDs, Spans: s.Spans, Answer: s.Answer, DigitLogits: s.DigitLogits, DigitProbs: s.DigitProbs})
 		if err != nil {
 			return nil, nil, fmt.Errorf("sample %d: %w", i, err)
 		}

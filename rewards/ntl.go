@@ -258,6 +258,9 @@ type NTLInput struct {
 	// distribution token pos was sampled from). It is called only at positions whose token
 	// is a digit token, so the engine may keep just those rows.
 	DigitLogits func(pos int) []float32
+	// DigitProbs, when set, gives p(d) for d = 0…9 at pos instead, as the generator formed
+	// it from the same logits on its device (only 10 values a position cross to the host).
+	DigitProbs func(pos int) []float32
 }
 
 // DigitRows adapts per-position rows (nil where not kept) to NTLInput.DigitLogits.
@@ -546,6 +549,17 @@ func (n NTL) probsAtByte(in NTLInput, b int) ([10]float64, error) {
 }
 
 func (n NTL) probsAt(in NTLInput, pos int) ([10]float64, error) {
+	if in.DigitProbs != nil {
+		var p [10]float64
+		row := in.DigitProbs(pos)
+		if len(row) != 10 {
+			return p, fmt.Errorf("rewards: no digit probabilities at completion position %d (a digit token)", pos)
+		}
+		for d, v := range row {
+			p[d] = float64(v)
+		}
+		return p, nil
+	}
 	var row []float32
 	if in.DigitLogits != nil {
 		row = in.DigitLogits(pos)

@@ -45,6 +45,9 @@ type Session struct {
 	Events  <-chan events.Event
 	Control Controller // nil for a replay: pause and save then say "replay: not a live run"
 	RunDir  string     // the run folder; the inspector adds the checkpoints found in it
+	// Detached: the run is another process's, steered through its control file (watch):
+	// quitting the dashboard leaves it running, and only q then y stops it.
+	Detached bool
 }
 
 // Theme picks the palette.
@@ -288,7 +291,7 @@ func (m *Model) stop() tea.Cmd {
 // first), anything else quits at once.
 func (m *Model) interrupt() tea.Cmd {
 	m.interrupted = true
-	if m.Active() && !m.ctx.Stopping {
+	if m.Active() && !m.ctx.Stopping && !m.session.Detached {
 		return m.stop()
 	}
 	return m.quit()
@@ -378,6 +381,17 @@ func (m Model) onEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 			}
 			m.footer.Flash(s, e.Status == "failed")
 		case events.Log:
+			// A steering request took effect: the trainer said so.
+			switch e.Control {
+			case "pause":
+				m.ctx.Paused = true
+			case "resume":
+				m.ctx.Paused = false
+			}
+			if e.Control != "" {
+				m.footer.Flash(e.Time.Local().Format("15:04:05")+" "+e.Message, false)
+				break
+			}
 			// Another tool's run also says what was read and which metrics kept their names.
 			if e.Level == "error" || e.Level == "warning" || e.Level == "warn" || m.ctx.Run.Source != "" {
 				m.footer.Flash(e.Message, e.Level == "error")
@@ -410,9 +424,17 @@ func (m Model) onControl(msg controlMsg) (tea.Model, tea.Cmd) {
 	}
 	switch msg.action {
 	case "pause":
+		if m.session.Detached { // paused once the trainer acknowledges it
+			m.footer.Flash("pause asked: the trainer holds at its next step boundary…", false)
+			break
+		}
 		m.ctx.Paused = true
 		m.footer.Flash("paused: the engine stops after the current step", false)
 	case "resume":
+		if m.session.Detached {
+			m.footer.Flash("resume asked…", false)
+			break
+		}
 		m.ctx.Paused = false
 		m.footer.Flash("resumed", false)
 	case "save":
@@ -501,6 +523,11 @@ func (m Model) render() string {
 	case overlayQuit:
 		body := "Stop the run? The engine saves a checkpoint, then the\nworkstation quits.\n\n" +
 			m.ctx.Styles.Key.Render("y") + " stop and quit   " + m.ctx.Styles.Key.Render("n") + " keep running"
+		if m.session.Detached {
+			body = "Stop the trainer? It saves a checkpoint and stops;\nthe dashboard quits once it has.\n\n" +
+				m.ctx.Styles.Key.Render("y") + " stop it   " + m.ctx.Styles.Key.Render("n") + " quit, leave it running   " +
+				m.ctx.Styles.Key.Render("esc") + " back"
+		}
 		box = m.ctx.Styles.Box("quit", lipgloss.NewStyle().Padding(0, 1).Render(body), 60, 7, true)
 	}
 	if box == "" {

@@ -61,6 +61,10 @@ func (m *Model) overlayKey(k tea.KeyPressMsg) (cmd tea.Cmd, done bool) {
 			return m.stop(), true
 		case key.Matches(k, keys.Yes):
 			return m.quit(), true
+		case m.session.Detached && key.Matches(k, keys.Back):
+			m.overlay = overlayNone
+		case m.session.Detached && key.Matches(k, keys.No):
+			return m.quit(), true
 		case key.Matches(k, keys.No), key.Matches(k, keys.Quit):
 			m.overlay = overlayNone
 		}

@@ -164,6 +164,21 @@ type Backend interface {
 	// element s·seqStride + j·KVHeads·HeadDim of k (and of v).
 	AttentionRows(out, q, k, v, seq, pos Buf, rows int, a Attention, seqStride int) error
 
+	// The decode step's own ops: every index on the device, so that the step can be
+	// captured (Capturer) and replayed token after token.
+
+	// AppendKV writes row r of k and of v ([rows, width] each) into kc and vc at element
+	// seq[r]·seqStride + pos[r]·width (seq, pos I32): the cache append of a decode step.
+	AppendKV(kc, vc, k, v, seq, pos Buf, rows, width, seqStride int) error
+	// Advance adds 1 to pos[r] (I32) for r < rows, up to limit−1 (a finished sequence,
+	// padded, stays on its last slot): the next decode step's positions.
+	Advance(pos Buf, rows, limit int) error
+	// Q4Linear sets y[rows,w.Rows] = res + x·Wᵀ + bias + scale·xa·Bᵀ in one pass over the
+	// 4-bit W: a linear with its bias, its LoRA term (xa [rows,r] = x·Aᵀ, ldxa apart, and B
+	// [w.Rows,r], in the Act precision) and a residual (res may be y). res, bias, xa and B
+	// are optional (xa and B together); y and res are Act or Stream, bias float32.
+	Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf, r int, scale float32, rows int) error
+
 	// The LM head, log-probabilities, sampling.
 
 	// Logits sets out[rows,vocab] (float32) = hidden·headᵀ.

@@ -75,6 +75,9 @@ type Event struct {
 	// log (and the message of anomaly)
 	Level   string `json:"level,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Control marks a log event that acknowledges a request of the control channel
+	// (engine/control): "pause", "resume", "save" or "stop", written when it took effect.
+	Control string `json:"control,omitempty"`
 
 	// run_end
 	Status string `json:"status,omitempty"` // "completed", "stopped", "interrupted", "failed"

@@ -207,6 +207,8 @@ type pass struct {
 	cache    *Cache // nil: every run starts at position 0 and attends within the pass
 	train    bool
 	ad       Adapters
+	dec      *decoder // the decode step: ids and positions already on the device, indices too
+	maxPos   int      // with dec: the positions stay below it
 }
 
 // newPass packs the token lists: tokens[i] continues sequence i from position start(i).
@@ -330,7 +332,6 @@ func (m *Model) blocks(p *pass, actsOf func(l int) *acts, out func(l int) backen
 func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) error {
 	c, L, b := &m.Config, &m.Layers[l], m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
-	ad, train := p.ad, p.train
 	post := c.Sandwich || c.PostNorm
 	x1, x2 := a.n1, a.n2 // the inputs of attention and the MLP: the pre-norms' outputs
 	var err error
@@ -345,13 +346,13 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 	}
 	if L.QKV != nil {
 		err = first(err,
-			func() error { return m.linearForward(L.QKV, a.qkv, x1, rows, train, ad) },
+			func() error { return m.linearFwd(p, L.QKV, a.qkv, x1, rows) },
 			func() error { return splitQKV(b, q, k, a.v, a.qkv, rows, c.QDim(), c.KVDim()) })
 	} else {
 		err = first(err,
-			func() error { return m.linearForward(L.Q, q, x1, rows, train, ad) },
-			func() error { return m.linearForward(L.K, k, x1, rows, train, ad) },
-			func() error { return m.linearForward(L.V, a.v, x1, rows, train, ad) })
+			func() error { return m.linearFwd(p, L.Q, q, x1, rows) },
+			func() error { return m.linearFwd(p, L.K, k, x1, rows) },
+			func() error { return m.linearFwd(p, L.V, a.v, x1, rows) })
 	}
 	if c.QKNorm {
 		qr, qd, kr, kd := c.qkNormRows(rows)
@@ -368,36 +369,43 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 	if err != nil {
 		return err
 	}
-	spans, err := m.spans(p, l, a)
-	if err != nil {
-		return err
+	if p.dec != nil { // every sequence's row at once, indices on the device
+		kvd, cc := c.KVDim(), p.cache
+		err = first(b.AppendKV(cc.k[l], cc.v[l], a.k, a.v, p.dec.seq, p.posBuf, rows, kvd, cc.Capacity*kvd),
+			func() error {
+				return b.AttentionRows(a.att, a.q, cc.k[l], cc.v[l], p.dec.seq, p.posBuf, rows, m.attention(l), cc.Capacity*kvd)
+			})
+	} else {
+		var spans []backend.Span
+		if spans, err = m.spans(p, l, a); err == nil {
+			err = b.AttentionForward(a.att, backend.Buf{}, a.q, spans, m.attention(l))
+		}
 	}
-	err = b.AttentionForward(a.att, backend.Buf{}, a.q, spans, m.attention(l))
 	if post {
 		err = first(err,
-			func() error { return m.linearForward(L.O, a.ao, a.att, rows, train, ad) },
-			func() error { return m.norm(L.PostAttn, tmp, backend.Buf{}, a.aorstd, a.ao, rows) })
+			func() error { return m.linearFwd(p, L.O, a.ao, a.att, rows) },
+			func() error { return m.norm(L.PostAttn, tmp, backend.Buf{}, a.aorstd, a.ao, rows) },
+			func() error { return b.ResidualForward(a.mid, a.in, tmp, rows*D) })
 	} else {
-		err = first(err, func() error { return m.linearForward(L.O, tmp, a.att, rows, train, ad) })
+		err = first(err, func() error { return m.linearAdd(p, L.O, a.mid, a.in, a.att, tmp, rows) })
 	}
-	err = first(err, func() error { return b.ResidualForward(a.mid, a.in, tmp, rows*D) })
 	if !c.PostNorm {
 		err = first(err, func() error { return m.norm(L.Norm2, a.n2, a.mean2, a.rstd2, a.mid, rows) })
 	}
 	switch {
 	case c.Family() == GPT2:
 		err = first(err,
-			func() error { return m.linearForward(L.Up, a.fc1, x2, rows, train, ad) },
+			func() error { return m.linearFwd(p, L.Up, a.fc1, x2, rows) },
 			func() error { return b.GELUForward(a.act, a.fc1, rows*F) })
 	case L.GateUp != nil: // gate and up side by side in each row
 		err = first(err,
-			func() error { return m.linearForward(L.GateUp, a.gu, x2, rows, train, ad) },
+			func() error { return m.linearFwd(p, L.GateUp, a.gu, x2, rows) },
 			func() error { return b.Copy2D(a.fc1, F, a.gu, 2*F, rows, F) },
 			func() error { return b.Copy2D(a.fc2, F, a.gu.From(F), 2*F, rows, F) })
 	default:
 		err = first(err,
-			func() error { return m.linearForward(L.Gate, a.fc1, x2, rows, train, ad) },
-			func() error { return m.linearForward(L.Up, a.fc2, x2, rows, train, ad) })
+			func() error { return m.linearFwd(p, L.Gate, a.fc1, x2, rows) },
+			func() error { return m.linearFwd(p, L.Up, a.fc2, x2, rows) })
 	}
 	switch c.MLP {
 	case SwiGLU:
@@ -407,12 +415,32 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 	}
 	if post {
 		err = first(err,
-			func() error { return m.linearForward(L.Down, a.mo, a.act, rows, train, ad) },
+			func() error { return m.linearFwd(p, L.Down, a.mo, a.act, rows) },
 			func() error { return m.norm(L.PostMLP, tmp, backend.Buf{}, a.morstd, a.mo, rows) })
-	} else {
-		err = first(err, func() error { return m.linearForward(L.Down, tmp, a.act, rows, train, ad) })
+		return first(err, func() error { return b.ResidualForward(out, a.mid, tmp, rows*D) })
 	}
-	return first(err, func() error { return b.ResidualForward(out, a.mid, tmp, rows*D) })
+	return first(err, func() error { return m.linearAdd(p, L.Down, out, a.mid, a.act, tmp, rows) })
+}
+
+// linearFwd is linearForward within a pass: the decode step's own path there.
+func (m *Model) linearFwd(p *pass, l *Linear, y, x backend.Buf, rows int) error {
+	if p.dec != nil {
+		if ok, err := p.dec.linear(l, y, backend.Buf{}, x, rows); ok || err != nil {
+			return err
+		}
+	}
+	return m.linearForward(l, y, x, rows, p.train, p.ad)
+}
+
+// linearAdd sets out = res + linear(x) (out may be res): one fused op in the decode step for
+// a 4-bit weight, else the product into tmp and a residual add.
+func (m *Model) linearAdd(p *pass, l *Linear, out, res, x, tmp backend.Buf, rows int) error {
+	if _, q4 := l.W.(*Quantized); q4 && p.dec != nil {
+		if ok, err := p.dec.linear(l, out, res, x, rows); ok || err != nil {
+			return err
+		}
+	}
+	return first(m.linearFwd(p, l, tmp, x, rows), func() error { return m.b.ResidualForward(out, res, tmp, rows*m.Config.Dim) })
 }
 
 // first runs the steps in order while they succeed: err, or the first step's failure.
@@ -467,10 +495,12 @@ func (m *Model) inference(p *pass) (backend.Buf, error) {
 	if err != nil {
 		return backend.Buf{}, err
 	}
-	if err := p.place(m.b); err != nil {
-		return backend.Buf{}, err
+	if p.dec == nil {
+		if err := p.place(m.b); err != nil {
+			return backend.Buf{}, err
+		}
+		defer p.release(m.b)
 	}
-	defer p.release(m.b)
 	D := m.Config.Dim
 	a := sliceActs(s.a, p.rows, &m.Config)
 	a.in = s.x.Slice(0, p.rows*D)
@@ -761,7 +791,7 @@ func invTemperature(t float32) float32 {
 }
 
 func maxPosOf(p *pass) int {
-	n := 0
+	n := p.maxPos
 	for _, r := range p.runs {
 		n = max(n, r.pos+r.n)
 	}

@@ -25,6 +25,30 @@ type GenerateOptions struct {
 	OnLogits func(seq, step int, logits []float32)
 	// Adapters: AdaptersOn (the zero value) samples from the policy, AdaptersOff from the base.
 	Adapters Adapters
+	// Digits, when set with OnDigits, has Generate form NTL's digit distribution of every
+	// new token on the backend (Backend.DigitProbs: the softmax over the logits of the
+	// tokens Digits.IDs, summed per digit value) and show it to OnDigits: 10 values per
+	// sequence cross to the host instead of a logit row. The slice is reused afterwards.
+	Digits   *DigitTokens
+	OnDigits func(seq, step int, probs []float32)
+	// Eager runs the decode step's ops one by one instead of replaying the step as a
+	// captured graph (vLLM's enforce_eager): the same tokens, more launches on a GPU.
+	Eager bool
+}
+
+// DigitTokens are the vocabulary's digit tokens: Values[i] is the digit of token IDs[i].
+type DigitTokens struct{ IDs, Values []int }
+
+// place puts the digit tokens on b (I32 ids, then values, in one buffer).
+func (d *DigitTokens) place(b backend.Backend) (backend.Buf, error) {
+	if len(d.IDs) == 0 || len(d.IDs) != len(d.Values) {
+		return backend.Buf{}, fmt.Errorf("%d digit tokens with %d values", len(d.IDs), len(d.Values))
+	}
+	x := make([]int32, 2*len(d.IDs))
+	for i, id := range d.IDs {
+		x[i], x[len(d.IDs)+i] = int32(id), int32(d.Values[i])
+	}
+	return b.Place(x, backend.I32)
 }
 
 // Generation is what Generate returns, per sequence.
@@ -81,7 +105,31 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 			g.Cut[i] = true
 		}
 	}
-	var host []float32 // OnLogits' row
+	var host []float32     // OnLogits' row
+	var digits backend.Buf // the digit tokens' ids, then their values (I32), with OnDigits
+	if o.Digits != nil && o.OnDigits != nil {
+		var err error
+		if digits, err = o.Digits.place(m.b); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		defer m.b.Free(digits)
+	}
+	// take records sequence i's new token and decides whether it continues.
+	take := func(i, tok int, lp float32) {
+		g.Tokens[i] = append(g.Tokens[i], tok)
+		g.LogProbs[i] = append(g.LogProbs[i], lp)
+		switch {
+		case slices.Contains(stop, tok):
+			feed[i] = nil
+		case len(g.Tokens[i]) >= limit[i]:
+			feed[i], g.Cut[i] = nil, true
+		default:
+			feed[i] = []int{tok}
+		}
+		if feed[i] == nil {
+			active--
+		}
+	}
 	// draw samples the next token of every sequence with a run in p from logits (one row
 	// per run, in the order of p.runs) and decides which continue.
 	draw := func(logits backend.Buf, p *pass, step int) error {
@@ -97,6 +145,23 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 				o.OnLogits(r.seq, step, host)
 			}
 		}
+		if digits.Len() > 0 {
+			k := digits.Len() / 2
+			probs := make([]float32, rows*10)
+			out, err := m.b.Alloc(backend.F32, rows*10)
+			if err != nil {
+				return err
+			}
+			err = first(m.b.DigitProbs(out, logits, digits.Slice(0, k), digits.Slice(k, k), rows, V),
+				func() error { return m.b.Download(probs, out) })
+			m.b.Free(out)
+			if err != nil {
+				return err
+			}
+			for j, r := range p.runs {
+				o.OnDigits(r.seq, step, probs[j*10:(j+1)*10])
+			}
+		}
 		u := make([]float64, rows)
 		if o.Temperature != 0 {
 			for k, r := range p.runs {
@@ -108,28 +173,25 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 			return err
 		}
 		for k, r := range p.runs {
-			i, tok := r.seq, int(toks[k])
-			g.Tokens[i] = append(g.Tokens[i], tok)
-			g.LogProbs[i] = append(g.LogProbs[i], lps[k])
-			switch {
-			case slices.Contains(stop, tok):
-				feed[i] = nil
-			case len(g.Tokens[i]) >= limit[i]:
-				feed[i], g.Cut[i] = nil, true
-			default:
-				feed[i] = []int{tok}
-			}
-			if feed[i] == nil {
-				active--
-			}
+			take(r.seq, int(toks[k]), lps[k])
 		}
 		return nil
 	}
+	_, capture := m.b.(backend.Capturer)
+	var dec *decoder
+	defer func() {
+		if dec != nil {
+			dec.free()
+		}
+	}()
 	for step := 0; active > 0; step++ {
 		var err error
-		if step == 0 {
+		switch {
+		case step == 0:
 			err = m.prefill(cache, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
-		} else {
+		case capture:
+			dec, err = m.decodeStep(dec, cache, feed, active, o, digits, rngs, step, take)
+		default:
 			var lg backend.Buf
 			var p *pass
 			if lg, p, err = m.forward(cache, feed, true, o.Adapters); err == nil {
@@ -141,6 +203,69 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 	}
 	return g, nil
+}
+
+// decodeStep runs one decode step of Generate on the fixed-buffer step (decoder), which it
+// (re)builds when there is none or when at most half of its rows still run: finished
+// sequences stay as padded rows until then, so a batch costs a few captures, not one per
+// finished sequence. Sequence s continues when feed[s] is not nil; take records its token.
+func (m *Model) decodeStep(dec *decoder, c *Cache, feed [][]int, active int, o GenerateOptions, digits backend.Buf, rngs []*rand.Rand, step int,
+	take func(i, tok int, lp float32)) (*decoder, error) {
+	if dec == nil || active <= dec.rows/2 {
+		var seqs []int
+		var ids []int32
+		for s, f := range feed {
+			if f != nil {
+				seqs, ids = append(seqs, s), append(ids, int32(f[0]))
+			}
+		}
+		if dec != nil {
+			dec.free()
+		}
+		var err error
+		if dec, err = m.newDecoder(c, seqs, ids, o, digits); err != nil {
+			return nil, err
+		}
+	}
+	var u []float64
+	if o.Temperature != 0 {
+		u = make([]float64, dec.rows)
+		for r, s := range dec.seqs {
+			if feed[s] != nil {
+				u[r] = rngs[s].Float64()
+			}
+		}
+	}
+	toks, lps, probs, err := dec.step(u)
+	if err != nil {
+		return dec, err
+	}
+	if probs != nil {
+		for r, s := range dec.seqs {
+			if feed[s] != nil {
+				o.OnDigits(s, step, probs[r*10:(r+1)*10])
+			}
+		}
+	}
+	if o.OnLogits != nil {
+		V := m.Config.Vocab
+		host := make([]float32, V)
+		for r, s := range dec.seqs {
+			if feed[s] != nil {
+				if err := m.b.Download(host, dec.logits.Slice(r*V, V)); err != nil {
+					return dec, err
+				}
+				o.OnLogits(s, step, host)
+			}
+		}
+	}
+	for r, s := range dec.seqs {
+		if feed[s] != nil {
+			c.Len[s]++
+			take(s, int(toks[r]), lps[r])
+		}
+	}
+	return dec, nil
 }
 
 // prefill runs the prompts through the cache in groups of at most maxPassRows tokens, so

@@ -99,6 +99,11 @@ type Thresholds struct {
 	DistinctDropFrac float64 `toml:"distinct_drop_frac"`
 	// LengthDriftRatio: recent mean length (words) over the early one ≥ this, or ≤ its inverse.
 	LengthDriftRatio float64 `toml:"length_drift_ratio"`
+
+	// StopOn names the alerts that stop the run (it saves first): rule names, or "nan" (any
+	// non-finite value), "kl_spike" (kl_high, or a z-score jump of kl) and "critical" (any
+	// critical alert). Empty: alerts never stop a run.
+	StopOn []string `toml:"stop_on"`
 }
 
 // DefaultThresholds are the rules of DESIGN §15 with the defaults documented on each field.
@@ -209,6 +214,9 @@ func (t Thresholds) Validate() error {
 	}
 	if !(t.LeakMinBytes >= 0) || !(t.LeakMinFrac >= 0) {
 		return fmt.Errorf("monitor: leak_min_bytes and leak_min_frac must not be negative")
+	}
+	if err := CheckStopOn(t.StopOn); err != nil {
+		return fmt.Errorf("monitor: stop_on: %w", err)
 	}
 	if !(t.LengthDriftRatio > 1) {
 		return fmt.Errorf("monitor: length_drift_ratio must be above 1, got %g", t.LengthDriftRatio)

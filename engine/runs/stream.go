@@ -116,6 +116,17 @@ type pipeline struct {
 }
 
 func newPipeline(ctx context.Context, r *Run, o Options, send func(events.Event) bool) *pipeline {
+	p := &pipeline{ctx: ctx, run: r, o: o, send: send, mon: foreignMonitor(o), ckpts: map[string]bool{}, warned: map[string]int{}}
+	if r.Kind != "" {
+		p.mapper = newMapper(r.Kind)
+	}
+	p.total = plannedSteps(r)
+	p.mon.Now = func() time.Time { return p.lastTime } // alerts carry the time of their step
+	return p
+}
+
+// foreignMonitor is the monitor over another tool's metrics.
+func foreignMonitor(o Options) *monitor.Monitor {
 	th := monitor.DefaultThresholds()
 	if o.Thresholds != nil {
 		th = *o.Thresholds
@@ -124,13 +135,7 @@ func newPipeline(ctx context.Context, r *Run, o Options, send func(events.Event)
 	th.ZSkip = append(th.ZSkip, "timing_s/", "timing_per_token_ms/", "timing/", "eval/", "val-core/", "val-aux/",
 		"prompt_length/", "epoch", "num_tokens", "training/")
 	th.EpochSteps = math.MaxInt32 // per-epoch statistics are not shown here; keep memory flat
-	p := &pipeline{ctx: ctx, run: r, o: o, send: send, mon: monitor.New(th), ckpts: map[string]bool{}, warned: map[string]int{}}
-	if r.Kind != "" {
-		p.mapper = newMapper(r.Kind)
-	}
-	p.total = plannedSteps(r)
-	p.mon.Now = func() time.Time { return p.lastTime } // alerts carry the time of their step
-	return p
+	return monitor.New(th)
 }
 
 // alive reports whether the consumer still listens.

@@ -235,7 +235,7 @@ func TestReplayInTmux(t *testing.T) {
 			t.Fatal(err)
 		}
 		tm := newTmux(t, 120, 36, fmt.Sprintf("env -u NO_COLOR %s replay --follow --theme dark %s; echo EXIT=$?; sleep 60", bin, live))
-		tm.waitFor("step 30/60", "replay (run in progress)")
+		tm.waitFor("step 30/60", "● running") // a followed run of this tool is steered through its control file
 		if err := fixture.Append(filepath.Join(live, "events.jsonl"), all[cut:]); err != nil {
 			t.Fatal(err)
 		}

@@ -348,12 +348,18 @@ func (*Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.B
 	return nil
 }
 
-// UploadQ4 keeps the host weight as it is: the products expand it a panel at a time.
+// UploadQ4 keeps the host weight as it is: the GEMM expands it a panel at a time, and the
+// few-row products (decoding) decode it in registers with the scales readied here (State:
+// a *Q4Dot, nil where their layout does not fit the weight).
 func (*Backend) UploadQ4(w *quant.Weight) (*backend.Q4, error) {
 	if w == nil || w.Rows*w.Cols == 0 {
 		return nil, fmt.Errorf("cpu: empty 4-bit weight")
 	}
-	return &backend.Q4{Rows: w.Rows, Cols: w.Cols, W: w}, nil
+	q := &backend.Q4{Rows: w.Rows, Cols: w.Cols, W: w}
+	if d := NewQ4Dot(w); d != nil {
+		q.State = d
+	}
+	return q, nil
 }
 
 func (*Backend) FreeQ4(*backend.Q4) {}
@@ -376,6 +382,10 @@ func (*Backend) Q4MulT(y, x backend.Buf, w *backend.Q4, rows int) error {
 	yv, xv := a.f32("y", y, rows*w.Rows), a.f32("x", x, rows*w.Cols)
 	if a.err != nil {
 		return a.err
+	}
+	if d, ok := w.State.(*Q4Dot); ok && d.W == w.W && rows <= q4DotMaxRows {
+		d.MulT(yv, xv, rows)
+		return nil
 	}
 	Q4MulT(yv, xv, w.W, rows)
 	return nil

@@ -42,12 +42,22 @@ func ReadGEMMStats() GEMMStats {
 // sgemm is gemm.Sgemm with the accounting above.
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	// A·Bᵀ with few rows of A (decoding, and LoRA's products beside it) streams B once.
+	few := f32DotOn && !transA && transB && m <= f32DotMaxRows && n > 0 && k > 0
 	if !profiling.Load() {
-		gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		if few {
+			f32Dot(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		} else {
+			gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		}
 		return
 	}
 	t := time.Now()
-	gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	if few {
+		f32Dot(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	} else {
+		gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	}
 	gemmNanos.Add(int64(time.Since(t)))
 	gemmFlops.Add(2 * int64(m) * int64(n) * int64(k))
 	gemmCalls.Add(1)

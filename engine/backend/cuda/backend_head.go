@@ -89,6 +89,7 @@ func (b *Backend) AttentionForward(out, probs, q Buf, spans []Span, a Attention)
 				continue
 			}
 			pp := devptr[int32](posb.Addr() + uintptr(4*k))
+			o.hint = int64(s.N) * int64(2*s.Pos+s.N+1) / 2 // keys 0..pos of each row
 			if err := o.attentionRows(bf16At(bf(out), s.Row*qw), bf16At(bf(q), s.Row*qw), bf(s.K), bf(s.V), 0, pp, 0, s.N, as, as.kw()); err != nil {
 				return err
 			}
@@ -429,6 +430,7 @@ func (b *Backend) AdamW(params []OptParam, lr, beta1, beta2, eps, weightDecay fl
 	d := dims{grid: [3]uint32{uint32(b.multiBlocks(len(params), largest)), uint32(len(params)), 1}, block: [3]uint32{threads, 1, 1}}
 	b.d.enqueue(func(o *owner) error {
 		defer o.done(tab.Addr())
+		o.hint = tableElems(words, 5)
 		return o.adamwMulti(d, devptr[uint64](tab.Addr()), float32(beta1), float32(beta2), float32(lr/bc1), float32(math.Sqrt(bc2)), float32(eps), float32(1-lr*weightDecay))
 	})
 	return nil
@@ -466,6 +468,7 @@ func (b *Backend) GradNorm(grads []Buf) (float64, error) {
 	b.d.enqueue(func(o *owner) error {
 		defer o.done(tab.Addr())
 		d := dims{grid: [3]uint32{uint32(gx), uint32(len(grads)), 1}, block: [3]uint32{threads, 1, 1}}
+		o.hint = tableElems(words, 2)
 		if err := o.sumsqMulti(d, f32(part), devptr[uint64](tab.Addr())); err != nil {
 			return err
 		}
@@ -491,6 +494,10 @@ func (b *Backend) ScaleAll(xs []Buf, s float32) error {
 	if len(xs) > maxGridY {
 		return fmt.Errorf("cuda: scale of %d tensors (at most %d a call)", len(xs), maxGridY)
 	}
+	if len(xs) == 1 { // no table to upload (kernels/step.cu)
+		x := xs[0]
+		return b.queue(nil, func(o *owner) error { return o.scaleF32(o.flat(int64(x.Len())), f32(x), int64(x.Len()), s) })
+	}
 	words, largest := b.pairs(xs)
 	tab, err := b.table(words)
 	if err != nil {
@@ -499,6 +506,7 @@ func (b *Backend) ScaleAll(xs []Buf, s float32) error {
 	d := dims{grid: [3]uint32{uint32(b.multiBlocks(len(xs), largest)), uint32(len(xs)), 1}, block: [3]uint32{threads, 1, 1}}
 	b.d.enqueue(func(o *owner) error {
 		defer o.done(tab.Addr())
+		o.hint = tableElems(words, 2)
 		return o.scaleMulti(d, devptr[uint64](tab.Addr()), s)
 	})
 	return nil
@@ -512,6 +520,16 @@ func (b *Backend) pairs(xs []Buf) ([]uint64, int) {
 		largest = max(largest, x.Len())
 	}
 	return words, largest
+}
+
+// tableElems sums the element counts of a multi-tensor table (the last word of each entry
+// of stride words): the ledger's hint for its kernels.
+func tableElems(words []uint64, stride int) int64 {
+	var n int64
+	for i := stride - 1; i < len(words); i += stride {
+		n += int64(words[i])
+	}
+	return n
 }
 
 // Scale multiplies x (float32) by s.

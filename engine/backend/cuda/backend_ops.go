@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
+	"unsafe"
 
 	"rlhfstation/quant"
 )
@@ -465,6 +467,10 @@ func (b *Backend) rope(x, pos Buf, heads int, r *RoPETable, sign float32) error 
 type q4State struct {
 	q    q4
 	bufs []Buf
+	// expanded is the weight as bf16 [rows, cols], kept after its first expansion while the
+	// device has room (see expandedQ4): the base is frozen, so the training and scoring
+	// passes of every later step multiply by it without expanding it again.
+	expanded uintptr
 }
 
 // state is w's device form.
@@ -538,6 +544,14 @@ func (b *Backend) FreeQ4(w *Q4) {
 		_ = b.Free(x)
 	}
 	st.bufs = nil
+	if p := st.expanded; p != 0 {
+		st.expanded = 0
+		b.d.enqueue(func(o *owner) error {
+			o.expandedBytes -= 2 * int64(w.Rows) * int64(w.Cols)
+			o.kept = slices.DeleteFunc(o.kept, func(x *q4State) bool { return x == st })
+			return o.d.mem.free(p)
+		})
+	}
 }
 
 // Q4Bytes is the device memory a 4-bit weight holds.
@@ -604,14 +618,11 @@ func (b *Backend) Q4MulT(y, x Buf, w *Q4, rows int) error {
 			return err
 		}
 		defer release()
-		p, err := o.tmp(2 * w.Rows * w.Cols)
+		p, done, err := o.expandedQ4(st)
 		if err != nil {
 			return err
 		}
-		defer o.done(p)
-		if err := o.dequant(devptr[bf16](p), &st.q); err != nil {
-			return err
-		}
+		defer done()
 		return o.gemm(&gemmArgs{transB: true, m: rows, n: w.Rows, k: w.Cols, alpha: 1, a: uintptr(xb), aType: dtBF16, lda: w.Cols,
 			b: p, bType: dtBF16, ldb: w.Cols, c: y.Addr(), cType: blasType(y), ldc: w.Rows})
 	})
@@ -630,17 +641,66 @@ func (b *Backend) Q4MulAcc(dx, dy Buf, w *Q4, rows int) error {
 			return err
 		}
 		defer release()
-		p, err := o.tmp(2 * w.Rows * w.Cols)
+		p, done, err := o.expandedQ4(st)
 		if err != nil {
 			return err
 		}
-		defer o.done(p)
-		if err := o.dequant(devptr[bf16](p), &st.q); err != nil {
-			return err
-		}
+		defer done()
 		return o.gemm(&gemmArgs{m: rows, n: w.Cols, k: w.Rows, alpha: 1, beta: 1, a: uintptr(dyb), aType: dtBF16, lda: w.Rows,
 			b: p, bType: dtBF16, ldb: w.Cols, c: dx.Addr(), cType: blasType(dx), ldc: w.Cols})
 	})
+}
+
+// expandedQ4 is st's weight as bf16 for a product: the kept expansion, or one made now and
+// kept when the device keeps at least a quarter of its memory free afterwards (so a run
+// that fits without the expansions still fits: they only take what is spare), else one in
+// scratch that done gives back. With the expansions kept, each 4-bit weight is expanded once
+// for the whole run instead of in each of the reference, training forward and backward
+// passes of every step: its bytes are read as bf16 (2 bytes a weight) where the expansion
+// read 4 bits and wrote and read 2 bytes.
+func (o *owner) expandedQ4(st *q4State) (uintptr, func(), error) {
+	if st.expanded != 0 && !o.capturing { // a graph keeps its own (the kept one may be dropped)
+		return st.expanded, func() {}, nil
+	}
+	n := 2 * int64(st.q.rows) * int64(st.q.cols)
+	keep := false
+	if !o.capturing && !o.d.noKeep {
+		var free, total uintptr
+		dr := o.d.drv
+		if call(dr.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))) == 0 {
+			keep = int64(free)-n >= int64(total)/4
+		}
+	}
+	p, err := o.tmp(int(n))
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := o.dequant(devptr[bf16](p), &st.q); err != nil {
+		o.done(p)
+		return 0, nil, err
+	}
+	if keep {
+		st.expanded = p
+		o.expandedBytes += n
+		o.kept = append(o.kept, st)
+		return p, func() {}, nil
+	}
+	return p, func() { o.done(p) }, nil
+}
+
+// dropExpanded gives every kept expansion back to the allocator's cache (when an allocation
+// fails: the expansions only ever take spare memory) and returns their bytes.
+func (o *owner) dropExpanded() int64 {
+	var n int64
+	for _, st := range o.kept {
+		if st.expanded != 0 {
+			_ = o.d.mem.free(st.expanded)
+			st.expanded = 0
+			n += 2 * int64(st.q.rows) * int64(st.q.cols)
+		}
+	}
+	o.kept, o.expandedBytes = nil, 0
+	return n
 }
 
 // Cast converts between float32 and bf16 (same length).

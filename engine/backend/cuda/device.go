@@ -29,6 +29,9 @@ type Device struct {
 
 	mem allocator
 
+	// noKeep: expand 4-bit weights per product, keeping none (tests of that path).
+	noKeep bool
+
 	// owner is touched only on the owning thread.
 	owner *owner
 }
@@ -45,9 +48,16 @@ type owner struct {
 	fns        []uintptr // by kernel ID
 	args       *launchArgs
 	pin        runtime.Pinner
-	staging    ring      // pinned host memory for asynchronous uploads
-	capturing  bool      // a graph capture is under way on the stream
-	retained   []uintptr // scratch the capture's work uses: kept until its graph is closed
+	staging    ring             // pinned host memory for asynchronous uploads
+	capturing  bool             // a graph capture is under way on the stream
+	retained   []uintptr        // scratch the capture's work uses: kept until its graph is closed
+	ledger     Ledger           // the calls made (ledger.go)
+	nodes      map[string]Count // the work of the capture under way
+	hint       int64            // the next launch's volume that lives on the device (costs.go)
+	costErr    string           // a cost declaration that asked for a parameter its kernel lacks
+	// expandedBytes is the 4-bit weights' kept bf16 expansions (backend_ops.go expandedQ4).
+	expandedBytes int64
+	kept          []*q4State // the weights whose expansions are kept
 }
 
 // launchArgs is cuLaunchKernel's kernelParams: ptrs[i] points at slot i. Pinned once for
@@ -227,6 +237,7 @@ func (o *owner) sync() error {
 		return errCapturing
 	}
 	dr := o.d.drv
+	o.ledger.Syncs++
 	if err := dr.check("cuStreamSynchronize", call(dr.cuStreamSynchronize, o.stream)); err != nil {
 		return err
 	}

@@ -14,7 +14,8 @@ import (
 type Graph struct {
 	d           *Device
 	graph, exec uintptr
-	retained    []uintptr // scratch its kernels use, freed with it
+	retained    []uintptr        // scratch its kernels use, freed with it
+	nodes       map[string]Count // its work, for the ledger
 }
 
 // errCapturing refuses host-to-device staging during a capture: the copy would be recorded
@@ -41,7 +42,7 @@ func (d *Device) Capture(f func() error) (*Graph, error) {
 			begun <- err
 			return
 		}
-		o.capturing, o.retained = true, nil
+		o.capturing, o.retained, o.nodes = true, nil, nil
 		begun <- nil
 	}
 	if err := <-begun; err != nil {
@@ -56,6 +57,7 @@ func (d *Device) Capture(f func() error) (*Graph, error) {
 		dr := o.d.drv
 		o.capturing = false
 		g.retained, o.retained = o.retained, nil
+		g.nodes = o.captured()
 		err := dr.check("cuStreamEndCapture", call(dr.cuStreamEndCapture, o.stream, uintptr(unsafe.Pointer(&g.graph))))
 		if err == nil && ferr == nil && !d.failed() {
 			err = dr.check("cuGraphInstantiate", call(dr.cuGraphInstantiate, uintptr(unsafe.Pointer(&g.exec)), g.graph, 0))
@@ -79,6 +81,7 @@ func (d *Device) Capture(f func() error) (*Graph, error) {
 // Launch queues one replay of the graph on the device's stream.
 func (g *Graph) Launch() {
 	g.d.enqueue(func(o *owner) error {
+		o.replayed(g.nodes)
 		return o.d.drv.check("cuGraphLaunch", call(o.d.drv.cuGraphLaunch, g.exec, o.stream))
 	})
 }

@@ -83,6 +83,14 @@ const (
 	kRopeForward
 	kRopeForwardF32
 	kSampleRows
+	kAppendKv
+	kAppendKvF32
+	kAdvancePos
+	kQ4LinearBF16
+	kQ4LinearF32
+	kScaleF32
+	kQ4LinearTcBF16
+	kQ4LinearTcF32
 	numKernels
 )
 
@@ -163,6 +171,14 @@ var kernelNames = [numKernels]string{
 	"rope_forward",
 	"rope_forward_f32",
 	"sample_rows",
+	"append_kv",
+	"append_kv_f32",
+	"advance_pos",
+	"q4_linear_bf16",
+	"q4_linear_f32",
+	"scale_f32",
+	"q4_linear_tc_bf16",
+	"q4_linear_tc_f32",
 }
 
 // kernelArgs are the kernels' parameter counts, by ID.
@@ -242,6 +258,102 @@ var kernelArgs = [numKernels]int{
 	9,
 	9,
 	10,
+	8,
+	8,
+	3,
+	23,
+	23,
+	3,
+	22,
+	22,
+}
+
+// kernelParams are the kernels' parameters as the launchers name them, by ID: what the
+// ledger's cost declarations read.
+var kernelParams = [numKernels][]kparam{
+	{{"probs", pOut, 4}, {"scores", pIn, 4}, {"heads", pInt, 4}, {"n", pInt, 4}, {"L", pInt, 4}, {"pos0", pInt, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dscores", pOut, 2}, {"probs", pOut, 2}, {"scores", pIn, 4}, {"dprobs", pIn, 4}, {"heads", pInt, 4}, {"n", pInt, 4}, {"L", pInt, 4}, {"pos0", pInt, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"seqStride", pInt, 8}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dst", pOut, 2}, {"src", pIn, 2}, {"lds", pInt, 4}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
+	{{"dst", pOut, 4}, {"src", pIn, 2}, {"lds", pInt, 4}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
+	{{"dst", pOut, 2}, {"ldd", pInt, 4}, {"src", pIn, 2}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
+	{{"out", pOut, 2}, {"x", pIn, 2}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
+	{{"out", pOut, 4}, {"x", pIn, 4}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
+	{{"dx", pOut, 2}, {"dout", pIn, 2}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
+	{{"dx", pOut, 4}, {"dout", pIn, 4}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
+	{{"out", pOut, 2}, {"in", pIn, 4}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"in", pIn, 2}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"a", pIn, 4}, {"b", pIn, 2}, {"n", pInt, 8}},
+	{{"out", pOut, 2}, {"a", pIn, 2}, {"b", pIn, 2}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"a", pIn, 4}, {"b", pIn, 4}, {"n", pInt, 8}},
+	{{"acc", pOut, 4}, {"x", pIn, 4}, {"alpha", pFloat, 4}, {"n", pInt, 8}},
+	{{"acc", pOut, 2}, {"x", pIn, 2}, {"alpha", pFloat, 4}, {"n", pInt, 8}},
+	{{"acc", pOut, 2}, {"x", pIn, 4}, {"alpha", pFloat, 4}, {"n", pInt, 8}},
+	{{"acc", pOut, 4}, {"x", pIn, 2}, {"alpha", pFloat, 4}, {"n", pInt, 8}},
+	{{"out", pOut, 2}, {"inp", pIn, 2}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"inp", pIn, 4}, {"n", pInt, 8}},
+	{{"dinp", pOut, 2}, {"dout", pIn, 2}, {"inp", pIn, 2}, {"n", pInt, 8}},
+	{{"dinp", pOut, 4}, {"dout", pIn, 4}, {"inp", pIn, 4}, {"n", pInt, 8}},
+	{{"out", pOut, 2}, {"gate", pIn, 2}, {"up", pIn, 2}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"gate", pIn, 4}, {"up", pIn, 4}, {"n", pInt, 8}},
+	{{"dgate", pOut, 2}, {"dup", pOut, 2}, {"dout", pIn, 2}, {"gate", pIn, 2}, {"up", pIn, 2}, {"n", pInt, 8}},
+	{{"dgate", pOut, 4}, {"dup", pOut, 4}, {"dout", pIn, 4}, {"gate", pIn, 4}, {"up", pIn, 4}, {"n", pInt, 8}},
+	{{"out", pOut, 2}, {"gate", pIn, 2}, {"up", pIn, 2}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"gate", pIn, 4}, {"up", pIn, 4}, {"n", pInt, 8}},
+	{{"dgate", pOut, 2}, {"dup", pOut, 2}, {"dout", pIn, 2}, {"gate", pIn, 2}, {"up", pIn, 2}, {"n", pInt, 8}},
+	{{"dgate", pOut, 4}, {"dup", pOut, 4}, {"dout", pIn, 4}, {"gate", pIn, 4}, {"up", pIn, 4}, {"n", pInt, 8}},
+	{{"out", pOut, 4}, {"inp", pIn, 4}, {"n", pInt, 8}, {"cap", pFloat, 4}},
+	{{"dinp", pOut, 4}, {"dout", pIn, 4}, {"out", pIn, 4}, {"n", pInt, 8}, {"cap", pFloat, 4}},
+	{{"d0", pOut, 4}, {"y", pIn, 4}, {"n", pInt, 8}, {"cap", pFloat, 4}},
+	{{"d0", pOut, 2}, {"y", pIn, 4}, {"n", pInt, 8}, {"cap", pFloat, 4}},
+	{{"out", pOut, 2}, {"bias", pIn, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"out", pOut, 4}, {"bias", pIn, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dbias", pOut, 4}, {"dout", pIn, 2}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dbias", pOut, 4}, {"dout", pIn, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 2}, {"ldd", pInt, 4}, {"src", pIn, 2}, {"lds", pInt, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 4}, {"ldd", pInt, 4}, {"src", pIn, 4}, {"lds", pInt, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 2}, {"ldd", pInt, 4}, {"src", pIn, 2}, {"lds", pInt, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 4}, {"ldd", pInt, 4}, {"src", pIn, 4}, {"lds", pInt, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 2}, {"dstRows", pIn, 8}, {"ldd", pInt, 4}, {"src", pIn, 2}, {"srcRows", pIn, 8}, {"lds", pInt, 4}, {"n", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 4}, {"dstRows", pIn, 8}, {"ldd", pInt, 4}, {"src", pIn, 4}, {"srcRows", pIn, 8}, {"lds", pInt, 4}, {"n", pInt, 4}, {"cols", pInt, 4}},
+	{{"dst", pOut, 2}, {"ldd", pInt, 4}, {"src", pIn, 4}, {"lds", pInt, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}},
+	{{"out", pOut, 4}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"wte", pIn, 2}, {"wpe", pIn, 2}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"out", pOut, 2}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"wte", pIn, 2}, {"wpe", pIn, 2}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"out", pOut, 4}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"wte", pIn, 4}, {"wpe", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"out", pOut, 2}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"wte", pIn, 4}, {"wpe", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"dwte", pOut, 4}, {"dwpe", pOut, 4}, {"dout", pIn, 4}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"logp", pOut, 4}, {"entropy", pOut, 4}, {"logits", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"dlogits", pOut, 2}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"dlogits", pOut, 4}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"out", pOut, 4}, {"logits", pIn, 4}, {"ids", pIn, 4}, {"values", pIn, 4}, {"n", pInt, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}},
+	{{"out", pOut, 2}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
+	{{"out", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
+	{{"out", pOut, 2}, {"rstd", pOut, 4}, {"inp", pIn, 2}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
+	{{"dinp", pOut, 4}, {"dweight", pOut, 4}, {"dout", pIn, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rstd", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"offset", pFloat, 4}},
+	{{"dinp", pOut, 2}, {"dweight", pOut, 4}, {"dout", pIn, 2}, {"inp", pIn, 2}, {"weight", pIn, 4}, {"rstd", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"offset", pFloat, 4}},
+	{{"out", pOut, 2}, {"mean", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"bias", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}},
+	{{"out", pOut, 4}, {"mean", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"bias", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}},
+	{{"out", pOut, 2}, {"mean", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 2}, {"weight", pIn, 4}, {"bias", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}},
+	{{"dinp", pOut, 4}, {"dweight", pOut, 4}, {"dbias", pOut, 4}, {"dout", pIn, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"mean", pIn, 4}, {"rstd", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"dinp", pOut, 2}, {"dweight", pOut, 4}, {"dbias", pOut, 4}, {"dout", pIn, 2}, {"inp", pIn, 2}, {"weight", pIn, 4}, {"mean", pIn, 4}, {"rstd", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
+	{{"out", pOut, 4}, {"x", pIn, 4}, {"n", pInt, 4}},
+	{{"table", pIn, 8}, {"b1", pFloat, 4}, {"b2", pFloat, 4}, {"step", pFloat, 4}, {"sqrtBc2", pFloat, 4}, {"eps", pFloat, 4}, {"decay", pFloat, 4}},
+	{{"partial", pOut, 4}, {"table", pIn, 8}},
+	{{"table", pIn, 8}, {"s0", pFloat, 4}},
+	{{"out", pOut, 2}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"n", pInt, 8}, {"blockShift", pInt, 4}},
+	{{"out", pOut, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"n", pInt, 8}, {"blockShift", pInt, 4}},
+	{{"y", pOut, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
+	{{"x", pOut, 2}, {"pos", pIn, 4}, {"cosT", pIn, 4}, {"sinT", pIn, 4}, {"rows", pInt, 4}, {"heads", pInt, 4}, {"half", pInt, 4}, {"hd", pInt, 4}, {"sign", pFloat, 4}},
+	{{"x", pOut, 4}, {"pos", pIn, 4}, {"cosT", pIn, 4}, {"sinT", pIn, 4}, {"rows", pInt, 4}, {"heads", pInt, 4}, {"half", pInt, 4}, {"hd", pInt, 4}, {"sign", pFloat, 4}},
+	{{"tokens", pOut, 4}, {"logp", pOut, 4}, {"logits", pIn, 4}, {"uniforms", pIn, 8}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}, {"greedy", pInt, 4}, {"topK", pInt, 4}, {"topP", pFloat, 4}},
+	{{"kc", pOut, 2}, {"vc", pOut, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
+	{{"kc", pOut, 4}, {"vc", pOut, 4}, {"k", pIn, 4}, {"v", pIn, 4}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
+	{{"pos", pOut, 4}, {"rows", pInt, 4}, {"limit", pInt, 4}},
+	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
+	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
+	{{"x", pOut, 4}, {"n", pInt, 8}, {"s0", pFloat, 4}},
+	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
+	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
 }
 
 // attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap).
@@ -1166,4 +1278,164 @@ func (o *owner) sampleRows(d dims, tokens devptr[int32], logp devptr[float32], l
 	s[8] = uint64(uint32(topK))
 	s[9] = uint64(math.Float32bits(topP))
 	return o.launch(kSampleRows, d)
+}
+
+// appendKv launches append_kv(bf16* kc, bf16* vc, const bf16* k, const bf16* v, const int* seq, const int* pos, int width, i64 seq_stride).
+func (o *owner) appendKv(d dims, kc devptr[bf16], vc devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], width int32, seqStride int64) error {
+	s := &o.args.slots
+	s[0] = uint64(kc)
+	s[1] = uint64(vc)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(seq)
+	s[5] = uint64(pos)
+	s[6] = uint64(uint32(width))
+	s[7] = uint64(seqStride)
+	return o.launch(kAppendKv, d)
+}
+
+// appendKvF32 launches append_kv_f32(float* kc, float* vc, const float* k, const float* v, const int* seq, const int* pos, int width, i64 seq_stride).
+func (o *owner) appendKvF32(d dims, kc devptr[float32], vc devptr[float32], k devptr[float32], v devptr[float32], seq devptr[int32], pos devptr[int32], width int32, seqStride int64) error {
+	s := &o.args.slots
+	s[0] = uint64(kc)
+	s[1] = uint64(vc)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(seq)
+	s[5] = uint64(pos)
+	s[6] = uint64(uint32(width))
+	s[7] = uint64(seqStride)
+	return o.launch(kAppendKvF32, d)
+}
+
+// advancePos launches advance_pos(int* pos, int rows, int limit).
+func (o *owner) advancePos(d dims, pos devptr[int32], rows int32, limit int32) error {
+	s := &o.args.slots
+	s[0] = uint64(pos)
+	s[1] = uint64(uint32(rows))
+	s[2] = uint64(uint32(limit))
+	return o.launch(kAdvancePos, d)
+}
+
+// q4LinearBF16 launches q4_linear_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift, int vec).
+func (o *owner) q4LinearBF16(d dims, y devptr[bf16], res devptr[bf16], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32, vec int32) error {
+	s := &o.args.slots
+	s[0] = uint64(y)
+	s[1] = uint64(res)
+	s[2] = uint64(uint32(ldy))
+	s[3] = uint64(x)
+	s[4] = uint64(uint32(ldx))
+	s[5] = uint64(packed)
+	s[6] = uint64(absmax)
+	s[7] = uint64(qabsmax)
+	s[8] = uint64(nestedAbsmax)
+	s[9] = uint64(nestedCode)
+	s[10] = uint64(code16)
+	s[11] = uint64(math.Float32bits(offset))
+	s[12] = uint64(bias)
+	s[13] = uint64(xa)
+	s[14] = uint64(uint32(ldxa))
+	s[15] = uint64(lb)
+	s[16] = uint64(uint32(rank))
+	s[17] = uint64(math.Float32bits(scale))
+	s[18] = uint64(uint32(rows))
+	s[19] = uint64(uint32(cols))
+	s[20] = uint64(uint32(m))
+	s[21] = uint64(uint32(blockShift))
+	s[22] = uint64(uint32(vec))
+	return o.launch(kQ4LinearBF16, d)
+}
+
+// q4LinearF32 launches q4_linear_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift, int vec).
+func (o *owner) q4LinearF32(d dims, y devptr[float32], res devptr[float32], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32, vec int32) error {
+	s := &o.args.slots
+	s[0] = uint64(y)
+	s[1] = uint64(res)
+	s[2] = uint64(uint32(ldy))
+	s[3] = uint64(x)
+	s[4] = uint64(uint32(ldx))
+	s[5] = uint64(packed)
+	s[6] = uint64(absmax)
+	s[7] = uint64(qabsmax)
+	s[8] = uint64(nestedAbsmax)
+	s[9] = uint64(nestedCode)
+	s[10] = uint64(code16)
+	s[11] = uint64(math.Float32bits(offset))
+	s[12] = uint64(bias)
+	s[13] = uint64(xa)
+	s[14] = uint64(uint32(ldxa))
+	s[15] = uint64(lb)
+	s[16] = uint64(uint32(rank))
+	s[17] = uint64(math.Float32bits(scale))
+	s[18] = uint64(uint32(rows))
+	s[19] = uint64(uint32(cols))
+	s[20] = uint64(uint32(m))
+	s[21] = uint64(uint32(blockShift))
+	s[22] = uint64(uint32(vec))
+	return o.launch(kQ4LinearF32, d)
+}
+
+// scaleF32 launches scale_f32(float* x, i64 n, float s).
+func (o *owner) scaleF32(d dims, x devptr[float32], n int64, s0 float32) error {
+	s := &o.args.slots
+	s[0] = uint64(x)
+	s[1] = uint64(n)
+	s[2] = uint64(math.Float32bits(s0))
+	return o.launch(kScaleF32, d)
+}
+
+// q4LinearTcBF16 launches q4_linear_tc_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift).
+func (o *owner) q4LinearTcBF16(d dims, y devptr[bf16], res devptr[bf16], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32) error {
+	s := &o.args.slots
+	s[0] = uint64(y)
+	s[1] = uint64(res)
+	s[2] = uint64(uint32(ldy))
+	s[3] = uint64(x)
+	s[4] = uint64(uint32(ldx))
+	s[5] = uint64(packed)
+	s[6] = uint64(absmax)
+	s[7] = uint64(qabsmax)
+	s[8] = uint64(nestedAbsmax)
+	s[9] = uint64(nestedCode)
+	s[10] = uint64(code16)
+	s[11] = uint64(math.Float32bits(offset))
+	s[12] = uint64(bias)
+	s[13] = uint64(xa)
+	s[14] = uint64(uint32(ldxa))
+	s[15] = uint64(lb)
+	s[16] = uint64(uint32(rank))
+	s[17] = uint64(math.Float32bits(scale))
+	s[18] = uint64(uint32(rows))
+	s[19] = uint64(uint32(cols))
+	s[20] = uint64(uint32(m))
+	s[21] = uint64(uint32(blockShift))
+	return o.launch(kQ4LinearTcBF16, d)
+}
+
+// q4LinearTcF32 launches q4_linear_tc_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift).
+func (o *owner) q4LinearTcF32(d dims, y devptr[float32], res devptr[float32], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32) error {
+	s := &o.args.slots
+	s[0] = uint64(y)
+	s[1] = uint64(res)
+	s[2] = uint64(uint32(ldy))
+	s[3] = uint64(x)
+	s[4] = uint64(uint32(ldx))
+	s[5] = uint64(packed)
+	s[6] = uint64(absmax)
+	s[7] = uint64(qabsmax)
+	s[8] = uint64(nestedAbsmax)
+	s[9] = uint64(nestedCode)
+	s[10] = uint64(code16)
+	s[11] = uint64(math.Float32bits(offset))
+	s[12] = uint64(bias)
+	s[13] = uint64(xa)
+	s[14] = uint64(uint32(ldxa))
+	s[15] = uint64(lb)
+	s[16] = uint64(uint32(rank))
+	s[17] = uint64(math.Float32bits(scale))
+	s[18] = uint64(uint32(rows))
+	s[19] = uint64(uint32(cols))
+	s[20] = uint64(uint32(m))
+	s[21] = uint64(uint32(blockShift))
+	return o.launch(kQ4LinearTcF32, d)
 }

@@ -59,6 +59,13 @@ func (a *allocator) allocOn(o *owner, n int) (uintptr, error) {
 		if r != 0 && a.releaseCached(o) > 0 {
 			r = call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
 		}
+		if r != 0 && o.dropExpanded() > 0 && a.releaseCached(o) > 0 {
+			r = call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c))
+		}
+		if r == 0 {
+			o.ledger.Allocs++
+			o.ledger.AllocBytes += int64(c)
+		}
 		return dr.check(fmt.Sprintf("cuMemAlloc(%d bytes)", c), r)
 	}
 	var err error
@@ -115,12 +122,14 @@ func (d *Device) release(p uintptr) {
 func (a *allocator) releaseCached(o *owner) int64 {
 	dr := o.d.drv
 	call(dr.cuStreamSynchronize, o.stream)
+	o.ledger.Syncs++
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var n int64
 	for c, l := range a.cached {
 		for _, p := range l {
 			call(dr.cuMemFree, p)
+			o.ledger.Frees++
 			delete(a.sizes, p)
 			n += int64(c)
 		}
@@ -196,6 +205,7 @@ func (o *owner) upload(dst uintptr, src []byte) error {
 			p, _ = o.staging.take(n)
 		}
 		copy(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n), src[:n])
+		o.ledger.HtoD.add(Count{N: 1, Read: int64(n)})
 		if err := dr.check("cuMemcpyHtoDAsync", call(dr.cuMemcpyHtoDAsync, dst, p, uintptr(n), o.stream)); err != nil {
 			return err
 		}
@@ -217,10 +227,14 @@ func (d *Device) download(dst []byte, src uintptr) error {
 		dr := o.d.drv
 		for len(dst) > 0 {
 			n := min(len(dst), o.staging.size)
-			if err := o.sync(); err != nil { // frees the whole ring
-				return err
+			p, ok := o.staging.take(n) // fresh bytes: no queued upload reads them
+			if !ok {
+				if err := o.sync(); err != nil { // frees the whole ring
+					return err
+				}
+				p, _ = o.staging.take(n)
 			}
-			p, _ := o.staging.take(n)
+			o.ledger.DtoH.add(Count{N: 1, Read: int64(n)})
 			if err := dr.check("cuMemcpyDtoHAsync", call(dr.cuMemcpyDtoHAsync, p, src, uintptr(n), o.stream)); err != nil {
 				return err
 			}
@@ -241,6 +255,7 @@ func (o *owner) copyDtoD(dst, src uintptr, n int) error {
 		return nil
 	}
 	dr := o.d.drv
+	o.recordDevice(nodeCopy, n)
 	return dr.check("cuMemcpyDtoDAsync", call(dr.cuMemcpyDtoDAsync, dst, src, uintptr(n), o.stream))
 }
 
@@ -250,6 +265,7 @@ func (o *owner) memset(dst uintptr, v byte, n int) error {
 		return nil
 	}
 	dr := o.d.drv
+	o.recordDevice(nodeMemset, n)
 	if dst%4 == 0 && n%4 == 0 {
 		w := uint32(v) * 0x01010101
 		return dr.check("cuMemsetD32Async", call(dr.cuMemsetD32Async, dst, uintptr(w), uintptr(n/4), o.stream))

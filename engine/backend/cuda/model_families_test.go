@@ -86,6 +86,11 @@ func (a *loraAdapter) Backward(dx, dy, x backend.Buf, rows int) error {
 	return a.l.Backward(dx, dy, x, &a.act)
 }
 
+// Factors lets the decode step read the factors (model.LowRank), as the engine's adapter does.
+func (a *loraAdapter) Factors() (backend.Buf, backend.Buf, int, float32) {
+	return a.l.A, a.l.B, a.l.R, a.l.Scale
+}
+
 // attach puts fresh LoRA layers (the same values for the same seed on any backend) on every
 // linear of m, on b.
 func attach(t *testing.T, m *model.Model, b backend.Backend, seed uint64) []*lora.Layer {

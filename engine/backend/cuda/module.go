@@ -38,12 +38,14 @@ func grid1(blocks, threads int) dims {
 // grid does nothing (a zero-sized op), as the GPU would refuse it.
 func (o *owner) launch(id kernelID, d dims) error {
 	if d.grid[0] == 0 || d.grid[1] == 0 || d.grid[2] == 0 {
+		o.hint = 0
 		return nil
 	}
 	dr := o.d.drv
 	r := call(dr.cuLaunchKernel, o.fns[id], uintptr(d.grid[0]), uintptr(d.grid[1]), uintptr(d.grid[2]),
 		uintptr(d.block[0]), uintptr(d.block[1]), uintptr(d.block[2]), uintptr(d.shared), o.stream,
 		uintptr(unsafe.Pointer(&o.args.ptrs[0])), 0)
+	o.recordKernel(id, d)
 	if r != 0 {
 		return dr.check(fmt.Sprintf("cuLaunchKernel(%s, grid %v, block %v, shared %d)", kernelNames[id], d.grid, d.block, d.shared), r)
 	}

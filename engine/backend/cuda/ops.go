@@ -312,6 +312,11 @@ func (o *owner) attentionRows(out, q, k, v devptr[bf16], seq, pos devptr[int32],
 		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", a.hd)
 	}
 	d := dims{grid: [3]uint32{uint32(rows), uint32(a.heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
+	if o.hint == 0 && seqStride > 0 && ldk > 0 {
+		// the positions are on the device: declare every row reading its sequence's whole
+		// capacity (an upper bound); callers that know the lengths set o.hint
+		o.hint = int64(rows) * seqStride / int64(ldk)
+	}
 	return o.attnRows(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window), a.softcap)
 }
 
@@ -401,7 +406,12 @@ func (o *owner) gemv4(y devptr[bf16], ldy int, x devptr[bf16], ldx int, w *q4, m
 }
 
 // gemm runs a row-major product on the owner's stream (see cublas.gemm).
-func (o *owner) gemm(g *gemmArgs) error { return o.d.blas.gemm(o.blasHandle, g) }
+func (o *owner) gemm(g *gemmArgs) error {
+	if g.m > 0 && g.n > 0 {
+		o.recordBLAS(g)
+	}
+	return o.d.blas.gemm(o.blasHandle, g)
+}
 
 // dropoutThreshold is p·2^32: hashes below it drop.
 func dropoutThreshold(p float32) uint32 { return uint32(min(float64(p)*(1<<32), (1<<32)-1)) }

@@ -26,6 +26,7 @@ type Param struct {
 	CType  string // element type for pointers, else the scalar type
 	Ptr    bool
 	GoType string
+	Const  bool   // a pointer the kernel only reads
 	slot   string // how the value is stored in an 8-byte parameter slot
 }
 
@@ -58,7 +59,7 @@ func Parse(src string) ([]Kernel, error) {
 			if len(f) < 2 {
 				return nil, fmt.Errorf("kernel %s: cannot read parameter %q", k.Name, strings.TrimSpace(raw))
 			}
-			p := Param{Name: f[len(f)-1], CType: f[0]}
+			p := Param{Name: f[len(f)-1], CType: f[0], Const: strings.Contains(raw, "const")}
 			switch {
 			case len(f) == 3 && f[1] == "*":
 				p.Ptr = true
@@ -141,6 +142,30 @@ func Generate(src string) ([]byte, error) {
 	b.WriteString("}\n\n// kernelArgs are the kernels' parameter counts, by ID.\nvar kernelArgs = [numKernels]int{\n")
 	for _, k := range ks {
 		fmt.Fprintf(&b, "\t%d,\n", len(k.Params))
+	}
+	b.WriteString("}\n\n// kernelParams are the kernels' parameters as the launchers name them, by ID: what the\n// ledger's cost declarations read.\nvar kernelParams = [numKernels][]kparam{\n")
+	for _, k := range ks {
+		b.WriteString("\t{")
+		for i, p := range k.Params {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			kind := "pIn"
+			switch {
+			case p.Ptr && !p.Const:
+				kind = "pOut"
+			case !p.Ptr && (p.CType == "float" || p.CType == "double"):
+				kind = "pFloat"
+			case !p.Ptr && (p.CType == "u32" || p.CType == "u64"):
+				kind = "pUint"
+			case !p.Ptr:
+				kind = "pInt"
+			}
+			// the pointee's size, or the scalar's
+			size := map[string]int{"bf16": 2, "float": 4, "u8": 1, "int": 4, "i64": 8, "double": 8, "u32": 4, "u64": 8}[p.CType]
+			fmt.Fprintf(&b, "{%q, %s, %d}", p.Name, kind, size)
+		}
+		b.WriteString("},\n")
 	}
 	b.WriteString("}\n")
 	for _, k := range ks {

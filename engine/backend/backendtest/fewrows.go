@@ -1,0 +1,103 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+
+	"rlhfstation/engine/backend"
+	"rlhfstation/quant"
+)
+
+func init() { register("fewrows", true, fewRowOps) }
+
+// fewRowOps: the products of decoding, a few rows of x (1 to 64, the CPU's few-row kernels,
+// which take 8, 4, 2 and 1 rows at a time) against a weight streamed once. The 4-bit product
+// on widths that are whole chunks of 64 (the kernels) and not (the GEMM), output counts that
+// split unevenly over goroutines, 65 rows (past the kernels); the float32 linear, LM head and
+// LoRA-shaped GEMMs (strided, alpha and beta, a k below one chunk and one with a tail).
+func fewRowOps(e *env) {
+	for _, c := range pick(e, []struct {
+		out, in int
+		opt     quant.Options
+	}{
+		{67, 192, quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}},
+		{5, 320, quant.Options{Type: quant.FP4, BlockSize: 128, DoubleQuant: false}},
+		{131, 256, quant.Options{Type: quant.NF4, BlockSize: 256, DoubleQuant: true}},
+		{9, 96, quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}},
+	}) {
+		wf := e.randn(c.out*c.in, 0.05)
+		wf[1] = 0.6 // an outlier block
+		w, err := quant.Quantize(wf, c.out, c.in, "float32", c.opt)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		dense := dequantize(w)
+		for _, rows := range pick(e, []int{1, 2, 3, 7, 9, 15, 33, 64, 65}) {
+			shape := fmt.Sprintf("%s %d×%d block %d double=%v rows=%d", c.opt.Type, c.out, c.in, c.opt.BlockSize, c.opt.DoubleQuant, rows)
+			x := e.randn(rows*c.in, 1)
+			e.check("Q4MulT", "few rows: "+shape, func() {
+				var made []func()
+				got := e.twin(func(s *side) []backend.Buf {
+					y := s.outAs(act, rows*c.out)
+					q, err := s.b.UploadQ4(w)
+					s.fail("UploadQ4", err)
+					if q != nil {
+						made = append(made, func() { s.b.FreeQ4(q) })
+						s.do("Q4MulT", s.b.Q4MulT(y, s.inAs(act, x), q, rows))
+					}
+					return []backend.Buf{y}
+				})
+				for _, f := range made {
+					f()
+				}
+				if got == nil {
+					return
+				}
+				want := make([]float64, rows*c.out)
+				for r := 0; r < rows; r++ {
+					for o := 0; o < c.out; o++ {
+						for i := 0; i < c.in; i++ {
+							want[r*c.out+o] += float64(x[r*c.in+i]) * float64(dense[o*c.in+i])
+						}
+					}
+				}
+				e.oracle("x·dequantize(W)ᵀ", got[0], want, 3e-7*float64(c.in)*0.05+1e-6, 1e-5)
+			})
+		}
+	}
+	for _, c := range pick(e, [][3]int{{1, 192, 77}, {3, 130, 5}, {8, 64, 300}, {9, 1000, 17}, {64, 65, 33}}) {
+		rows, in, out := c[0], c[1], c[2]
+		shape := fmt.Sprintf("rows=%d in=%d out=%d", rows, in, out)
+		x, w, bias := e.randn(rows*in, 1), e.randn(out*in, 1/math.Sqrt(float64(in))), e.randn(out, 1)
+		e.check("MatmulForward", "few rows, with Logits: "+shape, func() {
+			got := e.twin(func(s *side) []backend.Buf {
+				y, logits := s.outAs(act, rows*out), s.out(rows*out)
+				s.do("MatmulForward", s.b.MatmulForward(y, s.inAs(act, x), s.inAs(weight, w), s.in(bias), rows, in, out))
+				s.do("Logits", s.b.Logits(logits, s.inAs(act, x), s.inAs(weight, w), rows, in, out))
+				return []backend.Buf{y, logits}
+			})
+			if got == nil {
+				return
+			}
+			want, wantNB := make([]float64, rows*out), make([]float64, rows*out)
+			for r := 0; r < rows; r++ {
+				for o := 0; o < out; o++ {
+					var sum float64
+					for i := 0; i < in; i++ {
+						sum += float64(x[r*in+i]) * float64(w[o*in+i])
+					}
+					want[r*out+o], wantNB[r*out+o] = sum+float64(bias[o]), sum
+				}
+			}
+			tol := 3e-7*float64(in) + 1e-6
+			e.oracle("x·Wᵀ + b", got[0], want, tol, 1e-5)
+			e.oracle("logits x·Wᵀ", got[1], wantNB, tol, 1e-5)
+		})
+	}
+	// LoRA beside a decoded linear: x·Aᵀ (k = in) then y += s·(x·Aᵀ)·Bᵀ (k = r).
+	for i, c := range pick(e, [][3]int{{1, 16, 192}, {3, 300, 16}, {8, 8, 130}, {5, 77, 65}, {2, 4, 8}}) {
+		coef := [][2]float32{{1, 0}, {2, 1}, {-0.5, 0.25}}[i%3]
+		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: coef[0], beta: coef[1], pad: 2 * (i % 2)}
+		e.check("GEMM", "few rows: "+g.String(), func() { g.run() })
+	}
+}

@@ -1,0 +1,182 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"rlhfstation/quant"
+)
+
+// The few-row 4-bit product: decoding (M = 1 to q4DotMaxRows rows) reads every weight once for
+// a handful of multiply-adds, so it is bound by memory, and a 4-bit weight is an eighth of the
+// bytes of a float32 one. The kernels decode the packed codes in registers and multiply them
+// into up to 8 rows of x at a time (as code[q]·scale, the dequantization's own float32
+// product; with one row, Σ code[q]·x over a chunk times its scale); no dequantized weight is
+// ever written to memory. The GEMM path (q4.go) takes more rows,
+// and shapes the kernels cannot take.
+//
+// The kernels' unit is a chunk of 64 values (32 bytes, one scale), so they take a weight whose
+// rows are whole chunks (Cols a multiple of 64) and whose blocks are whole chunks (BlockSize a
+// multiple of 64): every linear of the supported families, at the default block size.
+
+// q4DotMaxRows is the most rows of x the kernels take; more go through the GEMM, which reuses
+// each expanded panel across its rows (BenchmarkQ4Dot measures the crossing).
+const q4DotMaxRows = 64
+
+// q4Chunk is the kernels' unit of values.
+const q4Chunk = 64
+
+// Q4Dot is a 4-bit weight readied for the few-row kernels: its scales, one per chunk of 64
+// values, decoded once (double quantization's code·nested absmax + offset, as Scale computes
+// it) so that the kernels read 4 bytes a chunk instead of redoing it per row of x.
+type Q4Dot struct {
+	W      *quant.Weight
+	scales []float32
+	tables *q4Tables
+}
+
+// NewQ4Dot readies w for the few-row kernels; nil when their layout does not fit w.
+func NewQ4Dot(w *quant.Weight) *Q4Dot {
+	if w.Cols%q4Chunk != 0 || w.BlockSize%q4Chunk != 0 {
+		return nil
+	}
+	n := w.Len() / q4Chunk
+	per := w.BlockSize / q4Chunk
+	s := make([]float32, n)
+	For(n, 1<<12, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			s[c] = w.Scale(c / per)
+		}
+	})
+	return &Q4Dot{W: w, scales: s, tables: newQ4Tables(w.Type.Code())}
+}
+
+// Bytes is the memory the decoded scales take beside the weight.
+func (d *Q4Dot) Bytes() int { return 4 * len(d.scales) }
+
+// xScratch holds the reordered rows of x between calls.
+var xScratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// MulT sets y[rows, W.Rows] = x[rows, W.Cols]·Wᵀ for rows ≤ q4DotMaxRows.
+func (d *Q4Dot) MulT(y, x []float32, rows int) {
+	w := d.W
+	in, out := w.Cols, w.Rows
+	if rows <= 0 {
+		return
+	}
+	if rows > q4DotMaxRows {
+		panic("cpu: Q4Dot.MulT takes at most 64 rows")
+	}
+	_, _ = x[rows*in-1], y[rows*out-1]
+	// The kernels want each 16 values of x as the 8 even ones then the 8 odd ones: a byte
+	// holds value 2k in its high nibble and 2k+1 in its low, and the two are decoded apart.
+	bp := xScratch.Get().(*[]float32)
+	if cap(*bp) < rows*in {
+		*bp = make([]float32, rows*in)
+	}
+	xp := (*bp)[:rows*in]
+	for g := 0; g < rows*in; g += 16 {
+		src, dst := x[g:g+16:g+16], xp[g:g+16:g+16]
+		for k := 0; k < 8; k++ {
+			dst[k], dst[8+k] = src[2*k], src[2*k+1]
+		}
+	}
+	clear(y[:rows*out])
+	code := d.tables
+	// Split by output rows: about 64k decoded values a goroutine at least.
+	For(out, max(1, (1<<16)/in), func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
+	xScratch.Put(bp)
+}
+
+// rowsRange adds to y the output rows lo..hi-1. The weight rows of one block (about 32 KB of
+// codes, kept in L2) are taken against each group of up to 8 rows of x in turn, a span of
+// columns at a time so that those rows of x stay in L1.
+func (d *Q4Dot) rowsRange(y, xp []float32, rows, lo, hi int, code *q4Tables) {
+	w := d.W
+	in, out := w.Cols, w.Rows
+	chunks := in / q4Chunk
+	rb := max(1, (64<<10)/in) // 32 KB of codes
+	for r0 := lo; r0 < hi; r0 += rb {
+		r1 := min(hi, r0+rb)
+		for i0 := 0; i0 < rows; {
+			t := q4DotRows(rows - i0)
+			span := max(1, (16<<10)/(4*q4Chunk*t)) // chunks of x: 16 KB of the t rows
+			for k0 := 0; k0 < chunks; k0 += span {
+				n := min(span, chunks-k0)
+				xs := xp[i0*in+k0*q4Chunk:]
+				for r := r0; r < r1; r++ {
+					c := r*chunks + k0
+					q4dot(t, n, w.Packed[c*q4Chunk/2:(c+n)*q4Chunk/2], d.scales[c:c+n],
+						xs, in, y[i0*out+r:], out, code)
+				}
+			}
+			i0 += t
+		}
+	}
+}
+
+// q4Tables is a code book as the kernels read it: its 16 float32 values, then their bytes
+// as 4 planes (plane k holds byte k of each value, little-endian), repeated in both 128-bit
+// lanes for VPSHUFB.
+type q4Tables struct {
+	code   [16]float32
+	planes [4][32]byte
+}
+
+func newQ4Tables(code [16]float32) *q4Tables {
+	t := &q4Tables{code: code}
+	for i, v := range code {
+		b := math.Float32bits(v)
+		for k := range 4 {
+			t.planes[k][i] = byte(b >> (8 * k))
+			t.planes[k][16+i] = byte(b >> (8 * k))
+		}
+	}
+	return t
+}
+
+// q4DotRows is how many rows of x the next kernel call takes, of the left ones.
+func q4DotRows(left int) int {
+	switch {
+	case left >= 8:
+		return 8
+	case left >= 4:
+		return 4
+	case left >= 2:
+		return 2
+	}
+	return 1
+}
+
+// q4dotGo is the kernels' reference, and the path where they do not run: it adds to
+// y[i·ldy], for i < t, the dot product of n chunks of one weight row (packed, scales) with
+// row i of x (x[i·ldx:], reordered as MulT does).
+func q4dotGo(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
+	var w [q4Chunk]float32
+	for i := 0; i < t; i++ {
+		_ = x[i*ldx+n*q4Chunk-1]
+	}
+	var acc [8]float32
+	for c := 0; c < n; c++ {
+		s := scales[c]
+		p := packed[c*q4Chunk/2 : (c+1)*q4Chunk/2]
+		for g := 0; g < 4; g++ {
+			for k := 0; k < 8; k++ {
+				q := p[8*g+k]
+				w[16*g+k] = code.code[q>>4] * s
+				w[16*g+8+k] = code.code[q&15] * s
+			}
+		}
+		for i := 0; i < t; i++ {
+			xs := x[i*ldx+c*q4Chunk : i*ldx+(c+1)*q4Chunk]
+			a := acc[i]
+			for j, v := range w {
+				a += v * xs[j]
+			}
+			acc[i] = a
+		}
+	}
+	for i := 0; i < t; i++ {
+		y[i*ldy] += acc[i]
+	}
+}

@@ -1,0 +1,89 @@
+//go:build !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run gen_q4dot.go
+
+// The AVX2 kernels (q4dot_amd64.s): q4dotT takes T rows of x; see q4dotGo for the contract.
+
+//go:noescape
+func q4dot1(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
+func q4dot2(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
+func q4dot4(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
+func q4dot8(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
+func f32dot1(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
+
+//go:noescape
+func f32dot2(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
+
+//go:noescape
+func f32dot4(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
+
+//go:noescape
+func f32dot8(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
+
+// q4dotKernel is the few-row kernel in use (4-bit and float32): "avx2" or "go" (tests switch it).
+var q4dotKernel = func() string {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		return "avx2"
+	}
+	return "go"
+}()
+
+// f32DotOn sends A·Bᵀ with few rows of A to f32Dot instead of the GEMM: on AVX2, whose GEMM
+// has no dot-product path and would copy B into its panels first. The AVX-512 GEMM reads B in
+// place for few rows already.
+var f32DotOn = q4dotKernel == "avx2" && !cpu.X86.HasAVX512F
+
+// q4dot runs the kernel for t ∈ {1, 2, 4, 8} rows of x over n ≥ 1 chunks.
+func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
+	if q4dotKernel != "avx2" {
+		q4dotGo(t, n, packed, scales, x, ldx, y, ldy, code)
+		return
+	}
+	// The index expressions check that everything the assembly reads and writes is in bounds.
+	_, _, _, _ = packed[n*q4Chunk/2-1], scales[n-1], x[(t-1)*ldx+n*q4Chunk-1], y[(t-1)*ldy]
+	switch t {
+	case 8:
+		q4dot8(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	case 4:
+		q4dot4(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	case 2:
+		q4dot2(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	case 1:
+		q4dot1(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	default:
+		panic("cpu: q4dot takes 1, 2, 4 or 8 rows")
+	}
+}
+
+// f32dot runs the float32 kernel for t ∈ {1, 2, 4, 8} rows of x over n ≥ 1 chunks.
+func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
+	if q4dotKernel != "avx2" {
+		f32dotGo(t, n, w, x, ldx, y, ldy)
+		return
+	}
+	_, _, _ = w[n*q4Chunk-1], x[(t-1)*ldx+n*q4Chunk-1], y[(t-1)*ldy]
+	switch t {
+	case 8:
+		f32dot8(n, &w[0], &x[0], ldx, &y[0], ldy)
+	case 4:
+		f32dot4(n, &w[0], &x[0], ldx, &y[0], ldy)
+	case 2:
+		f32dot2(n, &w[0], &x[0], ldx, &y[0], ldy)
+	case 1:
+		f32dot1(n, &w[0], &x[0], ldx, &y[0], ldy)
+	default:
+		panic("cpu: f32dot takes 1, 2, 4 or 8 rows")
+	}
+}

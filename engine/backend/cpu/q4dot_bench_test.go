@@ -1,0 +1,93 @@
+package cpu
+
+import (
+	"fmt"
+	"rlhfstation/engine/backend/cpu/gemm"
+	"runtime"
+	"syscall"
+	"testing"
+
+	"rlhfstation/quant"
+)
+
+// threadCPU is the CPU time of the calling OS thread, in seconds: on a loaded machine the
+// wall clock counts the time other processes held the core, this does not.
+func threadCPU() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &u); err != nil {
+		return 0
+	}
+	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
+}
+
+// benchBytes runs f b.N times and reports bytes/s by wall clock and, with one core
+// (go test -cpu 1: everything runs on the locked thread), by CPU time.
+func benchBytes(b *testing.B, bytes int, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := threadCPU()
+	for b.Loop() {
+		f()
+	}
+	n := float64(bytes) * float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds()/1e9, "GB/s")
+	if runtime.GOMAXPROCS(0) == 1 {
+		b.ReportMetric(n/(threadCPU()-c0)/1e9, "cpu-GB/s")
+	}
+}
+
+// BenchmarkQ4Dot: the few-row NF4 product against the 4-bit GEMM path and the float32 product
+// on Qwen2.5-0.5B's MLP shapes (4864×896 and its transpose). GB/s counts the weight's bytes
+// (codes and the scales the kernels read; 4 bytes a value for float32).
+// run: go test ./engine/backend/cpu -run X -bench Q4Dot -cpu 1
+func BenchmarkQ4Dot(b *testing.B) {
+	for _, s := range []struct{ out, in int }{{4864, 896}, {896, 4864}} {
+		w, err := quant.Quantize(randn(s.out*s.in, 1), s.out, s.in, "", quant.Default())
+		if err != nil {
+			b.Fatal(err)
+		}
+		dense := make([]float32, s.out*s.in)
+		w.Dequantize(dense)
+		d := NewQ4Dot(w)
+		for _, rows := range []int{1, 8, 32, 64} {
+			x := randn(rows*s.in, 2)
+			y := make([]float32, rows*s.out)
+			name := fmt.Sprintf("%dx%d/rows=%d", s.out, s.in, rows)
+			b.Run(name+"/nf4-dot", func(b *testing.B) {
+				benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
+			})
+			b.Run(name+"/nf4-gemm", func(b *testing.B) {
+				benchBytes(b, len(w.Packed)+d.Bytes(), func() { Q4MulT(y, x, w, rows) })
+			})
+			b.Run(name+"/f32", func(b *testing.B) {
+				benchBytes(b, 4*len(dense), func() { MatmulForward(y, x, dense, nil, rows, s.in, s.out) })
+			})
+		}
+	}
+}
+
+// BenchmarkF32Dot: the few-row float32 product against the GEMM on the MLP's shapes of
+// Qwen2.5-0.5B, to place f32DotMaxRows.
+// run: go test ./engine/backend/cpu -run X -bench F32Dot -cpu 1
+func BenchmarkF32Dot(b *testing.B) {
+	for _, s := range []struct{ out, in int }{{4864, 896}, {896, 4864}} {
+		w := randn(s.out*s.in, 1)
+		for _, rows := range []int{1, 4, 8, 16, 32, 64} {
+			x := randn(rows*s.in, 2)
+			y := make([]float32, rows*s.out)
+			name := fmt.Sprintf("%dx%d/rows=%d", s.out, s.in, rows)
+			b.Run(name+"/dot", func(b *testing.B) {
+				benchBytes(b, 4*len(w), func() { f32DotMulT(y, x, w, rows, s.in, s.out) })
+			})
+			b.Run(name+"/gemm", func(b *testing.B) {
+				benchBytes(b, 4*len(w), func() {
+					gemmSgemm(rows, s.out, s.in, x, w, y)
+				})
+			})
+		}
+	}
+}
+
+func gemmSgemm(m, n, k int, a, b, c []float32) {
+	gemm.Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+}

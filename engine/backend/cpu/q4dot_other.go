@@ -1,0 +1,16 @@
+//go:build purego || !amd64
+
+package cpu
+
+var q4dotKernel = "go"
+
+// f32DotOn: the GEMM takes every product here.
+var f32DotOn = false
+
+func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
+	q4dotGo(t, n, packed, scales, x, ldx, y, ldy, code)
+}
+
+func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
+	f32dotGo(t, n, w, x, ldx, y, ldy)
+}

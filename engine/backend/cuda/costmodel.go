@@ -1,0 +1,364 @@
+package cuda
+
+import (
+	"fmt"
+	"io"
+	"math"
+)
+
+// The cost model: a GRPO step's ledger, phase by phase, turned into an estimated time on a
+// named GPU, before one is at hand. The calls (launches, cuBLAS calls, copies, graph
+// launches and their nodes, syncs) come from a ledger; the work (bytes and flops) from the
+// workload's shape, as this backend's passes move and compute it (see Workload.Work). Each
+// phase takes
+//
+//	max(host calls × Launch, GPU time) + syncs × Sync,
+//	GPU time = max(product bytes / Bandwidth, product flops / BF16) + other bytes / Bandwidth,
+//	           at least graph nodes × Node,
+//
+// as the host queues work while the GPU runs it, and waits at each sync. The constants are
+// floors the issue sets, so that the estimate cannot be tuned by them.
+
+// Card is a GPU's constants.
+type Card struct {
+	Name      string
+	Bandwidth float64 // device memory, bytes/s
+	BF16      float64 // dense bf16 tensor-core throughput, flop/s
+	Launch    float64 // seconds per launch, copy or cuBLAS call outside a graph
+	Node      float64 // seconds per graph node (a small kernel's minimum time)
+	Sync      float64 // seconds per stream synchronisation
+}
+
+// The cards of the estimate.
+var (
+	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6}
+	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6}
+)
+
+func (c Card) String() string {
+	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a graph node, %.0f µs a sync",
+		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6)
+}
+
+// The phases of a step.
+const (
+	PhasePrefill   = "prefill"
+	PhaseDecode    = "decode, a token"
+	PhaseReference = "reference scoring"
+	PhaseForward   = "training forward"
+	PhaseBackward  = "backward"
+	PhaseOptimizer = "optimizer"
+)
+
+// Phases in step order.
+var Phases = []string{PhasePrefill, PhaseDecode, PhaseReference, PhaseForward, PhaseBackward, PhaseOptimizer}
+
+// Workload is a model's shape (a gated-MLP decoder: llama, qwen2, qwen3) with LoRA on every
+// linear, and a step's sizes: Seqs completions of Completion tokens after Prompt tokens.
+type Workload struct {
+	Name                                         string
+	Dim, Layers, Heads, KVHeads, HeadDim, Hidden int
+	Vocab                                        int
+	Rank                                         int
+	Seqs, Prompt, Completion                     int
+}
+
+// The issue's three workloads.
+var (
+	Qwen05B = Workload{Name: "Qwen2.5-0.5B", Dim: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64, Hidden: 4864, Vocab: 151936,
+		Rank: 16, Seqs: 8, Prompt: 32, Completion: 64}
+	Qwen3_4B = Workload{Name: "Qwen3-4B", Dim: 2560, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128, Hidden: 9728, Vocab: 151936,
+		Rank: 16, Seqs: 16, Prompt: 128, Completion: 512}
+	Llama8B = Workload{Name: "Llama-3.1-8B", Dim: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, Hidden: 14336, Vocab: 128256,
+		Rank: 16, Seqs: 16, Prompt: 128, Completion: 512}
+)
+
+// Path is how this backend's passes run, read from a structural run's ledger: the work
+// depends on it.
+type Path struct {
+	DecodeFused    bool // decode's linears read the 4-bit weight (fused product), no expansion
+	DequantPerPass bool // training and scoring passes expand each 4-bit weight to bf16 per use
+	LoRACasts      bool // LoRA's float32 weights rounded to bf16 at each use (training and scoring)
+	DecodeCasts    bool // the same in the decode step
+	ProbsKept      bool // attention materialises the [T × T] probabilities (else flash-style)
+}
+
+// PathOf reads the path from a step's ledgers.
+func PathOf(decode, forward Ledger) Path {
+	return Path{
+		DecodeFused:    decode.LaunchedPrefix("dequant4_") == 0,
+		DequantPerPass: forward.LaunchedPrefix("dequant4_") > 0,
+		LoRACasts:      forward.LaunchedPrefix("cast_f32_bf16") > 0,
+		DecodeCasts:    decode.LaunchedPrefix("cast_f32_bf16") > 0,
+		ProbsKept:      forward.Launched("attn_softmax_forward") > 0,
+	}
+}
+
+// Work is a phase's bytes and flops, the products' apart from the rest.
+type Work struct {
+	GEMMBytes, GEMMFlops float64
+	OtherBytes           float64
+}
+
+func (w *Work) add(x Work) {
+	w.GEMMBytes += x.GEMMBytes
+	w.GEMMFlops += x.GEMMFlops
+	w.OtherBytes += x.OtherBytes
+}
+
+// nf4Bytes is a 4-bit parameter's bytes with double quantization: half a byte, a byte of
+// scale per 64 values, a float per 256 blocks.
+const nf4Bytes = 0.5 + 1.0/64 + 4.0/(64*256)
+
+func (w Workload) qdim() float64  { return float64(w.Heads * w.HeadDim) }
+func (w Workload) kvdim() float64 { return float64(w.KVHeads * w.HeadDim) }
+
+// linearParams is a layer's linear weights (q, k, v, o, gate, up, down).
+func (w Workload) linearParams() float64 {
+	D, Q, K, H := float64(w.Dim), w.qdim(), w.kvdim(), float64(w.Hidden)
+	return D*(Q+2*K) + Q*D + 3*D*H
+}
+
+// linearIO is the values in and out of a layer's linears for one row.
+func (w Workload) linearIO() float64 {
+	D, Q, K, H := float64(w.Dim), w.qdim(), w.kvdim(), float64(w.Hidden)
+	return (D + Q) + 2*(D+K) + (Q + D) + 2*(D+H) + (H + D)
+}
+
+// loraParams is a layer's LoRA parameters (A and B of every linear).
+func (w Workload) loraParams() float64 { return float64(w.Rank) * w.linearIO() }
+
+// layerPass is one layer of a pass over rows rows of seqs sequences of T tokens (full
+// sequences; T = 0 for decode rows over ctx cached keys each).
+func (w Workload) layerPass(p Path, rows, seqs, T, ctx float64, adapters, decode bool) Work {
+	W := w.linearParams()
+	D, Q, K, H := float64(w.Dim), w.qdim(), w.kvdim(), float64(w.Hidden)
+	var x Work
+	// the base linears
+	x.GEMMFlops += 2 * rows * W
+	x.GEMMBytes += 2 * rows * w.linearIO()
+	switch {
+	case decode && p.DecodeFused:
+		x.GEMMBytes += nf4Bytes * W
+	case p.DequantPerPass:
+		x.OtherBytes += (nf4Bytes + 2) * W // expansion
+		x.GEMMBytes += 2 * W
+	default: // expanded once, kept
+		x.GEMMBytes += 2 * W
+	}
+	if adapters {
+		R := w.loraParams()
+		x.GEMMFlops += 2 * rows * R
+		x.GEMMBytes += 2*rows*w.linearIO() + 2*R + 2*rows*7*float64(w.Rank)
+		if decode && p.DecodeCasts || !decode && p.LoRACasts {
+			x.OtherBytes += 6 * R
+		}
+	}
+	// norms, residuals, RoPE, biases, the gated MLP's activation: a few passes over each row
+	x.OtherBytes += rows * (2*(4+4+2)*D + 3*2*(Q+2*K) + 5*2*H)
+	// attention
+	if decode {
+		x.OtherBytes += rows*ctx*2*K*2 + rows*4*Q // every cached key and value, once per row
+		x.GEMMFlops += 4 * rows * ctx * Q
+	} else {
+		x.GEMMFlops += 4 * seqs * T * T * Q
+		if p.ProbsKept {
+			x.OtherBytes += seqs * float64(w.Heads) * T * T * (4 + 4 + 4 + 2) // scores, probabilities, their bf16 copy
+			x.OtherBytes += 2 * rows * (Q + 2*Q) * 2                          // keys and values widened to every head
+		} else {
+			x.OtherBytes += rows*(Q+2*K)*2*math.Max(1, T/128) + 2*rows*Q // q tiles of 128 rows stream the keys
+		}
+	}
+	return x
+}
+
+// head is the LM head over rows rows, its weight read once per chunk of rows.
+func (w Workload) head(rows float64, backward bool) Work {
+	V, D := float64(w.Vocab), float64(w.Dim)
+	chunks := math.Ceil(rows / float64(headChunk(int(rows), w.Vocab)))
+	x := Work{GEMMFlops: 2 * rows * V * D, GEMMBytes: chunks*2*V*D + rows*V*4 + rows*D*2}
+	x.OtherBytes += rows * V * 4 * 2 // log-softmax and entropy over the logits
+	if backward {
+		x.GEMMFlops *= 2
+		x.GEMMBytes += chunks*2*V*D + rows*V*2*2
+		x.OtherBytes += rows * V * (4 + 2)
+	}
+	return x
+}
+
+// Work is a phase's bytes and flops on path p.
+func (w Workload) Work(phase string, p Path) Work {
+	B, P, C := float64(w.Seqs), float64(w.Prompt), float64(w.Completion)
+	T := P + C
+	L := float64(w.Layers)
+	var x Work
+	layers := func(l Work) {
+		x.GEMMBytes += L * l.GEMMBytes
+		x.GEMMFlops += L * l.GEMMFlops
+		x.OtherBytes += L * l.OtherBytes
+	}
+	switch phase {
+	case PhasePrefill:
+		layers(w.layerPass(p, B*P, B, P, 0, true, false))
+		x.add(w.head(B, false))
+		x.OtherBytes += B * float64(w.Vocab) * 4 * 3  // sampling
+		x.OtherBytes += B * P * L * 2 * w.kvdim() * 2 // the cache written
+	case PhaseDecode:
+		layers(w.layerPass(p, B, B, 0, P+C/2, true, true))
+		x.add(w.head(B, false))
+		x.OtherBytes += B * float64(w.Vocab) * 4 * 3
+	case PhaseReference:
+		layers(w.layerPass(p, B*T, B, T, 0, false, false))
+		x.add(w.head(B*T, false))
+	case PhaseForward:
+		layers(w.layerPass(p, B*T, B, T, 0, true, false))
+		x.add(w.head(B*T, false))
+	case PhaseBackward:
+		f := w.layerPass(p, B*T, B, T, 0, true, false)
+		// the input gradients through every product (the base's weights read again, the
+		// adapters' two gradients), twice the forward's attention and element-wise work
+		f.GEMMFlops += f.GEMMFlops
+		f.GEMMBytes += f.GEMMBytes
+		f.OtherBytes *= 2
+		layers(f)
+		x.add(w.head(B*T, true))
+	case PhaseOptimizer:
+		x.OtherBytes = L * w.loraParams() * (16 + 12 + 4) // AdamW reads p, g, m, v and writes p, m, v; the norm reads g
+	}
+	return x
+}
+
+// Tokens is the tokens a phase handles (a step's completions for decode: per token, B).
+func (w Workload) Tokens(phase string) float64 {
+	switch phase {
+	case PhasePrefill:
+		return float64(w.Seqs * w.Prompt)
+	case PhaseDecode:
+		return float64(w.Seqs)
+	case PhaseOptimizer:
+		return 0
+	}
+	return float64(w.Seqs * (w.Prompt + w.Completion))
+}
+
+// Calls is a phase's fixed costs, from a ledger.
+type Calls struct {
+	Host, Nodes, Syncs float64
+}
+
+// CallsOf reads a ledger's calls.
+func CallsOf(l Ledger) Calls {
+	return Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs)}
+}
+
+// Scale multiplies the calls (a structural run's layers to the model's, say).
+func (c Calls) Scale(f float64) Calls { return Calls{c.Host * f, c.Nodes * f, c.Syncs * f} }
+
+// PhaseEstimate is one phase's estimated time on a card.
+type PhaseEstimate struct {
+	Phase                                  string
+	Calls                                  Calls
+	Work                                   Work
+	Memory, Compute, Launches, Syncs, Time float64 // seconds
+	Bound                                  string  // memory, compute or launches
+	Tokens                                 float64
+}
+
+// TokensPerSecond is the phase's tokens over its time.
+func (e PhaseEstimate) TokensPerSecond() float64 {
+	if e.Time == 0 {
+		return 0
+	}
+	return e.Tokens / e.Time
+}
+
+// EstimatePhase turns a phase's calls and work into time on c.
+func EstimatePhase(c Card, phase string, calls Calls, w Work, tokens float64) PhaseEstimate {
+	e := PhaseEstimate{Phase: phase, Calls: calls, Work: w, Tokens: tokens}
+	gemmMem, gemmComp := w.GEMMBytes/c.Bandwidth, w.GEMMFlops/c.BF16
+	other := w.OtherBytes / c.Bandwidth
+	e.Memory, e.Compute = other, 0
+	if gemmMem >= gemmComp {
+		e.Memory += gemmMem
+	} else {
+		e.Compute = gemmComp
+	}
+	gpu := max(e.Memory+e.Compute, calls.Nodes*c.Node)
+	e.Launches = calls.Host * c.Launch
+	e.Syncs = calls.Syncs * c.Sync
+	e.Time = max(gpu, e.Launches) + e.Syncs
+	switch {
+	case e.Launches >= gpu || calls.Nodes*c.Node >= e.Memory+e.Compute:
+		e.Bound = "launches"
+	case e.Memory >= e.Compute:
+		e.Bound = "memory"
+	default:
+		e.Bound = "compute"
+	}
+	return e
+}
+
+// StepEstimate is a step's phases on a card.
+type StepEstimate struct {
+	Card     Card
+	Workload Workload
+	Phases   []PhaseEstimate
+}
+
+// Rollout is the prefill and every decode token.
+func (s StepEstimate) Rollout() float64 {
+	var t float64
+	for _, p := range s.Phases {
+		switch p.Phase {
+		case PhasePrefill:
+			t += p.Time
+		case PhaseDecode:
+			t += p.Time * float64(max(0, s.Workload.Completion-1))
+		}
+	}
+	return t
+}
+
+// Total is the step: rollout, scoring, training and the update.
+func (s StepEstimate) Total() float64 {
+	t := s.Rollout()
+	for _, p := range s.Phases {
+		if p.Phase != PhasePrefill && p.Phase != PhaseDecode {
+			t += p.Time
+		}
+	}
+	return t
+}
+
+// EstimateStep estimates w's step on c from the calls of each phase (keyed by phase) and
+// the path.
+func EstimateStep(c Card, w Workload, calls map[string]Calls, p Path) StepEstimate {
+	s := StepEstimate{Card: c, Workload: w}
+	for _, ph := range Phases {
+		s.Phases = append(s.Phases, EstimatePhase(c, ph, calls[ph], w.Work(ph, p), w.Tokens(ph)))
+	}
+	return s
+}
+
+// Print writes the estimate as a table.
+func (s StepEstimate) Print(out io.Writer) {
+	w := s.Workload
+	fmt.Fprintf(out, "%s, %d × (%d + %d) tokens, on %s (estimated)\n", w.Name, w.Seqs, w.Prompt, w.Completion, s.Card.Name)
+	fmt.Fprintf(out, "  %-18s %10s %9s %9s %10s %10s %9s %9s %9s %12s\n", "phase", "host calls", "nodes", "syncs", "GB moved", "TFLOP", "memory", "compute", "time", "tokens/s")
+	for _, p := range s.Phases {
+		fmt.Fprintf(out, "  %-18s %10.0f %9.0f %9.0f %10.3f %10.3f %9s %9s %9s %12.0f  %s-bound\n", p.Phase, p.Calls.Host, p.Calls.Nodes, p.Calls.Syncs,
+			(p.Work.GEMMBytes+p.Work.OtherBytes)/1e9, p.Work.GEMMFlops/1e12, seconds(p.Memory), seconds(p.Compute), seconds(p.Time), p.TokensPerSecond(), p.Bound)
+	}
+	tokens := float64(w.Seqs * (w.Prompt + w.Completion))
+	fmt.Fprintf(out, "  rollout %s (%d decode tokens); step %s, %.0f tokens/s\n", seconds(s.Rollout()), max(0, w.Completion-1), seconds(s.Total()), tokens/s.Total())
+}
+
+func seconds(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.2f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.1f µs", s*1e6)
+}

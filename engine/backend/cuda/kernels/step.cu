@@ -1,0 +1,280 @@
+// The decode step's own kernels: every index read from device memory, so that the step can
+// be captured as a graph and replayed token after token.
+
+// Row r of k and of v [rows, width] into the caches at seq[r]·seq_stride + pos[r]·width:
+// one launch for both (blockIdx.y picks k or v), a block per row.
+template <typename T>
+__device__ void append_kv_t(T* kc, T* vc, const T* k, const T* v, const int* seq, const int* pos, int width, i64 seq_stride) {
+    int r = blockIdx.x;
+    T* dst = (blockIdx.y ? vc : kc) + (i64)seq[r] * seq_stride + (i64)pos[r] * width;
+    const T* src = (blockIdx.y ? v : k) + (i64)r * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = src[i];
+}
+extern "C" __global__ void append_kv(bf16* kc, bf16* vc, const bf16* k, const bf16* v, const int* seq, const int* pos, int width,
+                                     i64 seq_stride) {
+    append_kv_t(kc, vc, k, v, seq, pos, width, seq_stride);
+}
+extern "C" __global__ void append_kv_f32(float* kc, float* vc, const float* k, const float* v, const int* seq, const int* pos, int width,
+                                         i64 seq_stride) {
+    append_kv_t(kc, vc, k, v, seq, pos, width, seq_stride);
+}
+
+// pos[r] = min(pos[r] + 1, limit − 1): the next step's positions (finished rows stay put).
+extern "C" __global__ void advance_pos(int* pos, int rows, int limit) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) pos[r] = min(pos[r] + 1, limit - 1);
+}
+
+#define Q4L_M 8
+#define Q4L_ROWS 2
+
+// y[m, rows] = res + x[m, cols]·Wᵀ + bias + scale·xa·Bᵀ: a 4-bit linear of a decode step with
+// its bias, LoRA term (xa [m, rank] ldxa apart, B [rows, rank], bf16) and residual, W expanded
+// in registers and never stored. As gemv4_bf16: a warp takes Q4L_ROWS output features, each
+// lane 16 weights of a row a step; blockIdx.y takes Q4L_M rows of x (the weight is read
+// again per 8 rows, from L2 after the first). The LoRA term is spread over the lanes (lane k
+// takes ranks k, k+32…) and joins the product's warp sum.
+template <typename T>
+__device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
+                            const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias,
+                            const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift,
+                            int vec, float* code, float* ncode) {
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
+    if (qabsmax)
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
+    __syncthreads();
+    int lane = threadIdx.x & 31;
+    int r0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * Q4L_ROWS;
+    int m0 = blockIdx.y * Q4L_M;
+    if (r0 >= rows) return;  // the whole warp: no barrier follows
+    m = min(m - m0, Q4L_M);
+    x += (i64)m0 * ldx;
+    float acc[Q4L_ROWS][Q4L_M];
+#pragma unroll
+    for (int q = 0; q < Q4L_ROWS; q++)
+#pragma unroll
+        for (int k = 0; k < Q4L_M; k++) acc[q][k] = 0.f;
+    if (vec) {
+        for (int c = lane * 16; c < cols; c += 32 * 16) {
+            float w[Q4L_ROWS][16];
+#pragma unroll
+            for (int q = 0; q < Q4L_ROWS; q++) {
+                int r = min(r0 + q, rows - 1);  // a missing last row repeats one; its result is not stored
+                i64 j = (i64)r * cols + c;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u32x2 p = *(const u32x2*)(packed + (j >> 1));
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    u32 b0 = (p.x >> (8 * k)) & 0xff, b1 = (p.y >> (8 * k)) & 0xff;
+                    w[q][2 * k] = code[b0 >> 4] * s;
+                    w[q][2 * k + 1] = code[b0 & 15] * s;
+                    w[q][8 + 2 * k] = code[b1 >> 4] * s;
+                    w[q][8 + 2 * k + 1] = code[b1 & 15] * s;
+                }
+            }
+#pragma unroll
+            for (int mi = 0; mi < Q4L_M; mi++) {
+                if (mi < m) {
+                    const u32x4* xp = (const u32x4*)(x + (i64)mi * ldx + c);
+                    u32x4 a = xp[0], b = xp[1];
+                    u32 xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                    for (int q = 0; q < Q4L_ROWS; q++) {
+                        float t = 0.f;
+#pragma unroll
+                        for (int k = 0; k < 8; k++) t += lo_bf16(xs[k]) * w[q][2 * k] + hi_bf16(xs[k]) * w[q][2 * k + 1];
+                        acc[q][mi] += t;
+                    }
+                }
+            }
+        }
+    } else {
+        for (int c = lane; c < cols; c += 32) {
+            float w[Q4L_ROWS];
+#pragma unroll
+            for (int q = 0; q < Q4L_ROWS; q++) {
+                int r = min(r0 + q, rows - 1);
+                i64 j = (i64)r * cols + c;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u8 b = packed[j >> 1];
+                w[q] = code[(j & 1) ? (b & 15) : (b >> 4)] * s;
+            }
+#pragma unroll
+            for (int mi = 0; mi < Q4L_M; mi++) {
+                if (mi < m) {
+                    float xv = bf16_to_f32(x[(i64)mi * ldx + c]);
+#pragma unroll
+                    for (int q = 0; q < Q4L_ROWS; q++) acc[q][mi] += xv * w[q];
+                }
+            }
+        }
+    }
+    if (xa) {
+        xa += (i64)m0 * ldxa;
+#pragma unroll
+        for (int q = 0; q < Q4L_ROWS; q++) {
+            const bf16* bq = lb + (i64)min(r0 + q, rows - 1) * rank;
+#pragma unroll
+            for (int mi = 0; mi < Q4L_M; mi++) {
+                if (mi < m) {
+                    float t = 0.f;
+                    for (int k = lane; k < rank; k += 32) t += bf16_to_f32(xa[(i64)mi * ldxa + k]) * bf16_to_f32(bq[k]);
+                    acc[q][mi] += scale * t;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < Q4L_ROWS; q++) {
+#pragma unroll
+        for (int mi = 0; mi < Q4L_M; mi++) {
+            if (mi < m) {
+                float v = warp_sum(acc[q][mi]);
+                int r = r0 + q;
+                if (lane == 0 && r < rows) {
+                    i64 o = (i64)(m0 + mi) * ldy + r;
+                    if (bias) v += bias[r];
+                    if (res) v = ldf(res + o) + v;
+                    stf(y + o, v);
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void q4_linear_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
+                                          const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16,
+                                          float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale,
+                                          int rows, int cols, int m, int block_shift, int vec) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
+                rows, cols, m, block_shift, vec, code, ncode);
+}
+
+extern "C" __global__ void q4_linear_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
+                                         const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16,
+                                         float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale,
+                                         int rows, int cols, int m, int block_shift, int vec) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
+                rows, cols, m, block_shift, vec, code, ncode);
+}
+
+// x[0:n] *= s: ScaleAll of one tensor with its address a launch argument, not in a table
+// uploaded per call (a decode step captured as a graph uploads nothing: gemma's √dim
+// embedding scale).
+extern "C" __global__ void scale_f32(float* x, i64 n, float s) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] *= s;
+}
+
+// d += A·B for one m16n8k16 tile on the tensor cores, bf16 operands and float32 sums, in the
+// PTX ISA's fragment layout (g = lane/4, t = lane%4; the lower half of a register holds the
+// smaller index): a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..],
+// a[3] = A[g+8][2t+8..]; b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g]; d[0..1] =
+// D[g][2t..2t+1], d[2..3] = D[g+8][2t..]. The CPU stand-in has no tensor cores: there the
+// same product is formed from that layout with warp shuffles (each lane gathers its rows of
+// A and columns of B), so a kernel written against the layout runs and is checked there.
+__device__ __forceinline__ void mma_bf16_16816(float* d, const u32* a, const u32* b) {
+#ifdef CUDASIM
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int tt = 0; tt < 4; tt++) {
+        u32 a0 = __shfl_sync(FULL_MASK, a[0], 4 * g + tt), a1 = __shfl_sync(FULL_MASK, a[1], 4 * g + tt);
+        u32 a2 = __shfl_sync(FULL_MASK, a[2], 4 * g + tt), a3 = __shfl_sync(FULL_MASK, a[3], 4 * g + tt);
+        for (int j = 0; j < 2; j++) {
+            int n = 2 * t + j;
+            u32 b0 = __shfl_sync(FULL_MASK, b[0], 4 * n + tt), b1 = __shfl_sync(FULL_MASK, b[1], 4 * n + tt);
+            d[j] += lo_bf16(a0) * lo_bf16(b0) + hi_bf16(a0) * hi_bf16(b0) + lo_bf16(a2) * lo_bf16(b1) + hi_bf16(a2) * hi_bf16(b1);
+            d[2 + j] += lo_bf16(a1) * lo_bf16(b0) + hi_bf16(a1) * hi_bf16(b0) + lo_bf16(a3) * lo_bf16(b1) + hi_bf16(a3) * hi_bf16(b1);
+        }
+    }
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+#define Q4TC_WARPS 4
+
+// q4_linear on the tensor cores for 16 rows and more (cols a multiple of 16): a block takes 16
+// rows of x (blockIdx.y) and 16·Q4TC_WARPS output features, a warp 16 features as two
+// m16n8k16 tiles. Each lane expands the 4 weights of its B fragments from 2 packed bytes
+// (one scale: a 16-column step stays inside a quantization block) and rounds them to bf16 in
+// registers; x is read as bf16 pairs. The epilogue adds the LoRA term, bias and residual as
+// q4_linear_t does.
+template <typename T>
+__device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
+                               const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset,
+                               const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m,
+                               int block_shift, float* code, float* ncode) {
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
+    if (qabsmax)
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
+    __syncthreads();
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int n0 = (blockIdx.x * Q4TC_WARPS + (threadIdx.x >> 5)) * 16, m0 = blockIdx.y * 16;
+    int ra = m0 + g, rb = m0 + g + 8;
+    float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    for (int k0 = 0; k0 < cols; k0 += 16) {
+        u32 a[4];
+        a[0] = ra < m ? *(const u32*)(x + (i64)ra * ldx + k0 + 2 * t) : 0u;
+        a[1] = rb < m ? *(const u32*)(x + (i64)rb * ldx + k0 + 2 * t) : 0u;
+        a[2] = ra < m ? *(const u32*)(x + (i64)ra * ldx + k0 + 2 * t + 8) : 0u;
+        a[3] = rb < m ? *(const u32*)(x + (i64)rb * ldx + k0 + 2 * t + 8) : 0u;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int f = n0 + 8 * i + g;
+            u32 b[2] = {0u, 0u};
+            if (f < rows) {
+                i64 j = (i64)f * cols + k0 + 2 * t;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u8 p0 = packed[j >> 1], p1 = packed[(j + 8) >> 1];
+                b[0] = pack_bf16(code[p0 >> 4] * s, code[p0 & 15] * s);
+                b[1] = pack_bf16(code[p1 >> 4] * s, code[p1 & 15] * s);
+            }
+            mma_bf16_16816(d[i], a, b);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = e < 2 ? ra : rb, f = n0 + 8 * i + 2 * t + (e & 1);
+            if (r >= m || f >= rows) continue;
+            float v = d[i][e];
+            if (xa) {
+                float l = 0.f;
+                for (int k = 0; k < rank; k++) l += bf16_to_f32(xa[(i64)r * ldxa + k]) * bf16_to_f32(lb[(i64)f * rank + k]);
+                v += scale * l;
+            }
+            if (bias) v += bias[f];
+            i64 o = (i64)r * ldy + f;
+            if (res) v = ldf(res + o) + v;
+            stf(y + o, v);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) q4_linear_tc_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed,
+                                                                    const float* absmax, const u8* qabsmax, const float* nested_absmax,
+                                                                    const float* nested_code, const float* code16, float offset,
+                                                                    const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank,
+                                                                    float scale, int rows, int cols, int m, int block_shift) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    q4_linear_tc_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
+                   rows, cols, m, block_shift, code, ncode);
+}
+
+extern "C" __global__ void __launch_bounds__(128) q4_linear_tc_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed,
+                                                                   const float* absmax, const u8* qabsmax, const float* nested_absmax,
+                                                                   const float* nested_code, const float* code16, float offset,
+                                                                   const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank,
+                                                                   float scale, int rows, int cols, int m, int block_shift) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    q4_linear_tc_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
+                   rows, cols, m, block_shift, code, ncode);
+}

@@ -1,0 +1,207 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"rlhfstation/engine/backend"
+	"rlhfstation/quant"
+)
+
+// qwen05Shape is Qwen2.5-0.5B's shape (its config.json: q/k/v biases, tied head, rope_theta
+// 1e6): 494,032,768 parameters.
+var qwen05Shape = Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2,
+	Hidden: 4864, MaxPos: 32768, NormEps: 1e-6, RopeTheta: 1e6, TieEmbed: true, BOS: -1}
+
+// BenchmarkDecodeNF4 times one decode step (the forward of one new token per sequence over a
+// key/value cache, the logits of the vocabulary and a greedy draw: what Generate does per
+// token) of a random Qwen2.5-0.5B-shaped model with NF4 linears (blocks of 64, double
+// quantization; the tied LM head stays float32, as bitsandbytes leaves it) and of the same
+// model in float32, at 1, 8 and 32 sequences, with the copy bandwidth of this machine
+// measured between them. Runs are interleaved (copy, then each batch size with both models,
+// RLHFSTATION_DECODE_REPS rounds, 5 by default) and the figures are medians over rounds; the
+// ratio is the median of each round's f32/NF4 ratio. GB/s is the bytes of the weights
+// (ResidentBytes: each is read once a token) over the step's time; copy GB/s counts the bytes
+// read and written (STREAM's convention). CPU ms is the process's CPU time a step (both
+// threads), which moves less than the wall clock on a loaded machine.
+// run: go test ./engine/model -run '^$' -bench DecodeNF4 -benchtime 1x -v -timeout 60m
+func BenchmarkDecodeNF4(b *testing.B) {
+	reps := 5
+	if s := os.Getenv("RLHFSTATION_DECODE_REPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("RLHFSTATION_DECODE_REPS=%q: want a positive count", s)
+		}
+		reps = n
+	}
+	f32, err := NewRandom(qwen05Shape, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nf4, err := NewRandom(qwen05Shape, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := nf4.Quantize(quant.Default()); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	models := []struct {
+		name  string
+		m     *Model
+		bytes int64
+	}{{"f32", f32, f32.ResidentBytes()}, {"nf4", nf4, nf4.ResidentBytes()}}
+	batches := []int{1, 8, 32}
+	const promptLen, steps = 16, 2
+
+	// One cache per model and batch size, prefilled once; each timing rewinds it to the
+	// prompt, so every round decodes the same positions.
+	type run struct {
+		m     *Model
+		cache *Cache
+		feed  [][]int
+	}
+	runs := map[string]*run{}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, mm := range models {
+		for _, B := range batches {
+			prompts := make([][]int, B)
+			for i := range prompts {
+				prompts[i] = make([]int, promptLen)
+				for j := range prompts[i] {
+					prompts[i][j] = rng.IntN(qwen05Shape.Vocab)
+				}
+			}
+			c := mm.m.NewCache(B, promptLen+steps)
+			if err := mm.m.prefill(c, prompts, AdaptersOn, func(_ backend.Buf, _ *pass) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+			feed := make([][]int, B)
+			for i := range feed {
+				feed[i] = []int{prompts[i][0]}
+			}
+			runs[fmt.Sprint(mm.name, B)] = &run{mm.m, c, feed}
+		}
+	}
+	// step returns the wall and CPU (user + system, all threads) seconds of one decode step.
+	step := func(r *run) (wall, cpu float64) {
+		for i := range r.cache.Len {
+			r.cache.Len[i] = promptLen
+		}
+		u := make([]float64, len(r.feed))
+		c0 := processCPU()
+		t0 := time.Now()
+		for range steps {
+			lg, p, err := r.m.forward(r.cache, r.feed, true, AdaptersOn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := r.m.b.Sample(lg, u, len(p.runs), r.m.Config.Vocab, 0, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0).Seconds() / steps, (processCPU() - c0) / steps
+	}
+	for _, r := range runs { // warm-up: caches allocated, scratch grown, pages touched
+		step(r)
+	}
+
+	copyBW := make([]float64, 0, reps)
+	times, cpus := map[string][]float64{}, map[string][]float64{}
+	ratios, cpuRatios := map[int][]float64{}, map[int][]float64{}
+	for b.Loop() {
+		for range reps {
+			copyBW = append(copyBW, copyBandwidth())
+			for _, B := range batches {
+				var t, c [2]float64
+				for k, mm := range models {
+					key := fmt.Sprint(mm.name, B)
+					t[k], c[k] = step(runs[key])
+					times[key] = append(times[key], t[k])
+					cpus[key] = append(cpus[key], c[k])
+				}
+				ratios[B] = append(ratios[B], t[0]/t[1])
+				cpuRatios[B] = append(cpuRatios[B], c[0]/c[1])
+			}
+		}
+	}
+	bw := median(copyBW)
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "copy bandwidth %.1f GB/s (median of %d); weights: f32 %.0f MB, nf4 %.0f MB a token\n",
+		bw/1e9, len(copyBW), float64(models[0].bytes)/1e6, float64(models[1].bytes)/1e6)
+	fmt.Fprintf(&tab, "| sequences | f32 ms/token | NF4 ms/token | f32 / NF4 | f32 GB/s | NF4 GB/s | NF4 / copy | f32 CPU ms | NF4 CPU ms | CPU f32 / NF4 |\n")
+	fmt.Fprintf(&tab, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, B := range batches {
+		tf, tq := median(times[fmt.Sprint("f32", B)]), median(times[fmt.Sprint("nf4", B)])
+		cf, cq := median(cpus[fmt.Sprint("f32", B)]), median(cpus[fmt.Sprint("nf4", B)])
+		gf, gq := float64(models[0].bytes)/tf, float64(models[1].bytes)/tq
+		fmt.Fprintf(&tab, "| %d | %.1f | %.1f | **%.2f×** | %.1f | %.1f | %.0f%% | %.1f | %.1f | %.2f× |\n",
+			B, 1e3*tf, 1e3*tq, median(ratios[B]), gf/1e9, gq/1e9, 100*gq/bw, 1e3*cf, 1e3*cq, median(cpuRatios[B]))
+		b.ReportMetric(1e3*tf, fmt.Sprintf("f32-ms/token@%d", B))
+		b.ReportMetric(1e3*tq, fmt.Sprintf("nf4-ms/token@%d", B))
+		b.ReportMetric(median(ratios[B]), fmt.Sprintf("f32/nf4@%d", B))
+		b.ReportMetric(gq/1e9, fmt.Sprintf("nf4-GB/s@%d", B))
+	}
+	b.ReportMetric(bw/1e9, "copy-GB/s")
+	b.Log("\n" + tab.String())
+}
+
+// copyBandwidth copies 256 MB split over the cores, twice, and returns the faster rate in
+// bytes read and written a second.
+func copyBandwidth() float64 {
+	const n = 64 << 20 // floats: 256 MB
+	src, dst := copyBufs()
+	best := 0.0
+	for range 2 {
+		t0 := time.Now()
+		w := runtime.GOMAXPROCS(0)
+		var wg sync.WaitGroup
+		for i := range w {
+			lo, hi := i*n/w, (i+1)*n/w
+			wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
+		}
+		wg.Wait()
+		best = max(best, 2*4*n/time.Since(t0).Seconds())
+	}
+	return best
+}
+
+// processCPU is the CPU time of the process (user + system, all threads) in seconds: on a
+// shared machine the wall clock also counts the time other processes held the cores.
+func processCPU() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
+}
+
+var copyBufs = sync.OnceValues(func() ([]float32, []float32) {
+	src, dst := make([]float32, 64<<20), make([]float32, 64<<20)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	clear(dst)
+	return src, dst
+})
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,160 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/quant"
+)
+
+// testLoRA is a LoRA term on the CPU with its factors readable (LowRank).
+type testLoRA struct {
+	b     backend.Backend
+	a, bb backend.Buf
+	in, r int
+	out   int
+	scale float32
+	xa    []float32
+}
+
+func (l *testLoRA) Factors() (a, b backend.Buf, r int, scale float32) { return l.a, l.bb, l.r, l.scale }
+
+func (l *testLoRA) Forward(y, x backend.Buf, rows int, train bool) error {
+	if len(l.xa) < rows*l.r {
+		l.xa = make([]float32, rows*l.r)
+	}
+	xa := backend.HostF32(l.xa[:rows*l.r])
+	if err := l.b.GEMM(false, true, rows, l.r, l.in, 1, x, l.in, l.a, l.in, 0, xa, l.r); err != nil {
+		return err
+	}
+	return l.b.GEMM(false, true, rows, l.out, l.r, l.scale, xa, l.r, l.bb, l.r, 1, y, l.out)
+}
+
+func (l *testLoRA) Backward(dx, dy, x backend.Buf, rows int) error { return nil }
+
+// attachTestLoRA puts a random rank-r term on every linear of the blocks.
+func attachTestLoRA(m *Model, r int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	rnd := func(n int, s float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * s)
+		}
+		return x
+	}
+	for li := range m.Layers {
+		for _, g := range sharedInputs(&m.Layers[li]) {
+			for _, l := range g {
+				l.Adapter = &testLoRA{b: m.b, a: backend.HostF32(rnd(r*l.In, 0.2)), bb: backend.HostF32(rnd(l.Out*r, 0.2)),
+					in: l.In, r: r, out: l.Out, scale: 0.5}
+			}
+		}
+	}
+}
+
+// plainBackend hides the CPU's Capturer: Generate then decodes with the pass-per-token path.
+type plainBackend struct{ backend.Backend }
+
+// TestDecodeStepMatchesPasses: for every family, dense and 4-bit, with LoRA terms on every
+// linear, sampling and stop tokens, the decode step over fixed buffers (device-side
+// positions and ids, fused 4-bit linears, padded finished rows, rebuilt smaller when half
+// have finished) gives the tokens and log-probs of a forward pass per token.
+func TestDecodeStepMatchesPasses(t *testing.T) {
+	b := cpu.New()
+	for _, name := range sortedNames(tinyConfigs()) {
+		for _, q4 := range []bool{false, true} {
+			m := randomModel(t, tinyConfigs()[name], 11)
+			if err := m.Use(b); err != nil {
+				t.Fatal(err)
+			}
+			if q4 {
+				if _, _, err := m.Quantize(quant.Options{Type: quant.NF4, BlockSize: 32, DoubleQuant: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			attachTestLoRA(m, 4, 3)
+			rng := rand.New(rand.NewPCG(4, 4))
+			var prompts [][]int
+			for _, n := range []int{5, 9, 1, 3, 7} {
+				prompts = append(prompts, randomIDs(rng, n, m.Config.Vocab))
+			}
+			var stop []int // a tenth of the vocabulary: most sequences stop early (padded rows, then a smaller step)
+			for id := 7; id < 7+m.Config.Vocab/10; id++ {
+				stop = append(stop, id)
+			}
+			o := GenerateOptions{MaxNewTokens: 12, Temperature: 0.9, TopK: 40, Seed: 42, StopIDs: stop, NoEOS: true}
+			got, err := m.Generate(prompts, o)
+			if err != nil {
+				t.Fatalf("%s q4=%v: %v", name, q4, err)
+			}
+			if err := m.Use(plainBackend{b}); err != nil {
+				t.Fatal(err)
+			}
+			want, err := m.Generate(prompts, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range prompts {
+				if !slices.Equal(got.Tokens[i], want.Tokens[i]) || got.Cut[i] != want.Cut[i] {
+					t.Errorf("%s q4=%v seq %d: decode step %v, passes %v", name, q4, i, got.Tokens[i], want.Tokens[i])
+					continue
+				}
+				for j := range got.LogProbs[i] {
+					if d := math.Abs(float64(got.LogProbs[i][j] - want.LogProbs[i][j])); d > 1e-4 {
+						t.Errorf("%s q4=%v seq %d token %d: log-prob %g, passes %g", name, q4, i, j, got.LogProbs[i][j], want.LogProbs[i][j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGenerateDigitProbs: the digit distributions Generate forms on the backend (prefill and
+// decode steps) are the softmax over the digit tokens' logits summed per digit, computed
+// here from the logit rows OnLogits sees.
+func TestGenerateDigitProbs(t *testing.T) {
+	m := randomModel(t, tinyConfigs()["qwen2-bias"], 5)
+	if err := m.Use(cpu.New()); err != nil {
+		t.Fatal(err)
+	}
+	dt := &DigitTokens{IDs: []int{20, 21, 22, 30, 31, 40, 41, 42, 50, 51, 60, 70}, Values: []int{0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 9}}
+	want := map[[2]int][10]float64{}
+	got := map[[2]int][]float32{}
+	o := GenerateOptions{MaxNewTokens: 6, Temperature: 1, Seed: 3, NoEOS: true, Digits: dt,
+		OnLogits: func(seq, step int, logits []float32) {
+			var p [10]float64
+			mx := math.Inf(-1)
+			for _, id := range dt.IDs {
+				mx = math.Max(mx, float64(logits[id]))
+			}
+			sum := 0.0
+			for i, id := range dt.IDs {
+				e := math.Exp(float64(logits[id]) - mx)
+				p[dt.Values[i]] += e
+				sum += e
+			}
+			for d := range p {
+				p[d] /= sum
+			}
+			want[[2]int{seq, step}] = p
+		},
+		OnDigits: func(seq, step int, probs []float32) { got[[2]int{seq, step}] = slices.Clone(probs) }}
+	rng := rand.New(rand.NewPCG(1, 1))
+	if _, err := m.Generate([][]int{randomIDs(rng, 4, m.Config.Vocab), randomIDs(rng, 7, m.Config.Vocab)}, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 12 || len(want) != 12 {
+		t.Fatalf("%d digit rows and %d logit rows seen, want 12 each", len(got), len(want))
+	}
+	for k, w := range want {
+		for d := range w {
+			if math.Abs(float64(got[k][d])-w[d]) > 1e-6 {
+				t.Fatalf("sequence %d step %d: digit probabilities %v, want %v", k[0], k[1], got[k], w)
+			}
+		}
+	}
+}
