@@ -75,6 +75,9 @@ func Evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 	atOnce, tokens := 0, 0
 	for i, x := range examples {
 		ids := EncodePrompt(m, tok, x.Prompt, Conversational(x))
+		if err := CheckPromptIDs(m, tok, ids); err != nil {
+			return r, fmt.Errorf("prompt %d (line %d): %w", i+1, x.Line, err)
+		}
 		if len(ids) == 0 {
 			return r, fmt.Errorf("prompt %d (line %d) encodes to no tokens", i+1, x.Line)
 		}
