@@ -60,6 +60,8 @@ func EvalPrompts(path string, n int, seed int64) ([]data.Example, string, error)
 type EvalOptions struct {
 	Samples      int     // sampled completions per prompt
 	Temperature  float64 // of the sampled completions
+	TopP         float64 // nucleus sampling of the sampled completions; 0 or 1: off
+	TopK         int     // the K most likely tokens; 0: all
 	MaxNewTokens int
 	Seed         uint64
 	Extraction   rewards.Extraction
@@ -86,7 +88,7 @@ func Evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 			batch[j] = ids
 		}
 		g, err := m.Generate(batch, model.GenerateOptions{MaxNewTokens: o.MaxNewTokens, Temperature: float32(o.Temperature),
-			Seed: o.Seed, Stream: uint64(i * o.Samples)})
+			TopP: float32(o.TopP), TopK: o.TopK, Seed: o.Seed, Stream: uint64(i * o.Samples)})
 		if err != nil {
 			return r, err
 		}
