@@ -34,7 +34,9 @@ func runEval(s streams, args []string) error {
 	dataPath := fs.String("data", "", "prompts `FILE` with answers (JSONL prompt/answer or GSM8K); default: built-in math problems")
 	n := fs.Int("prompts", 256, "evaluate `N` prompts")
 	k := fs.Int("samples", 8, "sampled completions `K` per prompt")
-	temp := fs.Float64("temperature", 1, "sampling temperature `T` (> 0)")
+	temp := fs.Float64("temperature", 1, "sampling temperature `T` (> 0); default: generation_config.json's, else 1")
+	topP := fs.Float64("top-p", 1, "nucleus sampling: keep the smallest set of tokens whose probability reaches `P` (1 = off); default: generation_config.json's")
+	topK := fs.Int("top-k", 0, "sample among the `K` most likely tokens (0 = all); default: generation_config.json's")
 	maxNew := fs.Int("max-new-tokens", 48, "at most `N` new tokens a completion")
 	seed := fs.Uint64("seed", 1000, "`seed` of the built-in problems and of sampling")
 	quant := fs.String("quant", "nf4", "quantize the base's linears: `nf4`, fp4 or none")
@@ -48,8 +50,8 @@ func runEval(s streams, args []string) error {
 	switch {
 	case len(rest) > 0:
 		return usagef("eval takes no positional arguments (got %q)", rest[0])
-	case *n < 1 || *k < 1 || *temp <= 0 || *maxNew < 1:
-		return usagef("eval: need --prompts ≥ 1, --samples ≥ 1, --temperature > 0, --max-new-tokens ≥ 1")
+	case *n < 1 || *k < 1 || *temp <= 0 || *maxNew < 1 || *topK < 0 || *topP <= 0 || *topP > 1:
+		return usagef("eval: need --prompts ≥ 1, --samples ≥ 1, --temperature > 0, --top-k ≥ 0, 0 < --top-p ≤ 1, --max-new-tokens ≥ 1")
 	case *quant != "nf4" && *quant != "fp4" && *quant != "none":
 		return usagef("eval: --quant must be nf4, fp4 or none (got %q)", *quant)
 	case *extraction != string(rewards.Flexible) && *extraction != string(rewards.Strict):
@@ -67,6 +69,15 @@ func runEval(s streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := applyGenDefaults(fs, dir, s.stderr, temp, topP, topK); err != nil {
+		return err
+	}
+	if *temp <= 0 {
+		// do_sample false: transformers decodes greedily, which eval reports beside; its
+		// sampled completions keep temperature 1.
+		*temp = 1
+		fmt.Fprintln(s.stderr, "eval: generation_config.json decodes greedily (do_sample false); the sampled completions use temperature 1")
+	}
 	c, err := cf.load(dir)
 	if err != nil {
 		return err
@@ -79,7 +90,7 @@ func runEval(s streams, args []string) error {
 	} else if n > 0 {
 		fmt.Fprintf(s.stderr, "eval: %d prompts rendered with the chat template of %s\n", n, c.Template.Source)
 	}
-	o := engine.EvalOptions{Samples: *k, Temperature: *temp, MaxNewTokens: *maxNew, Seed: *seed, Extraction: rewards.Extraction(*extraction)}
+	o := engine.EvalOptions{Samples: *k, Temperature: *temp, TopP: *topP, TopK: *topK, MaxNewTokens: *maxNew, Seed: *seed, Extraction: rewards.Extraction(*extraction)}
 	if !*asJSON {
 		o.Progress = func(done, total int) {
 			if done%32 == 0 || done == total {

@@ -55,3 +55,40 @@ func TestEvalDataFile(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalGenerationDefaults: generation_config.json's temperature, top_p and top_k are eval's
+// sampling defaults, as for generate; flags win; do_sample false keeps temperature 1 for the
+// sampled completions (the greedy ones are reported beside them anyway).
+func TestEvalGenerationDefaults(t *testing.T) {
+	dir, _, _ := llamaTestDir(t)
+	data := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(data, []byte(`{"prompt": "Natalia sold 48 clips", "answer": "72"}`+"\n"), 0o644)
+	gen := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eval := func(args ...string) (engine.EvalResult, string) {
+		t.Helper()
+		code, out, errs := runCaptured(t, append([]string{"eval", "--model", dir, "--data", data, "--samples", "2", "--max-new-tokens", "3", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var r engine.EvalResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return r, errs
+	}
+	gen(`{"do_sample": true, "temperature": 0.7, "top_p": 0.9, "top_k": 5}`)
+	if r, errs := eval(); r.Temperature != 0.7 || !strings.Contains(errs, "generation_config.json") || !strings.Contains(errs, "top_k 5") {
+		t.Errorf("defaults from generation_config.json: temperature %g, stderr %q", r.Temperature, errs)
+	}
+	if r, _ := eval("--temperature", "1.3"); r.Temperature != 1.3 {
+		t.Errorf("--temperature 1.3 gave %g", r.Temperature)
+	}
+	gen(`{"do_sample": false}`)
+	if r, errs := eval(); r.Temperature != 1 || !strings.Contains(errs, "greedily") {
+		t.Errorf("do_sample false: temperature %g, stderr %q", r.Temperature, errs)
+	}
+}

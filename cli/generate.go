@@ -24,7 +24,8 @@ post-processor adds one). With --chat, PROMPT is rendered as one user message wi
 chat template and its generation prompt, and encoded without adding special tokens again: the
 model answers it as a chat model. Generation stops at the model's EOS ids or after N new tokens.
 --temperature 0 is greedy; otherwise temperature, top-k and top-p are applied in that order,
-seeded: the same seed gives the same text.
+seeded: the same seed gives the same text. Sampling flags not given take the values of the
+folder's generation_config.json, as transformers' generate does.
 
 --num-sequences N decodes N completions of the prompt together, as a run decodes a prompt's
 group (sequence i draws from its own generator seeded (S, i), as in a run), and prints them
@@ -75,11 +76,17 @@ func runGenerate(s streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := applyGenDefaults(fs, dir, s.stderr, temp, topP, topK); err != nil {
+		return err
+	}
 	prompt, rendered, err := cf.prompt(dir, prompt)
 	if err != nil {
 		return err
 	}
 	ids := engine.EncodePrompt(m, tok, prompt, rendered)
+	if err := engine.CheckPromptIDs(m, tok, ids); err != nil {
+		return err
+	}
 	if len(ids) == 0 {
 		if m.Config.BOS < 0 {
 			return usagef("generate: the prompt is empty and the model has no BOS token to start from")

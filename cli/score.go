@@ -140,6 +140,9 @@ func scoreTexts(m *model.Model, tok *tokenizer.Tokenizer, prompt string, rendere
 			ctx = engine.EncodePrompt(m, tok, prompt, rendered)
 		}
 		seqs[i] = append(slices.Clone(ctx), ids...)
+		if err := engine.CheckPromptIDs(m, tok, seqs[i]); err != nil {
+			return nil, fmt.Errorf("text %d: %w", i+1, err)
+		}
 		ctxLen[i] = len(ctx)
 		r := textScore{Text: text, Context: ctx, IDs: ids, Tokens: make([]string, len(ids)), LogProbs: make([]*float64, len(ids))}
 		if r.Context == nil {

@@ -208,7 +208,8 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, seed uint64) er
 			start[k] = len(b.rollouts[i].tokens)
 		}
 		o := model.GenerateOptions{MaxNewTokens: most, Temperature: float32(e.cfg.Temperature), TopK: e.cfg.TopK,
-			TopP: float32(e.cfg.TopP), Seed: seed, Stream: uint64(turnNo) << 32, Adapters: model.AdaptersOn}
+			TopP: float32(e.cfg.TopP), MinP: float32(e.cfg.MinP), RepetitionPenalty: float32(e.cfg.RepetitionPenalty),
+			Seed: seed, Stream: uint64(turnNo) << 32, Adapters: model.AdaptersOn}
 		if e.digits != nil { // NTL's digit distributions, formed on the backend
 			o.Digits = &model.DigitTokens{IDs: e.digits.IDs, Values: e.digits.Digits}
 			o.OnDigits = func(seq, step int, probs []float32) {

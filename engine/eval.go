@@ -60,6 +60,8 @@ func EvalPrompts(path string, n int, seed int64) ([]data.Example, string, error)
 type EvalOptions struct {
 	Samples      int     // sampled completions per prompt
 	Temperature  float64 // of the sampled completions
+	TopP         float64 // nucleus sampling of the sampled completions; 0 or 1: off
+	TopK         int     // the K most likely tokens; 0: all
 	MaxNewTokens int
 	Seed         uint64
 	Extraction   rewards.Extraction
@@ -75,6 +77,9 @@ func Evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 	atOnce, tokens := 0, 0
 	for i, x := range examples {
 		ids := EncodePrompt(m, tok, x.Prompt, Conversational(x))
+		if err := CheckPromptIDs(m, tok, ids); err != nil {
+			return r, fmt.Errorf("prompt %d (line %d): %w", i+1, x.Line, err)
+		}
 		if len(ids) == 0 {
 			return r, fmt.Errorf("prompt %d (line %d) encodes to no tokens", i+1, x.Line)
 		}
@@ -83,7 +88,7 @@ func Evaluate(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example,
 			batch[j] = ids
 		}
 		g, err := m.Generate(batch, model.GenerateOptions{MaxNewTokens: o.MaxNewTokens, Temperature: float32(o.Temperature),
-			Seed: o.Seed, Stream: uint64(i * o.Samples)})
+			TopP: float32(o.TopP), TopK: o.TopK, Seed: o.Seed, Stream: uint64(i * o.Samples)})
 		if err != nil {
 			return r, err
 		}

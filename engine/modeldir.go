@@ -8,8 +8,10 @@ import (
 	"regexp"
 
 	"rlhfstation/engine/builtin"
+	"rlhfstation/engine/config"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
+	"rlhfstation/quant"
 )
 
 // BuiltinModelName is how events and messages name the built-in model.
@@ -28,18 +30,36 @@ func ModelDir(dir string) (string, error) {
 }
 
 // LoadModel loads a Hugging Face model folder: the model (config.json and its weights) and
-// tokenizer.json, checking that every id the tokenizer can produce has an embedding.
+// tokenizer.json. The two may differ in size (see vocab.go).
 func LoadModel(dir string) (*model.Model, *tokenizer.Tokenizer, error) {
-	m, err := model.Load(dir)
+	return loadModel(dir, model.LoadOptions{})
+}
+
+// LoadModelQuantized is LoadModel for a run: the base's linears are quantized as q says while
+// they are read, tensor by tensor from the mapped files, so the float32 base never exists.
+func LoadModelQuantized(dir string, q config.Quant) (*model.Model, *tokenizer.Tokenizer, error) {
+	var o model.LoadOptions
+	if q.Type != "none" {
+		t, err := quant.ParseType(q.Type)
+		if err != nil {
+			return nil, nil, fmt.Errorf("[quant] type: %w", err)
+		}
+		o.Quantize = &quant.Options{Type: t, BlockSize: q.BlockSize, DoubleQuant: q.DoubleQuant}
+		if err := o.Quantize.Check(); err != nil {
+			return nil, nil, fmt.Errorf("[quant]: %w", err)
+		}
+	}
+	return loadModel(dir, o)
+}
+
+func loadModel(dir string, o model.LoadOptions) (*model.Model, *tokenizer.Tokenizer, error) {
+	m, err := model.LoadWith(dir, o)
 	if err != nil {
 		return nil, nil, err
 	}
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, nil, err
-	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return nil, nil, fmt.Errorf("%s: the tokenizer has %d tokens, the model's vocabulary only %d", dir, tok.VocabSize(), m.Config.Vocab)
 	}
 	return m, tok, nil
 }

@@ -17,6 +17,9 @@ func (e *Engine) quantizeBase() error {
 		return err
 	}
 	e.paramInfo.ResidentBytes = e.model.ResidentBytes()
+	if at := e.model.QuantizedAtLoad; at[0] > 0 {
+		dense, packed = dense+at[0], packed+at[1]
+	}
 	if dense > 0 {
 		e.logf("quantized the base's linears to %s (blocksize %d, double quant %v): %s → %s",
 			e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, human.Bytes(dense), human.Bytes(packed))

@@ -118,7 +118,8 @@ func (e *Engine) generateWith(ctx context.Context, prompts []data.Example, g int
 		return b, nil
 	}
 	o := model.GenerateOptions{MaxNewTokens: e.cfg.MaxCompletionLength, Temperature: t,
-		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), Seed: seed, Adapters: model.AdaptersOn}
+		TopK: e.cfg.TopK, TopP: float32(e.cfg.TopP), MinP: float32(e.cfg.MinP), RepetitionPenalty: float32(e.cfg.RepetitionPenalty),
+		Seed: seed, Adapters: model.AdaptersOn}
 	if e.digits != nil { // NTL's digit distributions, formed on the backend
 		o.Digits = &model.DigitTokens{IDs: e.digits.IDs, Values: e.digits.Digits}
 		o.OnDigits = func(seq, step int, probs []float32) {

@@ -45,7 +45,7 @@ func NewScorer(m *model.Model, tok *tokenizer.Tokenizer, p presets.Preset, basel
 	s := &Scorer{model: m, tok: tok}
 	if p.NTL != nil && p.NTL.Weight > 0 {
 		var err error
-		if s.digits, err = rewards.FindDigitTokens(tok.VocabSize(), tok.TokenBytes, tok.IsSpecial); err != nil {
+		if s.digits, err = rewards.FindDigitTokens(usableVocab(m, tok), tok.TokenBytes, tok.IsSpecial); err != nil {
 			return nil, fmt.Errorf("preset %s uses NTL: %w", p.Name, err)
 		}
 	}

@@ -119,10 +119,15 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 
 	t0 := time.Now()
-	if e.model, e.tok, err = LoadModel(opts.ModelDir); err != nil {
+	if e.model, e.tok, err = LoadModelQuantized(opts.ModelDir, cfg.Quant); err != nil {
 		return nil, err
 	}
 	e.logf("loaded %s (%s parameters) in %s", opts.ModelName, human.Count(int64(e.model.NumParams())), time.Since(t0).Round(time.Millisecond))
+	if note, err := genDefaultsNote(opts.ModelDir, cfg); err != nil {
+		return nil, err
+	} else if note != "" {
+		e.logf("%s", note)
+	}
 	e.paramInfo = events.Params{Total: int64(e.model.NumParams()), ResidentBytes: int64(e.model.NumParams()) * 4}
 	if err := e.quantizeBase(); err != nil {
 		return nil, err
@@ -145,9 +150,12 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 	e.paramInfo.Trainable = e.adapters.Count()
 	e.reportTruncation()
+	if err := checkPromptVocab(e.model, e.tok, e.prompts); err != nil {
+		return nil, err
+	}
 
 	if e.preset.NTL != nil && (e.preset.NTL.Weight > 0 || e.preset.NTL.LossWeight > 0) {
-		e.digits, err = rewards.FindDigitTokens(e.tok.VocabSize(), e.tok.TokenBytes, e.tok.IsSpecial)
+		e.digits, err = rewards.FindDigitTokens(usableVocab(e.model, e.tok), e.tok.TokenBytes, e.tok.IsSpecial)
 		if err != nil {
 			return nil, fmt.Errorf("preset %s uses NTL: %w", e.preset.Name, err)
 		}

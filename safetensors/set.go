@@ -175,3 +175,16 @@ func (s *Set) Float32Into(name string, dst []float32) error {
 	}
 	return f.Float32Into(name, dst)
 }
+
+// Release says that a tensor's data will not be read again soon: where the file is mapped,
+// its whole pages leave the process's resident memory (the page cache keeps them), so reading
+// a large model tensor by tensor holds one tensor's pages at a time, not the file's. Reading it
+// again later still works.
+func (s *Set) Release(name string) {
+	f, ok := s.where[name]
+	if !ok || f.mapping == nil {
+		return
+	}
+	t := f.infos[name]
+	dropPages(f.mapping, int(f.dataStart+t.Begin), int(f.dataStart+t.End))
+}

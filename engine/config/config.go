@@ -107,6 +107,12 @@ type Config struct {
 	// dropped and more prompts drawn, at most max_num_gen_batches generation rounds a batch.
 	FilterGroups     bool `toml:"filter_groups" grpo:""`
 	MaxNumGenBatches int  `toml:"max_num_gen_batches" grpo:""`
+	// Sampling only, as TRL's generation does (its loss's log-probs are softmax(logits/T)):
+	// min_p keeps the tokens at least min_p times as likely as the most likely (0 = off);
+	// repetition_penalty divides the positive logits and multiplies the negative ones of the
+	// tokens already in the prompt or completion (1 = off).
+	MinP              float64 `toml:"min_p" grpo:""`
+	RepetitionPenalty float64 `toml:"repetition_penalty" grpo:""`
 
 	Data  Data  `toml:"data"`
 	LoRA  LoRA  `toml:"lora"`
@@ -277,6 +283,7 @@ func Default() *Config {
 		EntropyCoefMax:            1.0,
 		EntropyCoefDelta:          0.005,
 		MaxNumGenBatches:          4,
+		RepetitionPenalty:         1,
 
 		LoRA:  LoRA{R: 16, Alpha: 32, TargetModules: Modules{AllLinear}, InitLoRAWeights: true},
 		Quant: Quant{Type: "nf4", BlockSize: 64, DoubleQuant: true},
@@ -434,6 +441,10 @@ func (c *Config) Validate() error {
 	nonNegative("entropy_coef_delta", c.EntropyCoefDelta)
 	nonNegative("off_policy_mask_threshold", c.OffPolicyMaskThreshold)
 	atLeast("max_num_gen_batches", c.MaxNumGenBatches, 1)
+	if !(c.MinP >= 0 && c.MinP <= 1) {
+		bad("min_p", c.MinP, "must be in [0, 1]")
+	}
+	positive("repetition_penalty", c.RepetitionPenalty)
 
 	atLeast("lora.r", c.LoRA.R, 1)
 	positive("lora.lora_alpha", c.LoRA.Alpha)

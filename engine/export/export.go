@@ -198,6 +198,8 @@ func unusedReason(key, lossType string) string {
 		return "dynamic sampling is off"
 	case key == "max_num_gen_batches":
 		return "a bound of rlhfstation's dynamic sampling"
+	case key == "min_p":
+		return "0: off"
 	case key == "delta" || key == "off_policy_mask_threshold":
 		return "0: off"
 	case strings.HasPrefix(key, "entropy_coef_") || key == "entropy_target" || key == "use_adaptive_entropy":

@@ -81,6 +81,16 @@ func openrlhf(run Run, o Options, m *mapping) ([]file, error) {
 	} else {
 		m.set("top_k", "(no top-k flag)", 0, "off, as OpenRLHF samples")
 	}
+	if c.MinP > 0 {
+		m.unmapped("min_p", c.MinP, "OpenRLHF 0.11.0 has no min-p sampling flag")
+	} else {
+		m.set("min_p", "(no min-p flag)", 0, "off, as OpenRLHF samples")
+	}
+	if c.RepetitionPenalty != 1 {
+		m.unmapped("repetition_penalty", c.RepetitionPenalty, "OpenRLHF 0.11.0 has no repetition-penalty flag")
+	} else {
+		m.set("repetition_penalty", "(no repetition-penalty flag)", 1, "off, as OpenRLHF samples")
+	}
 	flag("max_completion_length", "--rollout.max_new_tokens", c.MaxCompletionLength)
 	flag("max_prompt_length,max_completion_length", "--data.max_len", c.MaxPromptLength+c.MaxCompletionLength, "prompt + response")
 	batch := c.PerDeviceTrainBatchSize * c.GradientAccumulationSteps

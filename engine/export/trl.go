@@ -67,6 +67,10 @@ func trl(run Run, o Options, m *mapping) ([]file, error) {
 	num("temperature", "temperature", c.Temperature)
 	num("top_p", "top_p", c.TopP)
 	num("top_k", "top_k", c.TopK)
+	if c.MinP > 0 {
+		num("min_p", "min_p", c.MinP)
+	}
+	num("repetition_penalty", "repetition_penalty", c.RepetitionPenalty)
 	num("num_iterations", "num_iterations", c.NumIterations)
 	if c.StepsPerGeneration > 0 {
 		num("steps_per_generation", "steps_per_generation", c.StepsPerGeneration)

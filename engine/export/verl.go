@@ -115,6 +115,16 @@ func verl(run Run, o Options, m *mapping) ([]file, error) {
 		topK = -1
 	}
 	set("top_k", roll+"top_k", topK, "0 (off) is -1 in vLLM")
+	if c.RepetitionPenalty != 1 {
+		m.unmapped("repetition_penalty", c.RepetitionPenalty, "verl 0.7.0's ppo_trainer.yaml has no rollout repetition_penalty")
+	} else {
+		m.set("repetition_penalty", "(no repetition_penalty)", 1, "off, as verl samples")
+	}
+	if c.MinP > 0 {
+		m.unmapped("min_p", c.MinP, "verl's rollout config has no min_p")
+	} else {
+		m.set("min_p", "(no min_p)", 0, "off, as verl samples")
+	}
 	set("", roll+"name", "vllm")
 	set("", roll+"tensor_model_parallel_size", 1)
 	set("", roll+"gpu_memory_utilization", 0.6)

@@ -80,20 +80,26 @@ type Config struct {
 	NoRoPE []bool
 }
 
-// RopeScaling is a rope_scaling entry; the types implemented are "linear", "llama3" and
-// "longrope" (Phi-3's "su" included).
+// RopeScaling is a rope_scaling entry (rope_parameters in transformers 5); the types
+// implemented are "linear", "llama3", "dynamic" (NTK), "yarn" and "longrope" (Phi-3's "su"
+// included), each as transformers computes it.
 type RopeScaling struct {
 	Type           string  `json:"rope_type"`
 	Factor         float64 `json:"factor"`
 	LowFreqFactor  float64 `json:"low_freq_factor,omitempty"`
 	HighFreqFactor float64 `json:"high_freq_factor,omitempty"`
 	OriginalMaxPos int     `json:"original_max_position_embeddings,omitempty"`
-	// longrope: per-frequency divisors of the inverse frequencies (short_factor within
-	// OriginalMaxPos; long_factor beyond, which this package does not run), and the factor
-	// that multiplies cos and sin (attention_factor).
+	// longrope: per-frequency divisors of the inverse frequencies (short_factor while a
+	// forward stays within OriginalMaxPos, long_factor once it goes past). longrope and
+	// yarn: the factor that multiplies cos and sin (attention_factor).
 	ShortFactor     []float64 `json:"short_factor,omitempty"`
 	LongFactor      []float64 `json:"long_factor,omitempty"`
 	AttentionFactor float64   `json:"attention_factor,omitempty"`
+	// yarn: the rotation counts that bound the blend between interpolated and extrapolated
+	// frequencies (32 and 1 by default), and whether those bounds are rounded outwards.
+	BetaFast float64 `json:"beta_fast,omitempty"`
+	BetaSlow float64 `json:"beta_slow,omitempty"`
+	Truncate *bool   `json:"truncate,omitempty"`
 }
 
 // Family returns the architecture of c.ModelType.
@@ -153,26 +159,27 @@ func (c *Config) RoPE(l int) bool { return c.Family() == Llama && (c.NoRoPE == n
 // LocalRoPE reports whether layer l uses the local RoPE (LocalInvFreq) rather than InvFreq.
 func (c *Config) LocalRoPE(l int) bool { return c.LocalRopeTheta > 0 && c.local(l) }
 
-// Context is the longest sequence the model runs: MaxPos, or for longrope the original
-// context, as only the short factors are implemented.
+// Context is the longest sequence the model runs: MaxPos, or for dynamic NTK scaling
+// MaxPos·factor, the length it stretches the context to.
 func (c *Config) Context() int {
-	if rs := c.RopeScaling; rs != nil && rs.Type == "longrope" && rs.OriginalMaxPos > 0 {
-		return min(c.MaxPos, rs.OriginalMaxPos)
+	if rs := c.RopeScaling; rs != nil && rs.Type == "dynamic" && rs.Factor > 1 {
+		return int(float64(c.MaxPos) * rs.Factor)
 	}
 	return c.MaxPos
 }
 
-// RopeAttentionFactor multiplies RoPE's cos and sin tables (longrope's attention factor), 1
-// otherwise.
+// RopeAttentionFactor multiplies RoPE's cos and sin tables (longrope's and yarn's attention
+// factor), 1 otherwise.
 func (c *Config) RopeAttentionFactor() float64 {
-	if rs := c.RopeScaling; rs != nil && rs.Type == "longrope" {
+	if rs := c.RopeScaling; rs != nil && (rs.Type == "longrope" || rs.Type == "yarn") {
 		return rs.AttentionFactor
 	}
 	return 1
 }
 
-// LoadConfig reads dir/config.json and, when present, dir/generation_config.json (for its
-// bos and eos ids).
+// LoadConfig reads dir/config.json and, when present, dir/generation_config.json: its eos ids
+// replace config.json's (transformers' generate stops on generation_config's), its bos fills
+// in a missing one.
 func LoadConfig(dir string) (*Config, error) {
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
@@ -199,10 +206,8 @@ func LoadConfig(dir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", gpath, err)
 		}
-		for _, id := range eos {
-			if !slices.Contains(c.EOS, id) {
-				c.EOS = append(c.EOS, id)
-			}
+		if len(eos) > 0 { // generation_config wins for generation, as in transformers
+			c.EOS = eos
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -230,6 +235,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	f := fields(raw)
 	mt, _ := raw["model_type"].(string)
+	if mt == "" && isOldGPT2(f) {
+		mt = "gpt2"
+	}
 	c := &Config{ModelType: mt}
 	var err error
 	switch {
@@ -272,6 +280,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	c.implied()
 	return c, c.check()
+}
+
+// isOldGPT2 recognises the GPT-2 configs written before model_type existed (n_embd and
+// n_layer, or the GPT2LMHeadModel architecture), which transformers still loads as gpt2.
+func isOldGPT2(f fields) bool {
+	if archs, ok := f["architectures"].([]any); ok && slices.Contains(archs, any("GPT2LMHeadModel")) {
+		return true
+	}
+	_, embd := f["n_embd"].(float64)
+	_, layers := f["n_layer"].(float64)
+	return embd && layers
 }
 
 // rotaryFactor reads partial_rotary_factor, at the top level or inside rope_parameters.
@@ -359,7 +378,7 @@ func (c *Config) parseDecoder(f fields) error {
 		eps = 1e-5
 	}
 	c.NormEps = f.float("rms_norm_eps", eps)
-	c.TieEmbed = f.bool("tie_word_embeddings", gemma)
+	c.TieEmbed = f.bool("tie_word_embeddings", gemma || mt == "smollm3") // each config class's default
 
 	if gemma {
 		// gemma's own configs name the activation hidden_activation (gemma 1's first ones
@@ -596,6 +615,15 @@ func (c *Config) parseRope(f fields) error {
 		}
 		c.RopeScaling = rs
 		return nil
+	case "dynamic":
+		rs := &RopeScaling{Type: typ, Factor: sf.float("factor", 0)}
+		if !(rs.Factor >= 1) {
+			return fmt.Errorf("rope_scaling dynamic needs a factor of at least 1, not %g", rs.Factor)
+		}
+		c.RopeScaling = rs
+		return nil
+	case "yarn":
+		return c.parseYarn(f, sf)
 	case "longrope", "su":
 		rs := &RopeScaling{Type: "longrope"}
 		var err error
@@ -621,8 +649,54 @@ func (c *Config) parseRope(f fields) error {
 		c.RopeScaling = rs
 		return nil
 	default:
-		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3, longrope)", typ)
+		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3, dynamic, yarn, longrope)", typ)
 	}
+}
+
+// parseYarn reads a yarn scaling with transformers' defaults: the original context from
+// rope_scaling, the top level or max_position_embeddings; factor, else the ratio of the two
+// contexts; attention factor 0.1·ln(factor)+1 (or mscale over mscale_all_dim of it);
+// beta_fast 32, beta_slow 1.
+func (c *Config) parseYarn(f, sf fields) error {
+	rs := &RopeScaling{Type: "yarn"}
+	rs.OriginalMaxPos = int(sf.float("original_max_position_embeddings", f.float("original_max_position_embeddings", float64(c.MaxPos))))
+	if rs.OriginalMaxPos <= 0 {
+		return fmt.Errorf("rope_scaling yarn: original_max_position_embeddings %d must be positive", rs.OriginalMaxPos)
+	}
+	rs.Factor = sf.float("factor", float64(c.MaxPos)/float64(rs.OriginalMaxPos))
+	if !(rs.Factor > 0) || math.IsInf(rs.Factor, 0) {
+		return fmt.Errorf("rope_scaling yarn needs a positive factor, not %g", rs.Factor)
+	}
+	mscale := func(scale, m float64) float64 {
+		if scale <= 1 {
+			return 1
+		}
+		return 0.1*m*math.Log(scale) + 1
+	}
+	rs.AttentionFactor = sf.float("attention_factor", 0)
+	if rs.AttentionFactor == 0 {
+		m, all := sf.float("mscale", 0), sf.float("mscale_all_dim", 0)
+		if m != 0 && all != 0 {
+			rs.AttentionFactor = mscale(rs.Factor, m) / mscale(rs.Factor, all)
+		} else {
+			rs.AttentionFactor = mscale(rs.Factor, 1)
+		}
+	}
+	rs.BetaFast, rs.BetaSlow = sf.float("beta_fast", 0), sf.float("beta_slow", 0)
+	if rs.BetaFast == 0 {
+		rs.BetaFast = 32
+	}
+	if rs.BetaSlow == 0 {
+		rs.BetaSlow = 1
+	}
+	if !(rs.BetaFast > 0 && rs.BetaSlow > 0) {
+		return fmt.Errorf("rope_scaling yarn: beta_fast %g and beta_slow %g must be positive", rs.BetaFast, rs.BetaSlow)
+	}
+	if v, ok := sf["truncate"].(bool); ok && !v {
+		rs.Truncate = &v
+	}
+	c.RopeScaling = rs
+	return nil
 }
 
 // implied sets what the model type implies: which linears have a bias and GPT-2's head
@@ -733,9 +807,13 @@ func (c *Config) checkRope() error {
 		return errors.New("gpt2 has no rotary embeddings to scale")
 	}
 	switch rs.Type {
-	case "linear", "llama3":
+	case "linear", "llama3", "dynamic", "yarn":
 		if !(rs.Factor > 0) || math.IsInf(rs.Factor, 0) {
 			return fmt.Errorf("rope_scaling %s needs a positive factor", rs.Type)
+		}
+		if rs.Type == "yarn" && (!(rs.AttentionFactor > 0) || rs.OriginalMaxPos <= 0 || !(rs.BetaFast > 0) || !(rs.BetaSlow > 0)) {
+			return fmt.Errorf("rope_scaling yarn: attention_factor %g, original_max_position_embeddings %d, beta_fast %g and beta_slow %g must be positive",
+				rs.AttentionFactor, rs.OriginalMaxPos, rs.BetaFast, rs.BetaSlow)
 		}
 	case "longrope":
 		half := c.Rotary() / 2
@@ -753,16 +831,40 @@ func (c *Config) checkRope() error {
 				rs.AttentionFactor, rs.OriginalMaxPos)
 		}
 	default:
-		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3, longrope)", rs.Type)
+		return fmt.Errorf("rope_scaling type %q is not supported (default, linear, llama3, dynamic, yarn, longrope)", rs.Type)
 	}
 	return nil
 }
 
 // InvFreq returns RoPE's inverse frequencies theta^(−2i/R), i < R/2 for the R = Rotary()
-// rotated dimensions, after the configured rope scaling.
-func (c *Config) InvFreq() []float64 {
-	inv := baseInvFreq(c.RopeTheta, c.Rotary())
-	rs := c.RopeScaling
+// rotated dimensions, after the configured rope scaling, for forwards within the original
+// context (see InvFreqAt).
+func (c *Config) InvFreq() []float64 { return c.InvFreqAt(0) }
+
+// RopeVariant names the RoPE table that a forward over positions [0, n) uses, as
+// transformers picks it from the forward's length: 0 for InvFreq's; for longrope past the
+// original context 1 (the long factors); for dynamic NTK past MaxPos, n (the base grows
+// with the length). Tables of one variant are the same whatever n.
+func (c *Config) RopeVariant(n int) int {
+	switch rs := c.RopeScaling; {
+	case rs == nil:
+	case rs.Type == "longrope" && n > rs.OriginalMaxPos:
+		return 1
+	case rs.Type == "dynamic" && n > c.MaxPos:
+		return n
+	}
+	return 0
+}
+
+// InvFreqAt returns the inverse frequencies of a forward over positions [0, n).
+func (c *Config) InvFreqAt(n int) []float64 {
+	rs, rot := c.RopeScaling, c.Rotary()
+	if rs != nil && rs.Type == "dynamic" && n > c.MaxPos {
+		// NTK: the base raised so that the longest wavelength spans the longer context
+		base := c.RopeTheta * math.Pow(rs.Factor*float64(n)/float64(c.MaxPos)-(rs.Factor-1), float64(rot)/float64(rot-2))
+		return baseInvFreq(base, rot)
+	}
+	inv := baseInvFreq(c.RopeTheta, rot)
 	if rs == nil {
 		return inv
 	}
@@ -787,11 +889,35 @@ func (c *Config) InvFreq() []float64 {
 				inv[i] = (1-s)*f/rs.Factor + s*f
 			}
 		}
+	case "yarn":
+		// Dimensions that turn fewer than beta_slow times over the original context are
+		// interpolated (divided by factor), those that turn more than beta_fast times kept,
+		// with a linear ramp between the two.
+		dim, base := float64(rot), c.RopeTheta
+		turns := func(rotations float64) float64 {
+			return dim * math.Log(float64(rs.OriginalMaxPos)/(rotations*2*math.Pi)) / (2 * math.Log(base))
+		}
+		low, high := turns(rs.BetaFast), turns(rs.BetaSlow)
+		if rs.Truncate == nil || *rs.Truncate {
+			low, high = math.Floor(low), math.Ceil(high)
+		}
+		low, high = max(low, 0), min(high, dim-1)
+		if low == high {
+			high += 0.001
+		}
+		for i, f := range inv {
+			ramp := min(max((float64(i)-low)/(high-low), 0), 1) // 0: extrapolate, 1: interpolate
+			inv[i] = f/rs.Factor*ramp + f*(1-ramp)
+		}
 	case "longrope":
-		// Each frequency slowed by its own factor; within the original context (the only
-		// one run here: Context) the short factors.
+		// Each frequency slowed by its own factor: the short ones within the original
+		// context, the long ones past it.
+		factors := rs.ShortFactor
+		if c.RopeVariant(n) == 1 {
+			factors = rs.LongFactor
+		}
 		for i := range inv {
-			inv[i] /= rs.ShortFactor[i]
+			inv[i] /= factors[i]
 		}
 	}
 	return inv
@@ -859,7 +985,8 @@ var keyKinds = map[string]string{
 	"sliding_window_pattern": "integer",
 	"layer_norm_epsilon":     "number", "rms_norm_eps": "number", "rope_theta": "number",
 	"partial_rotary_factor": "number", "factor": "number", "low_freq_factor": "number",
-	"high_freq_factor": "number", "attention_factor": "number", "rope_local_base_freq": "number",
+	"high_freq_factor": "number", "attention_factor": "number", "beta_fast": "number", "beta_slow": "number",
+	"mscale": "number", "mscale_all_dim": "number", "truncate": "bool", "rope_local_base_freq": "number",
 	"query_pre_attn_scalar": "number", "attn_logit_softcapping": "number", "final_logit_softcapping": "number",
 	"tie_word_embeddings": "bool", "scale_attn_by_inverse_layer_idx": "bool", "scale_attn_weights": "bool",
 	"attention_bias": "bool", "mlp_bias": "bool", "use_sliding_window": "bool", "use_bidirectional_attention": "bool",

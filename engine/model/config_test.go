@@ -210,8 +210,8 @@ func TestLongRoPE(t *testing.T) {
 	if got, want := c.RopeAttentionFactor(), math.Sqrt(1+math.Log(32)/math.Log(4096)); math.Abs(got-want) > 1e-15 {
 		t.Errorf("attention factor %g, want %g", got, want)
 	}
-	if c.Context() != 4096 {
-		t.Errorf("context %d, want 4096", c.Context())
+	if c.Context() != 131072 { // the long factors past 4096
+		t.Errorf("context %d, want 131072", c.Context())
 	}
 	if c.LocalInvFreq() != nil {
 		t.Error("phi3 has no local RoPE")
@@ -269,10 +269,13 @@ func TestFamilyConfigErrors(t *testing.T) {
 		{"qwen3 sliding window", "Qwen3-0.6B", func(m map[string]any) { m["use_sliding_window"] = true }, "use_sliding_window"},
 		{"layer types of the wrong length", "gemma-3-1b-it", func(m map[string]any) { m["layer_types"] = []any{"full_attention"} }, "layer_types has 1 entries for 26 layers"},
 		{"layer types not strings", "gemma-3-1b-it", func(m map[string]any) { m["layer_types"] = []any{1, 2} }, "layer_types: want a list of strings"},
-		{"yarn on qwen3", "Qwen3-0.6B", func(m map[string]any) {
-			m["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
-		}, `rope_scaling type "yarn" is not supported`},
-		{"dynamic on gemma2", "gemma-2-2b-it", func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "dynamic", "factor": 2.0} }, `rope_scaling type "dynamic"`},
+		{"mrope on qwen3", "Qwen3-0.6B", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "mrope", "mrope_section": []any{16, 24, 24}}
+		}, `rope_scaling type "mrope" is not supported`},
+		{"yarn with a negative factor", "Qwen3-0.6B", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": -4.0, "original_max_position_embeddings": 32768}
+		}, `rope_scaling yarn needs a positive factor`},
+		{"dynamic below 1", "gemma-2-2b-it", func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "dynamic", "factor": 0.5} }, `rope_scaling dynamic needs a factor of at least 1`},
 		{"longrope factors of the wrong length", "Phi-4-mini-instruct", func(m map[string]any) {
 			m["rope_scaling"].(map[string]any)["short_factor"] = factors(64, 1, 2)
 		}, "short_factor and long_factor need 48 values each"},

@@ -14,6 +14,12 @@ type GenerateOptions struct {
 	Temperature  float32 // 0: greedy (argmax, lowest id on ties)
 	TopK         int     // keep the K most likely tokens; 0: all
 	TopP         float32 // keep the smallest set whose probability reaches P; 0 or ≥1: all
+	// MinP keeps the tokens at least MinP times as likely as the most likely (0: off), and
+	// RepetitionPenalty divides the positive logits and multiplies the negative ones of the
+	// tokens already in the prompt or completion (0 or 1: off), as transformers does; both
+	// are applied on the host (logitsproc.go), and LogProbs stay those of softmax(logits/T).
+	MinP              float32
+	RepetitionPenalty float32
 	// Sequence i samples from its own PCG generator seeded (Seed, Stream+i), so a batch
 	// gives each sequence the tokens it would get alone with Stream+i. A trainer draws Seed
 	// from a generator of its own whose state it saves with its checkpoints.
@@ -68,9 +74,9 @@ type Generation struct {
 // asks to see).
 func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error) {
 	B, V := len(prompts), m.Config.Vocab
-	if o.MaxNewTokens < 0 || o.Temperature < 0 || o.TopK < 0 || o.TopP < 0 {
-		return nil, fmt.Errorf("generate: negative option (max new tokens %d, temperature %g, top-k %d, top-p %g)",
-			o.MaxNewTokens, o.Temperature, o.TopK, o.TopP)
+	if o.MaxNewTokens < 0 || o.Temperature < 0 || o.TopK < 0 || o.TopP < 0 || o.MinP < 0 || o.RepetitionPenalty < 0 {
+		return nil, fmt.Errorf("generate: negative option (max new tokens %d, temperature %g, top-k %d, top-p %g, min-p %g, repetition penalty %g)",
+			o.MaxNewTokens, o.Temperature, o.TopK, o.TopP, o.MinP, o.RepetitionPenalty)
 	}
 	g := &Generation{Tokens: make([][]int, B), LogProbs: make([][]float32, B), Cut: make([]bool, B)}
 	limit := make([]int, B)
@@ -105,7 +111,13 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 			g.Cut[i] = true
 		}
 	}
-	var host []float32     // OnLogits' row
+	var host []float32 // OnLogits' row
+	var proc *logitsProc
+	var raw, work []float32 // the rows as the model gave them, one row processed
+	var seen []int
+	if o.needsProc() {
+		proc = &logitsProc{}
+	}
 	var digits backend.Buf // the digit tokens' ids, then their values (I32), with OnDigits
 	if o.Digits != nil && o.OnDigits != nil {
 		var err error
@@ -168,9 +180,35 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 				u[k] = rngs[r.seq].Float64()
 			}
 		}
-		toks, lps, err := m.b.Sample(logits, u, rows, V, o.Temperature, o.TopK, o.TopP)
+		topK, topP := o.TopK, o.TopP
+		if proc != nil {
+			// Each row through the host: penalised and truncated there, sampled untruncated
+			// by the backend, its log-prob taken from the raw row.
+			if len(raw) < rows*V {
+				raw = make([]float32, rows*V)
+			}
+			for k, r := range p.runs {
+				row, lg := raw[k*V:(k+1)*V], logits.Slice(k*V, V)
+				if err := m.b.Download(row, lg); err != nil {
+					return err
+				}
+				work = append(work[:0], row...)
+				seen = append(append(seen[:0], prompts[r.seq]...), g.Tokens[r.seq]...)
+				proc.apply(work, seen, &o)
+				if err := m.b.Upload(lg, work); err != nil {
+					return err
+				}
+			}
+			topK, topP = 0, 0
+		}
+		toks, lps, err := m.b.Sample(logits, u, rows, V, o.Temperature, topK, topP)
 		if err != nil {
 			return err
+		}
+		if proc != nil {
+			for k := range p.runs {
+				lps[k] = logSoftmaxAt(raw[k*V:(k+1)*V], int(toks[k]), o.Temperature)
+			}
 		}
 		for k, r := range p.runs {
 			take(r.seq, int(toks[k]), lps[k])
@@ -178,6 +216,9 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		return nil
 	}
 	_, capture := m.b.(backend.Capturer)
+	// min_p and repetition_penalty are applied on the host between the logits and the draw,
+	// which the captured step (sampling on the device) has no room for: they decode eagerly.
+	capture = capture && proc == nil
 	var dec *decoder
 	defer func() {
 		if dec != nil {

@@ -21,7 +21,25 @@ import (
 // stored 4-bit (its packed codes under <module>.weight, the quant state's tensors beside it)
 // becomes a Quantized weight and is never expanded to float32; linears stored plainly
 // (bitsandbytes' skipped modules) load as usual.
-func Load(dir string) (*Model, error) {
+func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadOptions say how LoadWith reads a folder.
+type LoadOptions struct {
+	// Quantize, when set, quantizes each dense linear of the blocks as it is read, tensor by
+	// tensor from the mapped file, so the float32 copy of the base never exists: loading needs
+	// the 4-bit base, the float32 embeddings, head and norms, and one tensor's float32 at a
+	// time. The result is the one Load then Model.Quantize give, byte for byte. GPT-2's Conv1D
+	// linears are read densely (Model.Quantize takes them after).
+	Quantize *quant.Options
+}
+
+// LoadWith is Load with options.
+func LoadWith(dir string, o LoadOptions) (*Model, error) {
+	if o.Quantize != nil {
+		if err := o.Quantize.Check(); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -52,6 +70,7 @@ func Load(dir string) (*Model, error) {
 	// config that lies about the sizes fails here instead of allocating what it claims.
 	names := map[string]string{}
 	quantized := map[string]*quant.Weight{}
+	var loadStats [2]int64
 	for _, sp := range layout(cfg) {
 		if sp.linear {
 			w, err := loadQuantized(set, sp, dir)
@@ -72,13 +91,37 @@ func Load(dir string) (*Model, error) {
 		}
 		names[sp.name] = name
 	}
+	if o.Quantize != nil {
+		// After every shape is checked: a tensor at a time, its float32 dropped once quantized.
+		for _, sp := range layout(cfg) {
+			if !sp.linear || sp.conv1D || quantized[sp.name] != nil {
+				continue
+			}
+			x, _, err := set.Float32(names[sp.name])
+			if err != nil {
+				return nil, err
+			}
+			set.Release(names[sp.name])
+			w, err := quant.Quantize(x, sp.shape[0], sp.shape[1], "float32", *o.Quantize)
+			if err != nil {
+				return nil, fmt.Errorf("%s: quantizing %s: %w", weightFiles(set, dir), names[sp.name], err)
+			}
+			quantized[sp.name] = w
+			m := weightBytes(w)
+			loadStats[0], loadStats[1] = loadStats[0]+4*int64(len(x)), loadStats[1]+m
+		}
+	}
 	m, err := build(cfg, quantized)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
+	m.QuantizedAtLoad = loadStats
 	for _, p := range m.Params {
 		if err := loadParam(set, p, names[p.Name]); err != nil {
 			return nil, err
+		}
+		if o.Quantize != nil {
+			set.Release(names[p.Name])
 		}
 		if i := FirstNonFinite(p.Data); i >= 0 {
 			return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",

@@ -74,9 +74,9 @@ func TestLoadErrors(t *testing.T) {
 		{"bad GQA", "llama-gqa", func(t *testing.T, d string) {
 			editConfig(t, d, func(m map[string]any) { m["num_key_value_heads"] = 3 })
 		}, []string{"num_key_value_heads 3"}},
-		{"rope scaling yarn", "llama-gqa", func(t *testing.T, d string) {
-			editConfig(t, d, func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 4} })
-		}, []string{"config.json", `rope_scaling type "yarn"`}},
+		{"rope scaling mrope", "llama-gqa", func(t *testing.T, d string) {
+			editConfig(t, d, func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "mrope", "factor": 4} })
+		}, []string{"config.json", `rope_scaling type "mrope"`}},
 		{"rope_theta as a string", "llama-gqa", func(t *testing.T, d string) {
 			editConfig(t, d, func(m map[string]any) { m["rope_theta"] = "500000" })
 		}, []string{"config.json", `rope_theta: want a number, got the string "500000"`}},
@@ -240,7 +240,7 @@ func TestSaveLoadVariants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Config.RopeTheta != 123456 || !slices.Equal(b.Config.EOS, []int{5, 6, 7}) || b.Config.BOS != 3 {
+		if b.Config.RopeTheta != 123456 || !slices.Equal(b.Config.EOS, []int{6, 7}) /* generation_config's win */ || b.Config.BOS != 3 {
 			t.Fatalf("config: theta %g eos %v bos %d", b.Config.RopeTheta, b.Config.EOS, b.Config.BOS)
 		}
 		p, _ := b.Param("model.layers.0.self_attn.k_proj.bias")

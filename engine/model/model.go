@@ -118,9 +118,14 @@ type Model struct {
 	b       backend.Backend // where the passes compute (Use), the reference backend until set
 	data    []float32       // the one parameter allocation
 	ropeMu  sync.Mutex
-	rope    [2]*backend.RoPETable // global, local (gemma3's sliding layers)
+	rope    [3]*backend.RoPETable // global, local (gemma3's sliding layers), global past the original context
 	invFreq [2][]float64
-	scratch scratch
+	variant int // Config.RopeVariant of rope[2]
+
+	// QuantizedAtLoad are the float32 bytes of the linears LoadWith quantized as it read
+	// them, and the bytes of their 4-bit form; zero when it quantized none.
+	QuantizedAtLoad [2]int64
+	scratch         scratch
 }
 
 // Adapters chooses whether a pass runs the linears' adapters; the zero value runs them.
@@ -136,7 +141,7 @@ func (m *Model) Use(b backend.Backend) error {
 	if m.b != nil && m.b != b {
 		m.scratch.free(m.b)
 	}
-	m.b, m.rope = b, [2]*backend.RoPETable{}
+	m.b, m.rope = b, [3]*backend.RoPETable{}
 	return nil
 }
 
@@ -415,22 +420,32 @@ func numel(shape []int) int {
 
 // ropeTable returns the RoPE tables of layer l covering positions [0, n), growing them on
 // demand (a context of 128k positions would otherwise cost tens of MB up front): the global
-// ones, or gemma3's local ones for its sliding layers. A partial rotary head passes its
-// other dimensions through (HeadDim); longrope's attention factor scales cos and sin.
+// ones, or gemma3's local ones for its sliding layers, or for a forward past the original
+// context those of longrope's long factors or dynamic NTK's larger base (as transformers
+// picks them by the forward's length). A partial rotary head passes its other dimensions
+// through (HeadDim); longrope's and yarn's attention factor scales cos and sin.
 func (m *Model) ropeTable(n, l int) (*backend.RoPETable, error) {
 	m.ropeMu.Lock()
 	defer m.ropeMu.Unlock()
 	c, i := &m.Config, 0
-	if c.LocalRoPE(l) {
+	variant := c.RopeVariant(n)
+	switch {
+	case c.LocalRoPE(l):
 		i = 1
+	case variant != 0:
+		i = 2
 	}
-	if m.rope[i] == nil || m.rope[i].MaxPos < n {
+	if m.rope[i] == nil || m.rope[i].MaxPos < n || i == 2 && m.variant != variant {
 		size := 256
 		for size < n {
 			size *= 2
 		}
+		inv := m.invFreq[min(i, 1)]
+		if i == 2 {
+			inv = c.InvFreqAt(n)
+		}
 		b := m.Backend()
-		r, err := b.NewRoPETable(m.invFreq[i], min(size, max(n, c.Context())))
+		r, err := b.NewRoPETable(inv, min(size, max(n, c.Context())))
 		if err != nil {
 			return nil, err
 		}
@@ -447,6 +462,9 @@ func (m *Model) ropeTable(n, l int) (*backend.RoPETable, error) {
 			m.b.Free(old.Sin)
 		}
 		m.rope[i] = r
+		if i == 2 {
+			m.variant = variant
+		}
 	}
 	return m.rope[i], nil
 }

@@ -12,6 +12,7 @@ func init() {
 	register("logprob", false, logProbOps)
 	register("head", true, headOps)
 	register("sample", false, sampleOps)
+	register("sample-masked", false, maskedSampleOps)
 	register("digits", false, digitOps)
 }
 
@@ -379,6 +380,43 @@ func sampleOps(e *env) {
 			for i, p := range perm {
 				if tok2[i] != tok[p] {
 					e.errorf("row %d (uniform %.4f) drew %d, Sample drew %d with that uniform: a row must use its own uniform", i, u2[i], tok2[i], tok[p])
+					return
+				}
+			}
+		})
+	}
+}
+
+// maskedSampleOps: rows whose excluded tokens are −inf (how model.Generate passes min_p and
+// repetition_penalty, truncated on the host) are sampled without truncation: no row may draw
+// an excluded token, and the kept tokens' log-probs are those of the masked row.
+func maskedSampleOps(e *env) {
+	const rows, vocab = 64, 257
+	logits := make([]float32, rows*vocab)
+	for i := range logits {
+		logits[i] = float32(e.rng.NormFloat64() * 2)
+		if i%vocab%3 != 0 {
+			logits[i] = float32(math.Inf(-1))
+		}
+	}
+	u := make([]float64, rows)
+	for i := range u {
+		u[i] = (float64(i) + 0.5) / rows
+	}
+	for _, into := range []bool{false, true} {
+		e.check("Sample", fmt.Sprintf("-inf entries, SampleInto=%v", into), func() {
+			tok, lp, ok := sampleOn(e, e.b, into, logits, u, rows, vocab, 0.9, 0, 0)
+			if !ok {
+				return
+			}
+			for r, t := range tok {
+				l, _ := logSoftmaxF64(logits[r*vocab:(r+1)*vocab], 1/0.9)
+				if t < 0 || int(t) >= vocab || math.IsInf(float64(logits[r*vocab+int(t)]), -1) {
+					e.errorf("row %d drew token %d, which is −inf", r, t)
+					return
+				}
+				if d := math.Abs(float64(lp[r]) - l[t]); d > 1e-5+1e-5*math.Abs(l[t]) {
+					e.errorf("row %d: log-prob %v, want %v", r, lp[r], l[t])
 					return
 				}
 			}

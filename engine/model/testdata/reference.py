@@ -113,8 +113,9 @@ def rope_params(cfg, local):
     return theta, sc
 
 
-def inv_freq(cfg, rot, local=False):
-    """Inverse frequencies of the rot rotated dimensions and the factor on cos and sin."""
+def inv_freq(cfg, rot, local=False, T=0):
+    """Inverse frequencies of the rot rotated dimensions and the factor on cos and sin, for a
+    forward over T positions (dynamic and longrope depend on it)."""
     theta, sc = rope_params(cfg, local)
     inv = 1.0 / (theta ** (torch.arange(0, rot, 2, dtype=torch.int64).float() / rot))
     mscale = 1.0
@@ -133,13 +134,45 @@ def inv_freq(cfg, rot, local=False):
             smoothed = (1 - smooth) * scaled / factor + smooth * scaled
             medium = ~(wave < high_wave) * ~(wave > low_wave)
             inv = torch.where(medium, smoothed, scaled)
+        elif typ == "dynamic":
+            # NTK: past max_position_embeddings the base grows with the sequence
+            mp, factor = cfg["max_position_embeddings"], sc["factor"]
+            if T > mp:
+                theta = theta * ((factor * T / mp) - (factor - 1)) ** (rot / (rot - 2))
+                inv = 1.0 / (theta ** (torch.arange(0, rot, 2, dtype=torch.int64).float() / rot))
+        elif typ == "yarn":
+            mp = cfg["max_position_embeddings"]
+            old = sc.get("original_max_position_embeddings") or cfg.get("original_max_position_embeddings") or mp
+            factor = sc.get("factor") or mp / old
+            def msc(scale, m=1.0):
+                return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+            mscale = sc.get("attention_factor")
+            if mscale is None:
+                if sc.get("mscale") and sc.get("mscale_all_dim"):
+                    mscale = msc(factor, sc["mscale"]) / msc(factor, sc["mscale_all_dim"])
+                else:
+                    mscale = msc(factor)
+            fast, slow = sc.get("beta_fast") or 32, sc.get("beta_slow") or 1
+            def corr(n):
+                return (rot * math.log(old / (n * 2 * math.pi))) / (2 * math.log(theta))
+            lo, hi = corr(fast), corr(slow)
+            if sc.get("truncate", True):
+                lo, hi = math.floor(lo), math.ceil(hi)
+            lo, hi = max(lo, 0), min(hi, rot - 1)
+            if lo == hi:
+                hi += 0.001
+            ramp = torch.clamp((torch.arange(rot // 2, dtype=torch.float32) - lo) / (hi - lo), 0, 1)
+            pos = theta ** (torch.arange(0, rot, 2).float() / rot)
+            extra = 1 - ramp
+            inv = (1.0 / (factor * pos)) * (1 - extra) + (1.0 / pos) * extra
         elif typ in ("longrope", "su"):
-            # within the original context: each frequency divided by its short factor, and
-            # cos, sin scaled by sqrt(1 + ln(factor) / ln(original context))
+            # each frequency divided by its short factor within the original context, by its long
+            # factor past it; cos, sin scaled by sqrt(1 + ln(factor) / ln(original context))
             old = sc.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
             factor = sc.get("factor") or cfg["max_position_embeddings"] / old
             mscale = sc.get("attention_factor") or (math.sqrt(1 + math.log(factor) / math.log(old)) if factor > 1 else 1.0)
-            inv = 1.0 / (torch.tensor(sc["short_factor"], dtype=torch.float32) *
+            ext = sc["long_factor"] if T > old else sc["short_factor"]
+            inv = 1.0 / (torch.tensor(ext, dtype=torch.float32) *
                          theta ** (torch.arange(0, rot, 2, dtype=torch.int64).float() / rot))
         elif typ != "default":
             raise ValueError(typ)
@@ -226,7 +259,7 @@ def forward_decoder(cfg, w, ids, lora=None):
         x = x * math.sqrt(D)
 
     def table(local):
-        inv, mscale = inv_freq(cfg, rot, local)
+        inv, mscale = inv_freq(cfg, rot, local, T)
         freqs = torch.arange(T).float()[:, None] * inv[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos() * mscale, emb.sin() * mscale
