@@ -10,6 +10,7 @@ import (
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/memory"
+	"rlhfstation/engine/model"
 	"rlhfstation/engine/tokenizer"
 )
 
@@ -65,4 +66,13 @@ func availableMemory() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Estimate is the memory estimate's parts (engine/memory), under the name `check` uses.
+type Estimate = memory.Estimate
+
+// EstimateMemory is the estimate of a run of c on a model of config mc from config.json alone
+// (bf16 weight files assumed, prompts of max_prompt_length): what `rlhfstation check` reports.
+func EstimateMemory(mc *model.Config, c *config.Config, quantizedFolder bool) Estimate {
+	return memory.For(memory.Model{Config: mc, DTypeBytes: 2, Quantized: quantizedFolder}, c, 0)
 }
