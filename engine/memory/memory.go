@@ -21,8 +21,8 @@ import (
 // Estimate is a run's peak resident memory by part, in bytes.
 type Estimate struct {
 	Fixed int64 // the program, the Go runtime, the tokenizer
-	// Load is the loader's peak: the float32 weights and the weight files' pages mapped
-	// while they are read (the quantizer's copies come after the files are closed).
+	// Load is the loader's peak: what it holds at once of the float32 weights, the 4-bit
+	// linears it makes as it reads them, and the weight files' mapped pages.
 	Load int64
 	// Weights are what stays resident while training: the embeddings and head in float32,
 	// the linears 4-bit (or float32 with [quant] type "none").
@@ -112,9 +112,17 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		e.Load = 4*total + file
 		e.Weights = 4 * total
 	default:
-		// Loading holds the float32 weights and the mapped files; quantizing then adds the
-		// 4-bit copies and the new buffer of the rest before the float32 linears go.
-		e.Load = 4*total + max(file, q4+4*(total-linear))
+		// The loader quantizes each linear as it reads it from the mapped file (model.LoadWith):
+		// first the 4-bit linears with one linear's float32 and its pages at a time, then the
+		// float32 embeddings, head and norms with one tensor's pages at a time.
+		var maxLinear int64
+		for _, s := range model.LoRAShapes(mc, nil) {
+			maxLinear = max(maxLinear, int64(s[0])*int64(s[1]))
+		}
+		perParam := float64(file) / float64(total) // bytes a parameter takes in the files
+		embed := int64(mc.Vocab) * int64(mc.Dim)
+		e.Load = max(q4+maxLinear*4+int64(float64(maxLinear)*perParam),
+			4*(total-linear)+q4+int64(float64(embed)*perParam))
 		e.Weights = 4*(total-linear) + q4
 	}
 	prompt := c.MaxPromptLength
