@@ -60,6 +60,71 @@ extern "C" __global__ void dequant4_f32(float* out, const u8* packed, const floa
 #define GEMV_MAX_M 8
 #define GEMV_ROWS 2
 
+// q4_rows_dot adds to acc[q][mi] this lane's share of W[r0 + q]·x[mi] for R output features of a
+// 4-bit weight expanded in registers (never stored) and m ≤ M rows of x: the inner loop of the
+// decode products gemv4_bf16 and q4_linear_t. Each lane takes 16 weights (8 bytes) of a row a
+// step, so a warp reads 256 contiguous bytes of each row; vec selects 16-byte loads of x.
+template <int R, int M>
+__device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, int ldx, int m, const u8* packed, const float* absmax,
+                                            const u8* qabsmax, const float* nested_absmax, const float* ncode, const float* code,
+                                            float offset, int r0, int rows, int cols, int block_shift, int vec, int lane) {
+    if (vec) {
+        for (int c = lane * 16; c < cols; c += 32 * 16) {
+            float w[R][16];
+#pragma unroll
+            for (int q = 0; q < R; q++) {
+                int r = min(r0 + q, rows - 1);  // a missing last row repeats one; its result is not stored
+                i64 j = (i64)r * cols + c;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u32x2 p = *(const u32x2*)(packed + (j >> 1));
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    u32 b0 = (p.x >> (8 * k)) & 0xff, b1 = (p.y >> (8 * k)) & 0xff;
+                    w[q][2 * k] = code[b0 >> 4] * s;
+                    w[q][2 * k + 1] = code[b0 & 15] * s;
+                    w[q][8 + 2 * k] = code[b1 >> 4] * s;
+                    w[q][8 + 2 * k + 1] = code[b1 & 15] * s;
+                }
+            }
+#pragma unroll
+            for (int mi = 0; mi < M; mi++) {
+                if (mi < m) {
+                    const u32x4* xp = (const u32x4*)(x + (i64)mi * ldx + c);
+                    u32x4 a = xp[0], b = xp[1];
+                    u32 xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                    for (int q = 0; q < R; q++) {
+                        float t = 0.f;
+#pragma unroll
+                        for (int k = 0; k < 8; k++) t += lo_bf16(xs[k]) * w[q][2 * k] + hi_bf16(xs[k]) * w[q][2 * k + 1];
+                        acc[q][mi] += t;
+                    }
+                }
+            }
+        }
+    } else {
+        for (int c = lane; c < cols; c += 32) {
+            float w[R];
+#pragma unroll
+            for (int q = 0; q < R; q++) {
+                int r = min(r0 + q, rows - 1);
+                i64 j = (i64)r * cols + c;
+                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                u8 b = packed[j >> 1];
+                w[q] = code[(j & 1) ? (b & 15) : (b >> 4)] * s;
+            }
+#pragma unroll
+            for (int mi = 0; mi < M; mi++) {
+                if (mi < m) {
+                    float xv = bf16_to_f32(x[(i64)mi * ldx + c]);
+#pragma unroll
+                    for (int q = 0; q < R; q++) acc[q][mi] += xv * w[q];
+                }
+            }
+        }
+    }
+}
+
 // y[m, rows] = x[m, cols]·Wᵀ for the few rows of a decode step (m ≤ 8), the 4-bit weight
 // expanded in registers and never stored. Each warp computes GEMV_ROWS output features
 // (each x load serves them all); each lane takes 16 weights (8 bytes) of a row a step, so
@@ -82,61 +147,7 @@ extern "C" __global__ void gemv4_bf16(bf16* y, int ldy, const bf16* x, int ldx, 
     for (int q = 0; q < GEMV_ROWS; q++)
 #pragma unroll
         for (int k = 0; k < GEMV_MAX_M; k++) acc[q][k] = 0.f;
-    if (vec) {
-        for (int c = lane * 16; c < cols; c += 32 * 16) {
-            float w[GEMV_ROWS][16];
-#pragma unroll
-            for (int q = 0; q < GEMV_ROWS; q++) {
-                int r = min(r0 + q, rows - 1);  // a missing last row repeats one; its result is not stored
-                i64 j = (i64)r * cols + c;
-                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
-                u32x2 p = *(const u32x2*)(packed + (j >> 1));
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    u32 b0 = (p.x >> (8 * k)) & 0xff, b1 = (p.y >> (8 * k)) & 0xff;
-                    w[q][2 * k] = code[b0 >> 4] * s;
-                    w[q][2 * k + 1] = code[b0 & 15] * s;
-                    w[q][8 + 2 * k] = code[b1 >> 4] * s;
-                    w[q][8 + 2 * k + 1] = code[b1 & 15] * s;
-                }
-            }
-#pragma unroll
-            for (int mi = 0; mi < GEMV_MAX_M; mi++) {
-                if (mi < m) {
-                    const u32x4* xp = (const u32x4*)(x + (i64)mi * ldx + c);
-                    u32x4 a = xp[0], b = xp[1];
-                    u32 xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-                    for (int q = 0; q < GEMV_ROWS; q++) {
-                        float t = 0.f;
-#pragma unroll
-                        for (int k = 0; k < 8; k++) t += lo_bf16(xs[k]) * w[q][2 * k] + hi_bf16(xs[k]) * w[q][2 * k + 1];
-                        acc[q][mi] += t;
-                    }
-                }
-            }
-        }
-    } else {
-        for (int c = lane; c < cols; c += 32) {
-            float w[GEMV_ROWS];
-#pragma unroll
-            for (int q = 0; q < GEMV_ROWS; q++) {
-                int r = min(r0 + q, rows - 1);
-                i64 j = (i64)r * cols + c;
-                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
-                u8 b = packed[j >> 1];
-                w[q] = code[(j & 1) ? (b & 15) : (b >> 4)] * s;
-            }
-#pragma unroll
-            for (int mi = 0; mi < GEMV_MAX_M; mi++) {
-                if (mi < m) {
-                    float xv = bf16_to_f32(x[(i64)mi * ldx + c]);
-#pragma unroll
-                    for (int q = 0; q < GEMV_ROWS; q++) acc[q][mi] += xv * w[q];
-                }
-            }
-        }
-    }
+    q4_rows_dot<GEMV_ROWS, GEMV_MAX_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec, lane);
 #pragma unroll
     for (int q = 0; q < GEMV_ROWS; q++) {
 #pragma unroll

@@ -54,61 +54,7 @@ __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx,
     for (int q = 0; q < Q4L_ROWS; q++)
 #pragma unroll
         for (int k = 0; k < Q4L_M; k++) acc[q][k] = 0.f;
-    if (vec) {
-        for (int c = lane * 16; c < cols; c += 32 * 16) {
-            float w[Q4L_ROWS][16];
-#pragma unroll
-            for (int q = 0; q < Q4L_ROWS; q++) {
-                int r = min(r0 + q, rows - 1);  // a missing last row repeats one; its result is not stored
-                i64 j = (i64)r * cols + c;
-                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
-                u32x2 p = *(const u32x2*)(packed + (j >> 1));
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    u32 b0 = (p.x >> (8 * k)) & 0xff, b1 = (p.y >> (8 * k)) & 0xff;
-                    w[q][2 * k] = code[b0 >> 4] * s;
-                    w[q][2 * k + 1] = code[b0 & 15] * s;
-                    w[q][8 + 2 * k] = code[b1 >> 4] * s;
-                    w[q][8 + 2 * k + 1] = code[b1 & 15] * s;
-                }
-            }
-#pragma unroll
-            for (int mi = 0; mi < Q4L_M; mi++) {
-                if (mi < m) {
-                    const u32x4* xp = (const u32x4*)(x + (i64)mi * ldx + c);
-                    u32x4 a = xp[0], b = xp[1];
-                    u32 xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-                    for (int q = 0; q < Q4L_ROWS; q++) {
-                        float t = 0.f;
-#pragma unroll
-                        for (int k = 0; k < 8; k++) t += lo_bf16(xs[k]) * w[q][2 * k] + hi_bf16(xs[k]) * w[q][2 * k + 1];
-                        acc[q][mi] += t;
-                    }
-                }
-            }
-        }
-    } else {
-        for (int c = lane; c < cols; c += 32) {
-            float w[Q4L_ROWS];
-#pragma unroll
-            for (int q = 0; q < Q4L_ROWS; q++) {
-                int r = min(r0 + q, rows - 1);
-                i64 j = (i64)r * cols + c;
-                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
-                u8 b = packed[j >> 1];
-                w[q] = code[(j & 1) ? (b & 15) : (b >> 4)] * s;
-            }
-#pragma unroll
-            for (int mi = 0; mi < Q4L_M; mi++) {
-                if (mi < m) {
-                    float xv = bf16_to_f32(x[(i64)mi * ldx + c]);
-#pragma unroll
-                    for (int q = 0; q < Q4L_ROWS; q++) acc[q][mi] += xv * w[q];
-                }
-            }
-        }
-    }
+    q4_rows_dot<Q4L_ROWS, Q4L_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec, lane);
     if (xa) {
         xa += (i64)m0 * ldxa;
 #pragma unroll
