@@ -56,6 +56,12 @@ func (b *Backend) AttentionForward(out, probs, q Buf, spans []Span, a Attention)
 	if err != nil {
 		return err
 	}
+	if probs.Nil() {
+		p, ok, err := b.raggedPlanOf(spans, a, false)
+		if err != nil || ok {
+			return firstErr(err, b.queue(nil, func(o *owner) error { return o.raggedForward(bf(out), bf(q), p, shapeOf(a)) }))
+		}
+	}
 	// The row kernel's positions: those of every row of the short spans, span after span.
 	var pos []int32
 	if probs.Nil() {
@@ -146,6 +152,11 @@ func (b *Backend) AttentionBackward(dq, dout, probs, q Buf, spans []Span, a Atte
 	sp, err := b.spans(spans, a, true)
 	if err != nil {
 		return err
+	}
+	// the stored probabilities are never read: the backward recomputes them from the scores
+	p, ok, err := b.raggedPlanOf(spans, a, true)
+	if err != nil || ok {
+		return firstErr(err, b.queue(nil, func(o *owner) error { return o.raggedBackward(bf(dq), bf(dout), bf(q), p, shapeOf(a)) }))
 	}
 	return b.queue(nil, func(o *owner) error {
 		return o.attentionBackward(bf(dq), bf(dout), bf(probs), bf(q), sp, shapeOf(a))

@@ -130,6 +130,18 @@ var kernelCosts = map[string]costFunc{
 		keys := a.hint // every row's keys, summed
 		return Count{Read: rows*heads*hd*2 + keys*kvh*hd*2*2, Written: rows * heads * hd * 2, Flops: 4 * keys * heads * hd}
 	},
+	// the backward's two passes: keys = the (row, key) pairs seen, summed (o.hint); each
+	// pair reads its key and value once per query head
+	"attn_bwd_dq": func(a *costArgs) Count {
+		rows, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
+		keys := a.hint
+		return Count{Read: rows*heads*hd*2*3 + 2*keys*kvh*hd*2*2, Written: rows*heads*(hd*2+8), Flops: 10 * keys * heads * hd}
+	},
+	"attn_bwd_dkv": func(a *costArgs) Count {
+		entries, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
+		pairs := a.hint
+		return Count{Read: entries*kvh*hd*2*4 + pairs*heads*(hd*2*2+8), Written: entries * kvh * hd * 2 * 2, Flops: 8 * pairs * heads * hd}
+	},
 	"attn_expand_kv": expandKV, "attn_expand_kv_f32": expandKV,
 	"attn_reduce_kv": func(a *costArgs) Count {
 		L, hd := a.i("L"), a.i("hd")

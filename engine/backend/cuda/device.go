@@ -32,6 +32,10 @@ type Device struct {
 	// noKeep: expand 4-bit weights per product, keeping none (tests of that path).
 	noKeep bool
 
+	// ragged is the attention's index table of the current pass (ragged.go), used from the
+	// caller's goroutine.
+	ragged raggedTable
+
 	// owner is touched only on the owning thread.
 	owner *owner
 }

@@ -170,3 +170,173 @@ extern "C" __global__ void __launch_bounds__(1024) attn_reduce_kv(bf16* dst, int
         *o = f32_to_bf16(bf16_to_f32(*o) + s);
     }
 }
+
+// The backward of attention over ragged spans, flash-style: no probabilities are kept; each
+// is recomputed from the scores. Rows and keys are those of attn_rows: query row r at
+// position pos[r] reads its span's keys from key row kbase[r] on (key j at (kbase[r] + j)·ldk
+// + kvh·hd of k, v and their gradients).
+//
+// attn_bwd_dq: dq[r, h] += scale·Σ_j dS_j·k_j, dS_j = P_j·(dP_j − D)·cap′, dP_j = dO·v_j,
+// D = Σ_j P_j·dP_j. A first pass over the keys forms the log-sum-exp and D with an online
+// softmax (as attn_rows), a second dS; both are kept in stats[r, h] = (lse, D) for
+// attn_bwd_dkv. Grid (rows, heads), ROWS_WARPS warps taking keys in turn, lanes splitting the
+// head dimension.
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq(bf16* dq, float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout,
+                                                              const int* kbase, const int* pos, int heads, int kv_heads, int hd, int ldk,
+                                                              float scale, int window, float softcap) {
+    __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS], st[ROWS_WARPS];
+    __shared__ float sacc[ROWS_WARPS][ROWS_MAX_DIMS * 32];
+    int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int kvh = h / (heads / kv_heads);
+    int p = pos[r];
+    int k0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+    i64 qo = ((i64)r * heads + h) * hd;
+    i64 base = (i64)kbase[r] * ldk + (i64)kvh * hd;
+    float qv[ROWS_MAX_DIMS], gv[ROWS_MAX_DIMS], acc[ROWS_MAX_DIMS];
+#pragma unroll
+    for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+        int d = lane + 32 * t;
+        qv[t] = d < hd ? bf16_to_f32(q[qo + d]) * scale : 0.f;
+        gv[t] = d < hd ? bf16_to_f32(dout[qo + d]) : 0.f;
+        acc[t] = 0.f;
+    }
+    float m = NEG_INF, l = 0.f, tt = 0.f;
+    for (int j = k0 + w; j <= p; j += ROWS_WARPS) {
+        const bf16* kj = k + base + (i64)j * ldk;
+        const bf16* vj = v + base + (i64)j * ldk;
+        float s = 0.f, dp = 0.f;
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            int d = lane + 32 * t;
+            if (d < hd) {
+                s += qv[t] * bf16_to_f32(kj[d]);
+                dp += gv[t] * bf16_to_f32(vj[d]);
+            }
+        }
+        s = softcapf(warp_sum(s), softcap);
+        dp = warp_sum(dp);
+        float mn = fmaxf(m, s);
+        float c = __expf(m - mn), e = __expf(s - mn);
+        l = l * c + e;
+        tt = tt * c + e * dp;
+        m = mn;
+    }
+    if (lane == 0) {
+        sm[w] = m;
+        sl[w] = l;
+        st[w] = tt;
+    }
+    __syncthreads();
+    float M = NEG_INF;
+    for (int i = 0; i < ROWS_WARPS; i++) M = fmaxf(M, sm[i]);
+    float L = 0.f, T = 0.f;
+    for (int i = 0; i < ROWS_WARPS; i++)
+        if (sl[i] > 0.f) {
+            float c = __expf(sm[i] - M);
+            L += sl[i] * c;
+            T += st[i] * c;
+        }
+    float lse = M + logf(L), D = T / L;
+    for (int j = k0 + w; j <= p; j += ROWS_WARPS) {
+        const bf16* kj = k + base + (i64)j * ldk;
+        const bf16* vj = v + base + (i64)j * ldk;
+        float s = 0.f, dp = 0.f;
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            int d = lane + 32 * t;
+            if (d < hd) {
+                s += qv[t] * bf16_to_f32(kj[d]);
+                dp += gv[t] * bf16_to_f32(vj[d]);
+            }
+        }
+        s = softcapf(warp_sum(s), softcap);
+        dp = warp_sum(dp);
+        float ds = __expf(s - lse) * (dp - D) * softcap_slope(s, softcap);
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            int d = lane + 32 * t;
+            if (d < hd) acc[t] += ds * bf16_to_f32(kj[d]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < ROWS_MAX_DIMS; t++) sacc[w][lane + 32 * t] = acc[t];
+    __syncthreads();
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float s = 0.f;
+        for (int i = 0; i < ROWS_WARPS; i++) s += sacc[i][d];
+        dq[qo + d] = f32_to_bf16(bf16_to_f32(dq[qo + d]) + scale * s);
+    }
+    if (threadIdx.x == 0) {
+        stats[2 * ((i64)r * heads + h)] = lse;
+        stats[2 * ((i64)r * heads + h) + 1] = D;
+    }
+}
+
+// attn_bwd_dkv: dk[j] += scale·Σ dS·q and dv[j] += Σ P·dO over the query rows that see key j
+// and the query heads of its key/value head, with P and dS recomputed from attn_bwd_dq's
+// stats. keys[5e..5e+4] describes key entry e: its key row, its span's first query row, that
+// row's position, the span's rows and the key's position. Grid (entries, kv_heads),
+// ROWS_WARPS warps taking (row, head) pairs in turn; each key's gradients have one owner, so
+// the sums are deterministic.
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkv(bf16* dk, bf16* dv, const float* stats, const bf16* q, const bf16* k, const bf16* v,
+                                                               const bf16* dout, const int* keys, int heads, int kv_heads, int hd, int ldk,
+                                                               float scale, int window, float softcap) {
+    __shared__ float sk[ROWS_WARPS][ROWS_MAX_DIMS * 32];
+    __shared__ float sv[ROWS_WARPS][ROWS_MAX_DIMS * 32];
+    int e = blockIdx.x, kvh = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int group = heads / kv_heads;
+    const int* ke = keys + 5 * (i64)e;
+    int krow = ke[0], row0 = ke[1], pos0 = ke[2], n = ke[3], j = ke[4];
+    int i0 = max(0, j - pos0), i1 = n;  // the span's rows whose position reaches key j
+    if (window > 0) i1 = min(n, j + window - pos0);
+    i64 ko = (i64)krow * ldk + (i64)kvh * hd;
+    float kv[ROWS_MAX_DIMS], vv[ROWS_MAX_DIMS], ak[ROWS_MAX_DIMS], av[ROWS_MAX_DIMS];
+#pragma unroll
+    for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+        int d = lane + 32 * t;
+        kv[t] = d < hd ? bf16_to_f32(k[ko + d]) * scale : 0.f;
+        vv[t] = d < hd ? bf16_to_f32(v[ko + d]) : 0.f;
+        ak[t] = 0.f;
+        av[t] = 0.f;
+    }
+    int pairs = (i1 > i0 ? i1 - i0 : 0) * group;
+    for (int x = w; x < pairs; x += ROWS_WARPS) {
+        int r = row0 + i0 + x / group, h = kvh * group + x % group;
+        i64 qo = ((i64)r * heads + h) * hd;
+        float qv[ROWS_MAX_DIMS], gv[ROWS_MAX_DIMS];
+        float s = 0.f, dp = 0.f;
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            int d = lane + 32 * t;
+            qv[t] = d < hd ? bf16_to_f32(q[qo + d]) : 0.f;
+            gv[t] = d < hd ? bf16_to_f32(dout[qo + d]) : 0.f;
+            s += qv[t] * kv[t];
+            dp += gv[t] * vv[t];
+        }
+        s = softcapf(warp_sum(s), softcap);
+        dp = warp_sum(dp);
+        const float* sr = stats + 2 * ((i64)r * heads + h);
+        float pr = __expf(s - sr[0]);
+        float ds = pr * (dp - sr[1]) * softcap_slope(s, softcap);
+#pragma unroll
+        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+            ak[t] += ds * qv[t];
+            av[t] += pr * gv[t];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+        sk[w][lane + 32 * t] = ak[t];
+        sv[w][lane + 32 * t] = av[t];
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0.f, b = 0.f;
+        for (int i = 0; i < ROWS_WARPS; i++) {
+            a += sk[i][d];
+            b += sv[i][d];
+        }
+        dk[ko + d] = f32_to_bf16(bf16_to_f32(dk[ko + d]) + scale * a);
+        dv[ko + d] = f32_to_bf16(bf16_to_f32(dv[ko + d]) + b);
+    }
+}
