@@ -135,7 +135,7 @@ var kernelCosts = map[string]costFunc{
 	"attn_bwd_dq": func(a *costArgs) Count {
 		rows, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
 		keys := a.hint
-		return Count{Read: rows*heads*hd*2*3 + 2*keys*kvh*hd*2*2, Written: rows*heads*(hd*2+8), Flops: 10 * keys * heads * hd}
+		return Count{Read: rows*heads*hd*2*3 + 2*keys*kvh*hd*2*2, Written: rows * heads * (hd*2 + 8), Flops: 10 * keys * heads * hd}
 	},
 	"attn_bwd_dkv": func(a *costArgs) Count {
 		entries, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
