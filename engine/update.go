@@ -121,7 +121,9 @@ func (e *Engine) rollout(ctx context.Context, step int) (*stepRollout, error) {
 // its gradient into the adapters.
 func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux, error) {
 	ga := len(batches)
-	e.adapters.ZeroGrad()
+	if err := e.adapters.ZeroGrad(); err != nil {
+		return 0, grpo.Stats{}, ntlAux{}, err
+	}
 	var loss float64
 	var lossStats grpo.Stats
 	var aux ntlAux

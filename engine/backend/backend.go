@@ -179,6 +179,15 @@ type Backend interface {
 	// are optional (xa and B together); y and res are Act or Stream, bias float32.
 	Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf, r int, scale float32, rows int) error
 
+	// LinearsBackward is the backward of linears sharing their input x [rows, In]: 4-bit
+	// weights, each with a LoRA adapter or none, the LoRA terms s·(x·Aᵀ)·Bᵀ with xa = x·Aᵀ
+	// kept from the forward (each adapter's R columns at Off of rows ldxa apart, in the Act
+	// precision). It sets dx (or accumulates into it, with acc) to
+	// Σ_i dy_i·W_i + Σ_i (s·dy_i·B_i)·A_i and accumulates each adapter's gradients,
+	// GradB += s·dy_iᵀ·xa_i and GradA += (s·dy_i·B_i)ᵀ·x: a block's q, k and v (or gate and
+	// up) in one op. A, B and their gradients are float32; dy_i Act or Stream.
+	LinearsBackward(dx Buf, acc bool, x, xa Buf, ldxa int, ls []LinearGrad, rows int) error
+
 	// The LM head, log-probabilities, sampling.
 
 	// Logits sets out[rows,vocab] (float32) = hidden·headᵀ.
@@ -218,7 +227,8 @@ type Backend interface {
 	// GradNorm returns the global L2 norm of the gradients (a host boundary). The partial
 	// sums meet in a fixed order: the same gradients give the same norm.
 	GradNorm(grads []Buf) (float64, error)
-	// ScaleAll multiplies every tensor by s (gradient clipping).
+	// ScaleAll multiplies every tensor by s (gradient clipping); s = 0 clears them, NaN and
+	// infinities included (every gradient zeroed in one call).
 	ScaleAll(xs []Buf, s float32) error
 }
 
@@ -308,3 +318,54 @@ func DropoutKeep(seed uint64, i int, p float32) bool {
 
 // DropoutThreshold is p·2³², the hash value below which an element is dropped.
 func DropoutThreshold(p float32) uint32 { return uint32(min(float64(p)*(1<<32), (1<<32)-1)) }
+
+// LinearGrad is one linear of LinearsBackward: its 4-bit weight, the gradient of its output
+// dy [rows, W.Rows], and its adapter (A [R, W.Cols], B [W.Rows, R], their gradients, the
+// scale and its columns Off of xa), or none (A absent).
+type LinearGrad struct {
+	W                  *Q4
+	DY                 Buf
+	A, B, GradA, GradB Buf
+	R, Off             int
+	Scale              float32
+}
+
+// LinearsBackwardOps is LinearsBackward composed of b's other ops, as lora.Layer's backward
+// and the 4-bit input gradient compute it: the reference the CPU runs, and a fallback.
+func LinearsBackwardOps(b Backend, dx Buf, acc bool, x, xa Buf, ldxa int, ls []LinearGrad, rows int) error {
+	if len(ls) == 0 || rows == 0 {
+		return nil
+	}
+	in := ls[0].W.Cols
+	if !acc {
+		b.Zero(dx.Slice(0, rows*in))
+	}
+	for _, l := range ls {
+		if err := b.Q4MulAcc(dx, l.DY, l.W, rows); err != nil {
+			return err
+		}
+		if l.A.Nil() {
+			continue
+		}
+		out, r := l.W.Rows, l.R
+		dxa, err := b.Alloc(F32, rows*r)
+		if err != nil {
+			return err
+		}
+		err = b.GEMM(true, false, out, r, rows, l.Scale, l.DY, out, xa.From(l.Off), ldxa, 1, l.GradB, r)
+		if err == nil {
+			err = b.GEMM(false, false, rows, r, out, l.Scale, l.DY, out, l.B, r, 0, dxa, r)
+		}
+		if err == nil {
+			err = b.GEMM(true, false, r, in, rows, 1, dxa, r, x, in, 1, l.GradA, in)
+		}
+		if err == nil {
+			err = b.GEMM(false, false, rows, in, r, 1, dxa, r, l.A, in, 1, dx, in)
+		}
+		b.Free(dxa)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

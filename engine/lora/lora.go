@@ -357,12 +357,22 @@ func (s *Set) Load(source string, tensors []checkpoint.Tensor) error {
 	return nil
 }
 
-// ZeroGrad clears the gradients of every layer.
-func (s *Set) ZeroGrad() {
+// ZeroGrad clears the gradients of every layer: one call per backend (ScaleAll by 0 clears).
+func (s *Set) ZeroGrad() error {
+	grads := map[backend.Backend][]backend.Buf{}
+	var order []backend.Backend
 	for _, l := range s.Layers {
-		l.b.Zero(l.GradA)
-		l.b.Zero(l.GradB)
+		if grads[l.b] == nil {
+			order = append(order, l.b)
+		}
+		grads[l.b] = append(grads[l.b], l.GradA, l.GradB)
 	}
+	for _, b := range order {
+		if err := b.ScaleAll(grads[b], 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RandomizeB fills B as nn.Linear(r, out) initialises its weight, U(−1/√r, 1/√r): PEFT's

@@ -59,11 +59,13 @@ func (o *AdamW) Update(lr float64) error {
 	return o.b.AdamW(o.ops, lr, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.Step)
 }
 
-// ZeroGrad clears every gradient.
-func ZeroGrad(b backend.Backend, params []*Param) {
-	for _, p := range params {
-		b.Zero(p.Grad)
+// ZeroGrad clears every gradient, in one call (ScaleAll by 0 clears).
+func ZeroGrad(b backend.Backend, params []*Param) error {
+	grads := make([]backend.Buf, len(params))
+	for i, p := range params {
+		grads[i] = p.Grad
 	}
+	return b.ScaleAll(grads, 0)
 }
 
 // GradNorm is the global L2 norm of all gradients.

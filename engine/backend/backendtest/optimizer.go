@@ -104,4 +104,23 @@ func optimizerOps(e *env) {
 			}
 		}
 	})
+	// s = 0 clears, whatever the tensors held (a step's non-finite gradients included): one
+	// call zeroes every gradient
+	e.check("ScaleAll by 0", shape, func() {
+		got := e.twin(func(s *side) []backend.Buf {
+			var xs []backend.Buf
+			for _, g := range grad {
+				h := append([]float32(nil), g...)
+				h[0], h[len(h)-1] = float32(math.NaN()), float32(math.Inf(-1))
+				xs = append(xs, s.acc(h))
+			}
+			s.do("ScaleAll", s.b.ScaleAll(xs, 0))
+			return xs
+		})
+		if got != nil {
+			for i, g := range grad {
+				e.oracle(fmt.Sprintf("tensor %d cleared", i), got[i], make([]float64, len(g)), 0, 0)
+			}
+		}
+	})
 }

@@ -756,6 +756,10 @@ func (*Backend) ScaleAll(xs []backend.Buf, s float32) error {
 		if a.err != nil {
 			return fmt.Errorf("scale of tensor %d: %w", i, a.err)
 		}
+		if s == 0 {
+			clear(v)
+			continue
+		}
 		for j := range v {
 			v[j] *= s
 		}

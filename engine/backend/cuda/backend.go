@@ -10,13 +10,14 @@ import (
 
 // The interface's types: this package's ops take and return them as they are.
 type (
-	Buf       = backend.Buf
-	DType     = backend.DType
-	Span      = backend.Span
-	Attention = backend.Attention
-	OptParam  = backend.OptParam
-	RoPETable = backend.RoPETable
-	Q4        = backend.Q4
+	Buf        = backend.Buf
+	DType      = backend.DType
+	Span       = backend.Span
+	Attention  = backend.Attention
+	OptParam   = backend.OptParam
+	RoPETable  = backend.RoPETable
+	Q4         = backend.Q4
+	LinearGrad = backend.LinearGrad
 )
 
 const (

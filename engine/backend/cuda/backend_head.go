@@ -492,7 +492,8 @@ func (b *Backend) GradNorm(grads []Buf) (float64, error) {
 	return math.Sqrt(float64(s[0])), nil
 }
 
-// ScaleAll multiplies every float32 tensor by s in one launch (gradient clipping).
+// ScaleAll multiplies every float32 tensor by s in one launch (gradient clipping); s = 0
+// clears them (zeroing a step's gradients).
 func (b *Backend) ScaleAll(xs []Buf, s float32) error {
 	if len(xs) == 0 {
 		return nil

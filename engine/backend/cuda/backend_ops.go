@@ -544,6 +544,7 @@ func (b *Backend) FreeQ4(w *Q4) {
 		_ = b.Free(x)
 	}
 	st.bufs = nil
+	b.d.enqueue(func(o *owner) error { o.dropStacked(st); return nil })
 	if p := st.expanded; p != 0 {
 		st.expanded = 0
 		b.d.enqueue(func(o *owner) error {

@@ -143,6 +143,10 @@ var kernelCosts = map[string]costFunc{
 		return Count{Read: entries*kvh*hd*2*4 + pairs*heads*(hd*2*2+8), Written: entries * kvh * hd * 2 * 2, Flops: 8 * pairs * heads * hd}
 	},
 	"attn_expand_kv": expandKV, "attn_expand_kv_f32": expandKV,
+	// hint: dB's products (Σ out·r·rows); the rest from the shape
+	"lora_grads_bf16": loraGrads(2), "lora_grads_f32": loraGrads(4),
+	// hint: dA's products (rows·width); each is paired with one of dx's, rows·in·width in all
+	"lora_in_bf16": loraIn(2), "lora_in_f32": loraIn(4),
 	"attn_reduce_kv": func(a *costArgs) Count {
 		L, hd := a.i("L"), a.i("hd")
 		return Count{Read: 2 * L * a.i("heads") * hd, Written: 2 * L * a.i("kvHeads") * hd, Flops: L * a.i("heads") * hd}
@@ -317,4 +321,23 @@ func undeclaredKernels() []string {
 		}
 	}
 	return out
+}
+
+// loraGrads: dy read twice (dB, dxa) and written once as bf16, xa and B read, dB and dxa written.
+func loraGrads(size int64) costFunc {
+	return func(a *costArgs) Count {
+		rows, width, r := a.i("rows"), a.i("width"), max(1, a.i("r"))
+		tot := a.i("out0") + a.i("out1") + a.i("out2")
+		return Count{Read: 2*size*rows*tot + 2*rows*width + 4*tot*r, Written: 2*rows*tot + 4*rows*width + 4*tot*r,
+			Flops: 2*a.hint + 2*rows*tot*r}
+	}
+}
+
+// loraIn: dxa and x read, dA and dx read and written.
+func loraIn(size int64) costFunc {
+	return func(a *costArgs) Count {
+		rows, width, in := a.i("rows"), a.i("width"), a.i("in")
+		return Count{Read: 4*rows*width + 2*rows*in + 4*width*in + size*rows*in + 4*width*in, Written: 4*width*in + size*rows*in,
+			Flops: 2*a.hint*in + 2*rows*in*width}
+	}
 }

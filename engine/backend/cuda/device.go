@@ -62,6 +62,8 @@ type owner struct {
 	// expandedBytes is the 4-bit weights' kept bf16 expansions (backend_ops.go expandedQ4).
 	expandedBytes int64
 	kept          []*q4State // the weights whose expansions are kept
+	// stacked are the expansions of weights one above the other (linears.go), by weights.
+	stacked map[[3]*q4State]*q4State
 }
 
 // launchArgs is cuLaunchKernel's kernelParams: ptrs[i] points at slot i. Pinned once for

@@ -65,6 +65,10 @@ const (
 	kLogprobBackward
 	kLogprobBackwardF32
 	kDigitProbs
+	kLoraGradsBF16
+	kLoraGradsF32
+	kLoraInBF16
+	kLoraInF32
 	kRmsnormForward
 	kRmsnormForwardF32
 	kRmsnormForwardBF16
@@ -155,6 +159,10 @@ var kernelNames = [numKernels]string{
 	"logprob_backward",
 	"logprob_backward_f32",
 	"digit_probs",
+	"lora_grads_bf16",
+	"lora_grads_f32",
+	"lora_in_bf16",
+	"lora_in_f32",
 	"rmsnorm_forward",
 	"rmsnorm_forward_f32",
 	"rmsnorm_forward_bf16",
@@ -244,6 +252,10 @@ var kernelArgs = [numKernels]int{
 	7,
 	7,
 	7,
+	23,
+	23,
+	16,
+	16,
 	8,
 	8,
 	8,
@@ -334,6 +346,10 @@ var kernelParams = [numKernels][]kparam{
 	{{"dlogits", pOut, 2}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
 	{{"dlogits", pOut, 4}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
 	{{"out", pOut, 4}, {"logits", pIn, 4}, {"ids", pIn, 4}, {"values", pIn, 4}, {"n", pInt, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}},
+	{{"dy16", pOut, 2}, {"dxa", pOut, 4}, {"gb0", pOut, 4}, {"gb1", pOut, 4}, {"gb2", pOut, 4}, {"dy0", pIn, 2}, {"dy1", pIn, 2}, {"dy2", pIn, 2}, {"b0", pIn, 4}, {"b1", pIn, 4}, {"b2", pIn, 4}, {"out0", pInt, 4}, {"out1", pInt, 4}, {"out2", pInt, 4}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"width", pInt, 4}, {"rows", pInt, 4}, {"r", pInt, 4}, {"scale", pFloat, 4}},
+	{{"dy16", pOut, 2}, {"dxa", pOut, 4}, {"gb0", pOut, 4}, {"gb1", pOut, 4}, {"gb2", pOut, 4}, {"dy0", pIn, 4}, {"dy1", pIn, 4}, {"dy2", pIn, 4}, {"b0", pIn, 4}, {"b1", pIn, 4}, {"b2", pIn, 4}, {"out0", pInt, 4}, {"out1", pInt, 4}, {"out2", pInt, 4}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"width", pInt, 4}, {"rows", pInt, 4}, {"r", pInt, 4}, {"scale", pFloat, 4}},
+	{{"ga0", pOut, 4}, {"ga1", pOut, 4}, {"ga2", pOut, 4}, {"dx", pOut, 2}, {"dxa", pIn, 4}, {"x", pIn, 2}, {"a0", pIn, 4}, {"a1", pIn, 4}, {"a2", pIn, 4}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"width", pInt, 4}, {"rows", pInt, 4}, {"in", pInt, 4}, {"r", pInt, 4}},
+	{{"ga0", pOut, 4}, {"ga1", pOut, 4}, {"ga2", pOut, 4}, {"dx", pOut, 4}, {"dxa", pIn, 4}, {"x", pIn, 2}, {"a0", pIn, 4}, {"a1", pIn, 4}, {"a2", pIn, 4}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"width", pInt, 4}, {"rows", pInt, 4}, {"in", pInt, 4}, {"r", pInt, 4}},
 	{{"out", pOut, 2}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
 	{{"out", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
 	{{"out", pOut, 2}, {"rstd", pOut, 4}, {"inp", pIn, 2}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
@@ -1041,6 +1057,108 @@ func (o *owner) digitProbs(d dims, out devptr[float32], logits devptr[float32], 
 	s[5] = uint64(uint32(rows))
 	s[6] = uint64(uint32(vocab))
 	return o.launch(kDigitProbs, d)
+}
+
+// loraGradsBF16 launches lora_grads_bf16(bf16* dy16, float* dxa, float* gb0, float* gb1, float* gb2, const bf16* dy0, const bf16* dy1, const bf16* dy2, const float* b0, const float* b1, const float* b2, int out0, int out1, int out2, int off0, int off1, int off2, const bf16* xa, int ldxa, int width, int rows, int r, float scale).
+func (o *owner) loraGradsBF16(d dims, dy16 devptr[bf16], dxa devptr[float32], gb0 devptr[float32], gb1 devptr[float32], gb2 devptr[float32], dy0 devptr[bf16], dy1 devptr[bf16], dy2 devptr[bf16], b0 devptr[float32], b1 devptr[float32], b2 devptr[float32], out0 int32, out1 int32, out2 int32, off0 int32, off1 int32, off2 int32, xa devptr[bf16], ldxa int32, width int32, rows int32, r int32, scale float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dy16)
+	s[1] = uint64(dxa)
+	s[2] = uint64(gb0)
+	s[3] = uint64(gb1)
+	s[4] = uint64(gb2)
+	s[5] = uint64(dy0)
+	s[6] = uint64(dy1)
+	s[7] = uint64(dy2)
+	s[8] = uint64(b0)
+	s[9] = uint64(b1)
+	s[10] = uint64(b2)
+	s[11] = uint64(uint32(out0))
+	s[12] = uint64(uint32(out1))
+	s[13] = uint64(uint32(out2))
+	s[14] = uint64(uint32(off0))
+	s[15] = uint64(uint32(off1))
+	s[16] = uint64(uint32(off2))
+	s[17] = uint64(xa)
+	s[18] = uint64(uint32(ldxa))
+	s[19] = uint64(uint32(width))
+	s[20] = uint64(uint32(rows))
+	s[21] = uint64(uint32(r))
+	s[22] = uint64(math.Float32bits(scale))
+	return o.launch(kLoraGradsBF16, d)
+}
+
+// loraGradsF32 launches lora_grads_f32(bf16* dy16, float* dxa, float* gb0, float* gb1, float* gb2, const float* dy0, const float* dy1, const float* dy2, const float* b0, const float* b1, const float* b2, int out0, int out1, int out2, int off0, int off1, int off2, const bf16* xa, int ldxa, int width, int rows, int r, float scale).
+func (o *owner) loraGradsF32(d dims, dy16 devptr[bf16], dxa devptr[float32], gb0 devptr[float32], gb1 devptr[float32], gb2 devptr[float32], dy0 devptr[float32], dy1 devptr[float32], dy2 devptr[float32], b0 devptr[float32], b1 devptr[float32], b2 devptr[float32], out0 int32, out1 int32, out2 int32, off0 int32, off1 int32, off2 int32, xa devptr[bf16], ldxa int32, width int32, rows int32, r int32, scale float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dy16)
+	s[1] = uint64(dxa)
+	s[2] = uint64(gb0)
+	s[3] = uint64(gb1)
+	s[4] = uint64(gb2)
+	s[5] = uint64(dy0)
+	s[6] = uint64(dy1)
+	s[7] = uint64(dy2)
+	s[8] = uint64(b0)
+	s[9] = uint64(b1)
+	s[10] = uint64(b2)
+	s[11] = uint64(uint32(out0))
+	s[12] = uint64(uint32(out1))
+	s[13] = uint64(uint32(out2))
+	s[14] = uint64(uint32(off0))
+	s[15] = uint64(uint32(off1))
+	s[16] = uint64(uint32(off2))
+	s[17] = uint64(xa)
+	s[18] = uint64(uint32(ldxa))
+	s[19] = uint64(uint32(width))
+	s[20] = uint64(uint32(rows))
+	s[21] = uint64(uint32(r))
+	s[22] = uint64(math.Float32bits(scale))
+	return o.launch(kLoraGradsF32, d)
+}
+
+// loraInBF16 launches lora_in_bf16(float* ga0, float* ga1, float* ga2, bf16* dx, const float* dxa, const bf16* x, const float* a0, const float* a1, const float* a2, int off0, int off1, int off2, int width, int rows, int in, int r).
+func (o *owner) loraInBF16(d dims, ga0 devptr[float32], ga1 devptr[float32], ga2 devptr[float32], dx devptr[bf16], dxa devptr[float32], x devptr[bf16], a0 devptr[float32], a1 devptr[float32], a2 devptr[float32], off0 int32, off1 int32, off2 int32, width int32, rows int32, in int32, r int32) error {
+	s := &o.args.slots
+	s[0] = uint64(ga0)
+	s[1] = uint64(ga1)
+	s[2] = uint64(ga2)
+	s[3] = uint64(dx)
+	s[4] = uint64(dxa)
+	s[5] = uint64(x)
+	s[6] = uint64(a0)
+	s[7] = uint64(a1)
+	s[8] = uint64(a2)
+	s[9] = uint64(uint32(off0))
+	s[10] = uint64(uint32(off1))
+	s[11] = uint64(uint32(off2))
+	s[12] = uint64(uint32(width))
+	s[13] = uint64(uint32(rows))
+	s[14] = uint64(uint32(in))
+	s[15] = uint64(uint32(r))
+	return o.launch(kLoraInBF16, d)
+}
+
+// loraInF32 launches lora_in_f32(float* ga0, float* ga1, float* ga2, float* dx, const float* dxa, const bf16* x, const float* a0, const float* a1, const float* a2, int off0, int off1, int off2, int width, int rows, int in, int r).
+func (o *owner) loraInF32(d dims, ga0 devptr[float32], ga1 devptr[float32], ga2 devptr[float32], dx devptr[float32], dxa devptr[float32], x devptr[bf16], a0 devptr[float32], a1 devptr[float32], a2 devptr[float32], off0 int32, off1 int32, off2 int32, width int32, rows int32, in int32, r int32) error {
+	s := &o.args.slots
+	s[0] = uint64(ga0)
+	s[1] = uint64(ga1)
+	s[2] = uint64(ga2)
+	s[3] = uint64(dx)
+	s[4] = uint64(dxa)
+	s[5] = uint64(x)
+	s[6] = uint64(a0)
+	s[7] = uint64(a1)
+	s[8] = uint64(a2)
+	s[9] = uint64(uint32(off0))
+	s[10] = uint64(uint32(off1))
+	s[11] = uint64(uint32(off2))
+	s[12] = uint64(uint32(width))
+	s[13] = uint64(uint32(rows))
+	s[14] = uint64(uint32(in))
+	s[15] = uint64(uint32(r))
+	return o.launch(kLoraInF32, d)
 }
 
 // rmsnormForward launches rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps, float offset).

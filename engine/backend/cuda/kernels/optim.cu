@@ -43,8 +43,9 @@ extern "C" __global__ void sumsq_multi(float* partial, const u64* table) {
 }
 
 // x[i] *= s for every tensor of the table (address, count pairs); grid (blocks, tensors).
+// s = 0 stores zeros (NaN·0 would stay NaN): the gradients of a step cleared in one launch.
 extern "C" __global__ void scale_multi(const u64* table, float s) {
     float* x = (float*)table[2 * (i64)blockIdx.y];
     i64 n = (i64)table[2 * (i64)blockIdx.y + 1];
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] *= s;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] = s == 0.f ? 0.f : x[i] * s;
 }

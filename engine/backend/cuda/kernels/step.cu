@@ -112,7 +112,7 @@ extern "C" __global__ void q4_linear_f32(float* y, const float* res, int ldy, co
 // uploaded per call (a decode step captured as a graph uploads nothing: gemma's √dim
 // embedding scale).
 extern "C" __global__ void scale_f32(float* x, i64 n, float s) {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] *= s;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] = s == 0.f ? 0.f : x[i] * s;
 }
 
 // d += A·B for one m16n8k16 tile on the tensor cores, bf16 operands and float32 sums, in the
