@@ -58,6 +58,12 @@ func decodeMonitor(table map[string]any, th *monitor.Thresholds) (key string, er
 	return "", nil
 }
 
+// Grads lets the model run the adapter's training passes itself (model.LowRankGrads), but
+// not with dropout, whose masks the adapter draws.
+func (a *adapter) Grads() (backend.Buf, backend.Buf, bool) {
+	return a.layer.GradA, a.layer.GradB, a.layer.Dropout == 0
+}
+
 // Factors gives the decode step the LoRA factors (model.LowRank).
 func (a *adapter) Factors() (backend.Buf, backend.Buf, int, float32) {
 	l := a.layer

@@ -79,6 +79,7 @@ func newGRPOBench(m *model.Model, size benchSize) *grpoBench {
 	if s.opt, err = optim.NewAdamW(m.Backend(), s.params, 0.9, 0.999, 1e-8, 0); err != nil {
 		panic(err)
 	}
+	s.opt.AfterUpdate(m.AdaptersChanged)
 	for p := 0; p < size.prompts; p++ {
 		ids := make([]int, size.promptN)
 		for i := range ids {

@@ -194,6 +194,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if e.opt, err = optim.NewAdamW(e.model.Backend(), e.params, cfg.AdamBeta1, cfg.AdamBeta2, cfg.AdamEpsilon, cfg.WeightDecay); err != nil {
 		return nil, err
 	}
+	e.opt.AfterUpdate(e.model.AdaptersChanged) // the model's bf16 copies of the adapters
 	k := cfg.LRSchedulerKwargs
 	e.sched = optim.Schedule{Kind: cfg.LRSchedulerType, Warmup: cfg.WarmupStepsFor(), Total: cfg.MaxSteps, BaseLR: cfg.LearningRate,
 		Args: optim.ScheduleArgs{NumCycles: k.NumCycles, MinLR: k.MinLR, MinLRRate: k.MinLRRate, LREnd: k.LREnd, Power: k.Power,

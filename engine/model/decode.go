@@ -7,14 +7,6 @@ import (
 	"rlhfstation/engine/backend"
 )
 
-// LowRank is an adapter of the form s·(x·Aᵀ)·Bᵀ (LoRA) whose factors the decode step may
-// read: A [R,In] and B [Out,R], float32 on the model's backend. The step keeps copies of
-// its own in the backend's activation precision (bf16 on a GPU), so that no product of the
-// step rounds a float32 operand on the way.
-type LowRank interface {
-	Factors() (a, b backend.Buf, r int, scale float32)
-}
-
 // decoder is the decode step over fixed buffers: one new token for each of rows sequences
 // of a cache, with every input of the step in device memory (the ids it feeds, which the
 // step's own sampling overwrites; positions, which it advances; the uniforms, uploaded
@@ -36,49 +28,9 @@ type decoder struct {
 	o        GenerateOptions
 	graph    backend.Graph
 	warm     bool // the step ran once uncaptured: every lazy allocation is made
-	lin      map[*Linear]*lrLinear
-	groups   []*lrGroup
+	lr       *lowRank                // the model's copies of the adapters' factors
+	xa       map[*lrGroup]backend.Buf // each group's x·Aᵀ [rows, width]
 	bufs     []backend.Buf
-}
-
-// lrGroup is the LoRA down-projections of linears sharing their input (q, k and v; gate and
-// up), stacked so that one product gives every x·Aᵀ: xa [rows, width].
-type lrGroup struct {
-	first *Linear // the member whose forward computes the group's product
-	a, xa backend.Buf
-	width int
-}
-
-// lrLinear is one linear's share: its columns of the group's xa and its B.
-type lrLinear struct {
-	g     *lrGroup
-	off   int
-	b     backend.Buf
-	r     int
-	scale float32
-}
-
-// sharedInputs lists block l's linears by shared input: each group's x·Aᵀ is one product.
-func sharedInputs(L *Layer) [][]*Linear {
-	var gs [][]*Linear
-	add := func(ls ...*Linear) {
-		var g []*Linear
-		for _, l := range ls {
-			if l != nil {
-				g = append(g, l)
-			}
-		}
-		if len(g) > 0 {
-			gs = append(gs, g)
-		}
-	}
-	add(L.Q, L.K, L.V)
-	add(L.QKV)
-	add(L.O)
-	add(L.Gate, L.Up)
-	add(L.GateUp)
-	add(L.Down)
-	return gs
 }
 
 // newDecoder readies the step for the sequences seqs of c (row r decodes slot seqs[r]), each
@@ -89,7 +41,7 @@ func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions,
 	if digits.Len() > 0 {
 		out += 10 * rows
 	}
-	d := &decoder{m: m, c: c, rows: rows, seqs: seqs, o: o, digits: digits, lin: map[*Linear]*lrLinear{}, host: make([]int32, out)}
+	d := &decoder{m: m, c: c, rows: rows, seqs: seqs, o: o, digits: digits, xa: map[*lrGroup]backend.Buf{}, host: make([]int32, out)}
 	alloc := func(dt backend.DType, n int) backend.Buf {
 		x, err := b.Alloc(dt, n)
 		if err != nil {
@@ -132,44 +84,19 @@ func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions,
 	return d, nil
 }
 
-// lowRank makes the step's copies of the LoRA factors, in the activation precision: each
-// group's A stacked, each linear's B. Made per Generate, so an optimizer update between
-// two rollouts is always seen.
+// lowRank readies the step's LoRA terms: the model's copies of the factors (made or cast
+// again here, before any capture, when an update made them stale) and each group's xa.
 func (d *decoder) lowRank(alloc func(backend.DType, int) backend.Buf) error {
-	b, dt := d.m.b, d.m.b.Precision().Act
-	for _, L := range d.m.Layers {
-		for _, ls := range sharedInputs(&L) {
-			g := &lrGroup{}
-			var mine []*Linear
-			for _, l := range ls {
-				if lr, ok := l.Adapter.(LowRank); ok && l.Adapter != nil {
-					_, _, r, _ := lr.Factors()
-					g.width += r
-					mine = append(mine, l)
-				}
+	lr, err := d.m.lowRankCopies()
+	if err != nil {
+		return err
+	}
+	d.lr = lr
+	for _, gs := range lr.groups {
+		for _, g := range gs {
+			if d.xa[g] = alloc(d.m.b.Precision().Act, d.rows*g.width); d.xa[g].Nil() {
+				return fmt.Errorf("out of memory for the adapters' products")
 			}
-			if len(mine) == 0 {
-				continue
-			}
-			in := mine[0].In
-			g.first, g.a, g.xa = mine[0], alloc(dt, g.width*in), alloc(dt, d.rows*g.width)
-			if g.a.Nil() || g.xa.Nil() {
-				return fmt.Errorf("out of memory for the adapters' copies")
-			}
-			off := 0
-			for _, l := range mine {
-				a, bb, r, s := l.Adapter.(LowRank).Factors()
-				x := alloc(dt, bb.Len())
-				if x.Nil() {
-					return fmt.Errorf("out of memory for the adapters' copies")
-				}
-				if err := first(b.Cast(g.a.Slice(off*in, r*in), a), func() error { return b.Cast(x, bb) }); err != nil {
-					return err
-				}
-				d.lin[l] = &lrLinear{g: g, off: off, b: x, r: r, scale: s}
-				off += r
-			}
-			d.groups = append(d.groups, g)
 		}
 	}
 	return nil
@@ -263,7 +190,10 @@ func (d *decoder) step(u []float64) ([]int32, []float32, []float32, error) {
 // (an adapter without factors): the caller runs the generic path.
 func (d *decoder) linear(l *Linear, out, res, x backend.Buf, rows int) (bool, error) {
 	m, b := d.m, d.m.b
-	lr := d.lin[l]
+	var lr *lrLinear
+	if d.lr != nil {
+		lr = d.lr.lin[l]
+	}
 	if d.p.ad == AdaptersOn && l.Adapter != nil && lr == nil {
 		return false, nil
 	}
@@ -271,13 +201,13 @@ func (d *decoder) linear(l *Linear, out, res, x backend.Buf, rows int) (bool, er
 	var r, ld int
 	var scale float32
 	if lr != nil {
-		g := lr.g
+		g, gxa := lr.g, d.xa[lr.g]
 		if g.first == l {
-			if err := b.GEMM(false, true, rows, g.width, l.In, 1, x, l.In, g.a, l.In, 0, g.xa, g.width); err != nil {
+			if err := b.GEMM(false, true, rows, g.width, l.In, 1, x, l.In, g.a, l.In, 0, gxa, g.width); err != nil {
 				return true, err
 			}
 		}
-		xa, ld, lb, r, scale = g.xa.Slice(lr.off, (rows-1)*g.width+lr.r), g.width, lr.b, lr.r, lr.scale
+		xa, ld, lb, r, scale = gxa.Slice(lr.off, (rows-1)*g.width+lr.r), g.width, lr.b, lr.r, lr.scale
 	}
 	var bias backend.Buf
 	if l.bias != nil {

@@ -142,12 +142,13 @@ type scratch struct {
 	logits backend.Buf // [n,Vocab] float32, grown on demand
 	last   backend.Buf // the last rows' hidden states [n,Dim]
 	logp   backend.Buf // log-probs of a pass [rows]
+	xa     backend.Buf // a group's x·Aᵀ [rows, width] (lowrank.go)
 	host   []float32   // logits returned by Forward
 }
 
 // free releases the scratch memory.
 func (s *scratch) free(b backend.Backend) {
-	for _, x := range append(s.mem[:], s.logits, s.last, s.logp) {
+	for _, x := range append(s.mem[:], s.logits, s.last, s.logp, s.xa) {
 		if !x.Nil() {
 			b.Free(x)
 		}
@@ -211,6 +212,10 @@ type pass struct {
 	ad       Adapters
 	dec      *decoder // the decode step: ids and positions already on the device, indices too
 	maxPos   int      // with dec: the positions stay below it
+	layer    int      // the block running
+	// xa gives the buffer of a group's x·Aᵀ in block layer: a tape's (kept for the
+	// backward), else nil and the scratch's
+	xa func(layer int, g *lrGroup) (backend.Buf, error)
 }
 
 // newPass packs the token lists: tokens[i] continues sequence i from position start(i).
@@ -335,6 +340,7 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 	c, L, b := &m.Config, &m.Layers[l], m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
 	post := c.Sandwich || c.PostNorm
+	p.layer = l
 	x1, x2 := a.n1, a.n2 // the inputs of attention and the MLP: the pre-norms' outputs
 	var err error
 	if c.PostNorm { // olmo2: the stream itself
@@ -424,25 +430,43 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 	return first(err, func() error { return m.linearAdd(p, L.Down, out, a.mid, a.act, tmp, rows) })
 }
 
-// linearFwd is linearForward within a pass: the decode step's own path there.
+// linearFwd is linearForward within a pass: the decode step's own path there, a fast
+// group's fused 4-bit op (lowrank.go) in the other passes.
 func (m *Model) linearFwd(p *pass, l *Linear, y, x backend.Buf, rows int) error {
 	if p.dec != nil {
 		if ok, err := p.dec.linear(l, y, backend.Buf{}, x, rows); ok || err != nil {
 			return err
 		}
+	} else if ok, err := m.q4Linear(p, p.layer, l, y, backend.Buf{}, x, rows, m.xaOf(p)); ok || err != nil {
+		return err
 	}
 	return m.linearForward(l, y, x, rows, p.train, p.ad)
 }
 
-// linearAdd sets out = res + linear(x) (out may be res): one fused op in the decode step for
-// a 4-bit weight, else the product into tmp and a residual add.
+// linearAdd sets out = res + linear(x) (out may be res): one fused op for a 4-bit weight (in
+// the decode step, or a fast group), else the product into tmp and a residual add.
 func (m *Model) linearAdd(p *pass, l *Linear, out, res, x, tmp backend.Buf, rows int) error {
 	if _, q4 := l.W.(*Quantized); q4 && p.dec != nil {
 		if ok, err := p.dec.linear(l, out, res, x, rows); ok || err != nil {
 			return err
 		}
+	} else if q4 {
+		if ok, err := m.q4Linear(p, p.layer, l, out, res, x, rows, m.xaOf(p)); ok || err != nil {
+			return err
+		}
 	}
 	return first(m.linearFwd(p, l, tmp, x, rows), func() error { return m.b.ResidualForward(out, res, tmp, rows*m.Config.Dim) })
+}
+
+// xaOf gives a pass's buffers of the groups' x·Aᵀ: the tape's, or one scratch buffer the
+// groups take in turn (each group's linears run one after the other).
+func (m *Model) xaOf(p *pass) func(g *lrGroup) (backend.Buf, error) {
+	return func(g *lrGroup) (backend.Buf, error) {
+		if p.xa != nil {
+			return p.xa(p.layer, g)
+		}
+		return m.scratchBuf(&m.scratch.xa, p.rows*g.width, m.b.Precision().Act)
+	}
 }
 
 // first runs the steps in order while they succeed: err, or the first step's failure.

@@ -126,6 +126,7 @@ type Model struct {
 	// them, and the bytes of their 4-bit form; zero when it quantized none.
 	QuantizedAtLoad [2]int64
 	scratch         scratch
+	lr              lowRank // the adapters' factors in the activation precision (lowrank.go)
 }
 
 // Adapters chooses whether a pass runs the linears' adapters; the zero value runs them.

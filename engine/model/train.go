@@ -39,6 +39,8 @@ type Tape struct {
 	hsel    backend.Buf // their final hidden states [len(sel),Dim]
 	hselMem backend.Buf
 	mem     [kinds]backend.Buf // the activation allocations
+	xa      [][]backend.Buf    // each block's groups' x·Aᵀ (lowrank.go), kept for the backward
+	lr      *lowRank           // the adapters' copies of the forward (nil: none)
 	g       grads              // backward scratch
 	dig     digitTape
 }
@@ -46,6 +48,7 @@ type Tape struct {
 // grads is the backward's scratch: one block's worth, reused from the last block down.
 type grads struct {
 	mem           [kinds]backend.Buf
+	cleared       backend.Buf // fc1, fc2, q, k, v (qpre, kpre) side by side: zeroed at once per block
 	res           backend.Buf // gradient of the residual stream [rows,Dim]
 	hidden        backend.Buf // gradient of the final norm's output
 	n, att        backend.Buf
@@ -95,6 +98,13 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	t.seqs, t.p, t.ad, t.invT = seqs, p, o.Adapters, invTemperature(o.Temperature)
 	t.DigitLogits, t.DigitGrad, t.dig.at = nil, nil, nil
 	t.targets = targetsOf(p, seqs)
+	t.lr = nil
+	if o.Adapters == AdaptersOn && m.hasLowRank() {
+		if t.lr, err = m.lowRankCopies(); err != nil {
+			return fmt.Errorf("train forward: %w", err)
+		}
+	}
+	p.xa = func(layer int, g *lrGroup) (backend.Buf, error) { return t.xa[layer][g.idx], nil }
 	rows := p.rows
 	if rows == 0 {
 		t.LogProbs, t.Entropy = make([][]float32, len(seqs)), nil
@@ -227,6 +237,16 @@ func (t *Tape) lay(ar *arena, rows int) {
 		// GEMM per head instead of a sequence-length-squared buffer per head and block
 		t.layers = append(t.layers, m.carveActs(ar, rows, true))
 	}
+	t.xa = t.xa[:0]
+	if t.lr != nil {
+		for _, gs := range t.lr.groups {
+			var xs []backend.Buf
+			for _, g := range gs {
+				xs = append(xs, ar.take(kAct, rows*g.width))
+			}
+			t.xa = append(t.xa, xs)
+		}
+	}
 	t.final, t.hidden, t.tmp = ar.take(kStream, rows*D), ar.take(kAct, rows*D), ar.take(kAct, rows*D)
 	t.fmean, t.frstd = ar.take(kF32, rows), ar.take(kF32, rows)
 }
@@ -249,23 +269,28 @@ func (t *Tape) layGrads(ar *arena, rows int) {
 	D, F := c.Dim, c.Hidden
 	chunk := min(len(t.sel), t.m.headRows())
 	g := &t.g
-	g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
-	g.att, g.q = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.QDim())
-	g.k, g.v = ar.take(kAct, rows*c.KVDim()), ar.take(kAct, rows*c.KVDim())
-	g.qkv = ar.take(kAct, rows*qkvWidth(c))
+	// the gradients the block's ops accumulate into from zero, side by side: one fill a block
+	n := rows * (2*F + c.QDim() + 2*c.KVDim())
 	if c.QKNorm {
-		g.qpre, g.kpre = ar.take(kAct, rows*c.QDim()), ar.take(kAct, rows*c.KVDim())
+		n += rows * (c.QDim() + c.KVDim())
 	}
+	g.cleared = ar.take(kAct, n)
+	cl := arena{buf: [kinds]backend.Buf{kAct: g.cleared}}
+	g.fc1, g.fc2 = cl.take(kAct, rows*F), cl.take(kAct, rows*F)
+	g.q, g.k, g.v = cl.take(kAct, rows*c.QDim()), cl.take(kAct, rows*c.KVDim()), cl.take(kAct, rows*c.KVDim())
+	if c.QKNorm {
+		g.qpre, g.kpre = cl.take(kAct, rows*c.QDim()), cl.take(kAct, rows*c.KVDim())
+	}
+	g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
+	g.att = ar.take(kAct, rows*c.QDim())
+	g.qkv = ar.take(kAct, rows*qkvWidth(c))
 	if c.Sandwich || c.PostNorm {
 		g.o = ar.take(kAct, rows*D)
-	}
-	if c.Family() != GPT2 {
-		g.fc2 = ar.take(kAct, rows*F)
 	}
 	if c.Fused {
 		g.gu = ar.take(kAct, rows*2*F)
 	}
-	g.fc1, g.act = ar.take(kAct, rows*F), ar.take(kAct, rows*F)
+	g.act = ar.take(kAct, rows*F)
 	g.logits, g.dl = ar.take(kF32, chunk*c.Vocab), ar.take(kF32, chunk*c.Vocab)
 	if c.FinalSoftcap > 0 {
 		g.draw = ar.take(kF32, chunk*c.Vocab)
@@ -413,7 +438,6 @@ func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
 func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	c, L, a, gr, p, b := &m.Config, &m.Layers[l], &t.layers[l], &t.g, t.p, m.b
 	rows, D, F := p.rows, c.Dim, c.Hidden
-	ad := t.ad
 	post := c.Sandwich || c.PostNorm
 	x1, x2 := a.n1, a.n2 // the inputs of attention and the MLP (olmo2: the stream itself)
 	if c.PostNorm {
@@ -421,21 +445,18 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	}
 	// out = mid + [PostMLP](Down(MLP(norm2(mid))))
 	var err error
-	dDown := gr.res // the gradient of Down's output
+	b.Zero(gr.cleared) // fc1, fc2, q, k, v: accumulated into below
+	dDown := gr.res    // the gradient of Down's output
 	if post {
 		b.Zero(gr.o)
 		err, dDown = m.normRowsBackward(L.PostMLP, gr.o, gr.res, a.mo, a.morstd, rows, D, g), gr.o
 	}
-	b.Zero(gr.act)
-	err = first(err, func() error { return m.linearBackward(L.Down, gr.act, dDown, a.act, rows, g, ad) })
-	b.Zero(gr.fc1)
-	b.Zero(gr.n)
+	err = first(err, func() error { return m.linearsBackward(t, l, []*Linear{L.Down}, gr.act, false, []backend.Buf{dDown}, a.act, g) })
 	if c.Family() == GPT2 {
 		err = first(err,
 			func() error { return b.GELUBackward(gr.fc1, gr.act, a.fc1, rows*F) },
-			func() error { return m.linearBackward(L.Up, gr.n, gr.fc1, x2, rows, g, ad) })
+			func() error { return m.linearsBackward(t, l, []*Linear{L.Up}, gr.n, false, []backend.Buf{gr.fc1}, x2, g) })
 	} else {
-		b.Zero(gr.fc2)
 		switch c.MLP {
 		case SwiGLU:
 			err = first(err, func() error { return b.SwiGLUBackward(gr.fc1, gr.fc2, gr.act, a.fc1, a.fc2, rows*F) })
@@ -446,11 +467,11 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 			err = first(err,
 				func() error { return b.Copy2D(gr.gu, 2*F, gr.fc1, F, rows, F) },
 				func() error { return b.Copy2D(gr.gu.From(F), 2*F, gr.fc2, F, rows, F) },
-				func() error { return m.linearBackward(L.GateUp, gr.n, gr.gu, x2, rows, g, ad) })
+				func() error { return m.linearsBackward(t, l, []*Linear{L.GateUp}, gr.n, false, []backend.Buf{gr.gu}, x2, g) })
 		} else {
-			err = first(err,
-				func() error { return m.linearBackward(L.Gate, gr.n, gr.fc1, x2, rows, g, ad) },
-				func() error { return m.linearBackward(L.Up, gr.n, gr.fc2, x2, rows, g, ad) })
+			err = first(err, func() error {
+				return m.linearsBackward(t, l, []*Linear{L.Gate, L.Up}, gr.n, false, []backend.Buf{gr.fc1, gr.fc2}, x2, g)
+			})
 		}
 	}
 	err = first(err, func() error { return m.preNormBackward(L.Norm2, gr.res, gr.n, a.mid, a.mean2, a.rstd2, rows, g) })
@@ -466,13 +487,9 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 		}
 		dO = gr.o
 	}
-	b.Zero(gr.att)
-	if err := m.linearBackward(L.O, gr.att, dO, a.att, rows, g, ad); err != nil {
+	if err := m.linearsBackward(t, l, []*Linear{L.O}, gr.att, false, []backend.Buf{dO}, a.att, g); err != nil {
 		return err
 	}
-	b.Zero(gr.q)
-	b.Zero(gr.k)
-	b.Zero(gr.v)
 	kvd := c.KVDim()
 	spans := make([]backend.Span, len(p.runs))
 	for i, r := range p.runs {
@@ -493,9 +510,7 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 		}
 	}
 	dq, dk := gr.q, gr.k // gradients of the projections' outputs
-	if c.QKNorm {
-		b.Zero(gr.qpre)
-		b.Zero(gr.kpre)
+	if c.QKNorm { // qpre and kpre: cleared with the others
 		qr, qd, kr, kd := c.qkNormRows(rows)
 		err := first(m.normRowsBackward(L.QNorm, gr.qpre, gr.q, a.qpre, a.qrstd, qr, qd, g),
 			func() error { return m.normRowsBackward(L.KNorm, gr.kpre, gr.k, a.kpre, a.krstd, kr, kd, g) })
@@ -504,14 +519,11 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 		}
 		dq, dk = gr.qpre, gr.kpre
 	}
-	b.Zero(gr.n)
 	if L.QKV != nil {
 		err = first(mergeQKV(b, gr.qkv, dq, dk, gr.v, rows, c.QDim(), kvd),
-			func() error { return m.linearBackward(L.QKV, gr.n, gr.qkv, x1, rows, g, ad) })
+			func() error { return m.linearsBackward(t, l, []*Linear{L.QKV}, gr.n, false, []backend.Buf{gr.qkv}, x1, g) })
 	} else {
-		err = first(m.linearBackward(L.Q, gr.n, dq, x1, rows, g, ad),
-			func() error { return m.linearBackward(L.K, gr.n, dk, x1, rows, g, ad) },
-			func() error { return m.linearBackward(L.V, gr.n, gr.v, x1, rows, g, ad) })
+		err = m.linearsBackward(t, l, []*Linear{L.Q, L.K, L.V}, gr.n, false, []backend.Buf{dq, dk, gr.v}, x1, g)
 	}
 	return first(err, func() error { return m.preNormBackward(L.Norm1, gr.res, gr.n, a.in, a.mean1, a.rstd1, rows, g) })
 }

@@ -27,7 +27,12 @@ type AdamW struct {
 	Params                         []*Param
 	b                              backend.Backend
 	ops                            []backend.OptParam
+	after                          []func()
 }
+
+// AfterUpdate registers f to run after each update: what keeps copies of the parameters in
+// step (the model's copies of its adapters' factors, model.Model.AdaptersChanged).
+func (o *AdamW) AfterUpdate(f func()) { o.after = append(o.after, f) }
 
 // NewAdamW allocates zeroed moments for params on b (those that have none yet).
 func NewAdamW(b backend.Backend, params []*Param, beta1, beta2, eps, weightDecay float64) (*AdamW, error) {
@@ -56,7 +61,13 @@ func NewAdamW(b backend.Backend, params []*Param, beta1, beta2, eps, weightDecay
 //	p ← p − lr · (m / (1−β1^t)) / (√(v / (1−β2^t)) + ε)
 func (o *AdamW) Update(lr float64) error {
 	o.Step++
-	return o.b.AdamW(o.ops, lr, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.Step)
+	if err := o.b.AdamW(o.ops, lr, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.Step); err != nil {
+		return err
+	}
+	for _, f := range o.after {
+		f()
+	}
+	return nil
 }
 
 // ZeroGrad clears every gradient, in one call (ScaleAll by 0 clears).

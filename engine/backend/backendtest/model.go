@@ -358,6 +358,7 @@ func grpoStep(s *modelSide, seqs [][]int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	opt.AfterUpdate(s.m.AdaptersChanged)
 	return res.Loss, opt.Update(1e-2)
 }
 

@@ -78,6 +78,9 @@ func (a *testAdapter) Backward(dx, dy, x backend.Buf, rows int) error {
 	return a.l.Backward(dx, dy, x, &a.act)
 }
 
+// Grads lets the model run the adapter's training passes (model.LowRankGrads).
+func (a *testAdapter) Grads() (backend.Buf, backend.Buf, bool) { return a.l.GradA, a.l.GradB, true }
+
 // Factors gives the decode step the factors (model.LowRank), as the engine's adapter does.
 func (a *testAdapter) Factors() (backend.Buf, backend.Buf, int, float32) {
 	return a.l.A, a.l.B, a.l.R, a.l.Scale
@@ -123,6 +126,7 @@ func measureStep(t testing.TB, be *cuda.Backend, cfg model.Config, s stepShape) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	opt.AfterUpdate(m.AdaptersChanged)
 	prompts := make([][]int, s.seqs)
 	for i := range prompts {
 		for j := 0; j < s.prompt; j++ {
