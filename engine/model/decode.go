@@ -27,8 +27,8 @@ type decoder struct {
 	host     []int32
 	o        GenerateOptions
 	graph    backend.Graph
-	warm     bool // the step ran once uncaptured: every lazy allocation is made
-	lr       *lowRank                // the model's copies of the adapters' factors
+	warm     bool                     // the step ran once uncaptured: every lazy allocation is made
+	lr       *lowRank                 // the model's copies of the adapters' factors
 	xa       map[*lrGroup]backend.Buf // each group's x·Aᵀ [rows, width]
 	bufs     []backend.Buf
 }

@@ -451,11 +451,15 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 		b.Zero(gr.o)
 		err, dDown = m.normRowsBackward(L.PostMLP, gr.o, gr.res, a.mo, a.morstd, rows, D, g), gr.o
 	}
-	err = first(err, func() error { return m.linearsBackward(t, l, []*Linear{L.Down}, gr.act, false, []backend.Buf{dDown}, a.act, g) })
+	err = first(err, func() error {
+		return m.linearsBackward(t, l, []*Linear{L.Down}, gr.act, false, []backend.Buf{dDown}, a.act, g)
+	})
 	if c.Family() == GPT2 {
 		err = first(err,
 			func() error { return b.GELUBackward(gr.fc1, gr.act, a.fc1, rows*F) },
-			func() error { return m.linearsBackward(t, l, []*Linear{L.Up}, gr.n, false, []backend.Buf{gr.fc1}, x2, g) })
+			func() error {
+				return m.linearsBackward(t, l, []*Linear{L.Up}, gr.n, false, []backend.Buf{gr.fc1}, x2, g)
+			})
 	} else {
 		switch c.MLP {
 		case SwiGLU:
@@ -467,7 +471,9 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 			err = first(err,
 				func() error { return b.Copy2D(gr.gu, 2*F, gr.fc1, F, rows, F) },
 				func() error { return b.Copy2D(gr.gu.From(F), 2*F, gr.fc2, F, rows, F) },
-				func() error { return m.linearsBackward(t, l, []*Linear{L.GateUp}, gr.n, false, []backend.Buf{gr.gu}, x2, g) })
+				func() error {
+					return m.linearsBackward(t, l, []*Linear{L.GateUp}, gr.n, false, []backend.Buf{gr.gu}, x2, g)
+				})
 		} else {
 			err = first(err, func() error {
 				return m.linearsBackward(t, l, []*Linear{L.Gate, L.Up}, gr.n, false, []backend.Buf{gr.fc1, gr.fc2}, x2, g)
@@ -510,7 +516,7 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 		}
 	}
 	dq, dk := gr.q, gr.k // gradients of the projections' outputs
-	if c.QKNorm { // qpre and kpre: cleared with the others
+	if c.QKNorm {        // qpre and kpre: cleared with the others
 		qr, qd, kr, kd := c.qkNormRows(rows)
 		err := first(m.normRowsBackward(L.QNorm, gr.qpre, gr.q, a.qpre, a.qrstd, qr, qd, g),
 			func() error { return m.normRowsBackward(L.KNorm, gr.kpre, gr.k, a.kpre, a.krstd, kr, kd, g) })
@@ -521,7 +527,9 @@ func (m *Model) blockBackward(t *Tape, l int, g *Grads) error {
 	}
 	if L.QKV != nil {
 		err = first(mergeQKV(b, gr.qkv, dq, dk, gr.v, rows, c.QDim(), kvd),
-			func() error { return m.linearsBackward(t, l, []*Linear{L.QKV}, gr.n, false, []backend.Buf{gr.qkv}, x1, g) })
+			func() error {
+				return m.linearsBackward(t, l, []*Linear{L.QKV}, gr.n, false, []backend.Buf{gr.qkv}, x1, g)
+			})
 	} else {
 		err = m.linearsBackward(t, l, []*Linear{L.Q, L.K, L.V}, gr.n, false, []backend.Buf{dq, dk, gr.v}, x1, g)
 	}

@@ -88,7 +88,9 @@ func (a *loraAdapter) Backward(dx, dy, x backend.Buf, rows int) error {
 
 // Grads lets the model run the adapter's training passes (model.LowRankGrads), as the
 // engine's adapter does.
-func (a *loraAdapter) Grads() (backend.Buf, backend.Buf, bool) { return a.l.GradA, a.l.GradB, a.l.Dropout == 0 }
+func (a *loraAdapter) Grads() (backend.Buf, backend.Buf, bool) {
+	return a.l.GradA, a.l.GradB, a.l.Dropout == 0
+}
 
 // Factors lets the decode step read the factors (model.LowRank), as the engine's adapter does.
 func (a *loraAdapter) Factors() (backend.Buf, backend.Buf, int, float32) {
