@@ -281,7 +281,9 @@ func (t *Tape) layGrads(ar *arena, rows int) {
 	if c.QKNorm {
 		g.qpre, g.kpre = cl.take(kAct, rows*c.QDim()), cl.take(kAct, rows*c.KVDim())
 	}
-	g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kAct, rows*D)
+	// the norms' output gradients in the stream's precision, as their input gradients: the
+	// norms' backward then reads them as they are
+	g.res, g.hidden, g.n = ar.take(kStream, rows*D), ar.take(kStream, rows*D), ar.take(kStream, rows*D)
 	g.att = ar.take(kAct, rows*c.QDim())
 	g.qkv = ar.take(kAct, rows*qkvWidth(c))
 	if c.Sandwich || c.PostNorm {
