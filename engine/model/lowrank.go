@@ -199,14 +199,6 @@ func (lr *lowRank) free() {
 	lr.bufs, lr.lin, lr.groups = nil, nil, nil
 }
 
-// group is the lrGroup of the adapted linear l (nil: none).
-func (lr *lowRank) group(l *Linear) *lrGroup {
-	if c := lr.lin[l]; c != nil {
-		return c.g
-	}
-	return nil
-}
-
 // fastGroup reports whether the linears ls sharing an input run grouped in a pass with
 // adapters ad (training: train): every weight 4-bit and, with the adapters on, every adapter
 // a LowRank one with copies (and in training without dropout); with its adapters' group.

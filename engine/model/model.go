@@ -141,6 +141,8 @@ const (
 func (m *Model) Use(b backend.Backend) error {
 	if m.b != nil && m.b != b {
 		m.scratch.free(m.b)
+		m.lr.free()
+		m.lr = lowRank{refreshes: m.lr.refreshes}
 	}
 	m.b, m.rope = b, [3]*backend.RoPETable{}
 	return nil
