@@ -206,7 +206,9 @@ func (e *Engine) resume(runDir string) error {
 	if err := e.adapters.Load(path, c.Tensors); err != nil {
 		return err
 	}
-	e.model.AdaptersChanged()
+	if err := e.model.AdaptersChanged(); err != nil {
+		return err
+	}
 	for _, p := range e.params {
 		m, v := c.Optimizer.ExpAvg[p.Name], c.Optimizer.ExpAvgSq[p.Name]
 		if len(m) != p.M.Len() || len(v) != p.V.Len() {

@@ -83,9 +83,16 @@ func sharedInputs(L *Layer) [][]*Linear {
 }
 
 // AdaptersChanged tells the model that its adapters' weights changed (an optimizer update,
-// weights loaded): the copies are cast again before the next pass. The optimizer calls it
-// after each update (optim.AdamW.AfterUpdate); attaching other adapters is noticed without it.
-func (m *Model) AdaptersChanged() { m.lr.stale = true }
+// weights loaded): the copies are cast again now (queued after the update), or, when none
+// are made yet, at their first use. The optimizer calls it after each update
+// (optim.AdamW.AfterUpdate); attaching other adapters is noticed without it.
+func (m *Model) AdaptersChanged() error {
+	m.lr.stale = true
+	if m.lr.lin == nil || m.lr.on != m.b || !m.sameAdapters() {
+		return nil
+	}
+	return m.lr.refresh(m.b)
+}
 
 // lowRankCopies returns the copies of the attached adapters' factors, made on first use and
 // when the adapters attached change, cast again (into the same buffers) after an update.

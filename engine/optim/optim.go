@@ -27,12 +27,12 @@ type AdamW struct {
 	Params                         []*Param
 	b                              backend.Backend
 	ops                            []backend.OptParam
-	after                          []func()
+	after                          []func() error
 }
 
 // AfterUpdate registers f to run after each update: what keeps copies of the parameters in
 // step (the model's copies of its adapters' factors, model.Model.AdaptersChanged).
-func (o *AdamW) AfterUpdate(f func()) { o.after = append(o.after, f) }
+func (o *AdamW) AfterUpdate(f func() error) { o.after = append(o.after, f) }
 
 // NewAdamW allocates zeroed moments for params on b (those that have none yet).
 func NewAdamW(b backend.Backend, params []*Param, beta1, beta2, eps, weightDecay float64) (*AdamW, error) {
@@ -65,7 +65,9 @@ func (o *AdamW) Update(lr float64) error {
 		return err
 	}
 	for _, f := range o.after {
-		f()
+		if err := f(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
