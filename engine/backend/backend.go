@@ -187,15 +187,18 @@ type Backend interface {
 	// the target is negative) and, entropy optional, the entropy of each row's distribution;
 	// logits, logp, entropy float32, targets I32.
 	LogProbForward(logp, entropy, logits, targets Buf, rows, vocab int, invTemp float32) error
-	// LogProbBackward accumulates dlogits += dlogp·invTemp·(onehot(target) − softmax) on
-	// the rows with a target.
-	LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error
+	// LogProbBackward accumulates into dlogits the gradient of Σ_r dlogp[r]·logp[r] +
+	// dentropy[r]·H[r] (LogProbForward's outputs): dlogp·invTemp·(onehot(target) − p) on the
+	// rows with a target and, dentropy optional, −dentropy·invTemp·p⊙(log p + H) on every row,
+	// p = softmax(logits·invTemp) and H its entropy.
+	LogProbBackward(dlogits, dlogp, dentropy, logits, targets Buf, rows, vocab int, invTemp float32) error
 	// HeadLogProbs is Logits, SoftcapForward (softcap > 0 only), then LogProbForward, with
 	// the logits formed a chunk of rows at a time only.
 	HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT, softcap float32) error
 	// HeadLogProbsBackward accumulates dhidden += dlogits·head, dlogits the gradient of
-	// Σ dlogp[r]·logp[r] (logits recomputed a chunk at a time; the head frozen).
-	HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT, softcap float32) error
+	// Σ dlogp[r]·logp[r] + dentropy[r]·H[r] (HeadLogProbs' outputs; dentropy optional) as
+	// LogProbBackward forms it (logits recomputed a chunk at a time; the head frozen).
+	HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, targets Buf, rows, dim, vocab int, invT, softcap float32) error
 	// Sample draws one token per row of float32 logits: temperature 0 is greedy (argmax,
 	// lowest id on ties); otherwise softmax(logits/temperature), then top-k (0: all), then
 	// top-p over the top-k renormalised (0 or ≥ 1: all), as Hugging Face's warpers. Row r

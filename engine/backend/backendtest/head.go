@@ -58,6 +58,10 @@ func logProbOps(e *env) {
 		targets := targetsFor(e, rows, vocab)
 		dlogp := e.randn(rows, 1)
 		dlogp[0] = 0 // a row with no gradient
+		dent := e.randn(rows, 1)
+		if rows > 1 {
+			dent[1] = 0 // a row with the log-prob's term alone
+		}
 		dl0 := e.randn(rows*vocab, 0.1)
 		for _, temp := range []float64{1, 0.7} {
 			invT := float32(1 / temp)
@@ -84,39 +88,52 @@ func logProbOps(e *env) {
 				e.oracle("entropy", got[1], we, 1e-5, 1e-5)
 				e.oracle("log p(target), no entropy", got[2], wl, 1e-5, 1e-5)
 			})
-			e.check("LogProbBackward", shape, func() {
-				got := e.twin(func(s *side) []backend.Buf {
-					dl := s.acc(dl0)
-					s.do("LogProbBackward", s.b.LogProbBackward(dl, s.in(dlogp), s.in(logits), s.i32(targets), rows, vocab, invT))
-					return []backend.Buf{dl}
+			for _, withEnt := range []bool{false, true} {
+				e.check("LogProbBackward", fmt.Sprintf("%s entropy=%v", shape, withEnt), func() {
+					got := e.twin(func(s *side) []backend.Buf {
+						dl := s.acc(dl0)
+						var de backend.Buf
+						if withEnt {
+							de = s.in(dent)
+						}
+						s.do("LogProbBackward", s.b.LogProbBackward(dl, s.in(dlogp), de, s.in(logits), s.i32(targets), rows, vocab, invT))
+						return []backend.Buf{dl}
+					})
+					if got == nil {
+						return
+					}
+					want := f64s(dl0)
+					for r := 0; r < rows; r++ {
+						lp, h := logSoftmaxF64(logits[r*vocab:(r+1)*vocab], float64(invT))
+						if withEnt { // ∂H/∂z = −p⊙(log p + H)
+							ge := float64(dent[r]) * float64(invT)
+							for j := range lp {
+								want[r*vocab+j] -= ge * math.Exp(lp[j]) * (lp[j] + h)
+							}
+						}
+						if targets[r] < 0 {
+							continue
+						}
+						g := float64(dlogp[r]) * float64(invT)
+						for j := range lp {
+							want[r*vocab+j] -= g * math.Exp(lp[j])
+						}
+						want[r*vocab+int(targets[r])] += g
+					}
+					e.oracle("dlogp·invT·(onehot − p) − dentropy·invT·p⊙(log p + H)", got[0], want, 1e-6, 1e-5)
 				})
-				if got == nil {
-					return
-				}
-				want := f64s(dl0)
-				for r := 0; r < rows; r++ {
-					if targets[r] < 0 {
-						continue
-					}
-					lp, _ := logSoftmaxF64(logits[r*vocab:(r+1)*vocab], float64(invT))
-					g := float64(dlogp[r]) * float64(invT)
-					for j := range lp {
-						want[r*vocab+j] -= g * math.Exp(lp[j])
-					}
-					want[r*vocab+int(targets[r])] += g
-				}
-				e.oracle("dlogp·invT·(onehot − softmax)", got[0], want, 1e-6, 1e-5)
-			})
+			}
+			// Finite differences of log p(target) and, through dentropy, of the entropy.
 			e.fd("LogProbBackward", shape, fdCase{
 				inputs: [][]float32{logits}, diff: []int{0},
 				forward: func(xs [][]float32) []float32 {
-					lp := zeros(rows)
-					e.ref.LogProbForward(hf(lp), backend.Buf{}, hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
-					return lp
+					out := zeros(2 * rows)
+					e.ref.LogProbForward(hf(out[:rows]), hf(out[rows:]), hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
+					return out
 				},
 				backward: func(xs [][]float32, g []float32) [][]float32 {
 					d := zeros(rows * vocab)
-					e.ref.LogProbBackward(hf(d), hf(g), hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
+					e.ref.LogProbBackward(hf(d), hf(g[:rows]), hf(g[rows:]), hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
 					return [][]float32{d}
 				},
 			})
@@ -133,10 +150,11 @@ func headOps(e *env) {
 		shape := fmt.Sprintf("rows=%d dim=%d vocab=%d", rows, dim, vocab)
 		hidden, head := e.randn(rows*dim, 1), e.randn(vocab*dim, 1/math.Sqrt(float64(dim)))
 		targets := targetsFor(e, rows, vocab)
-		dlogp := e.randn(rows, 1)
+		dlogp, dent := e.randn(rows, 1), e.randn(rows, 1)
 		switch {
 		case rows > 66: // a chunk of rows without gradient (the CPU skips it)
 			clear(dlogp[:64])
+			clear(dent[:64])
 		case rows > 1:
 			dlogp[0] = 0
 		}
@@ -198,24 +216,31 @@ func headOps(e *env) {
 			e.oracle("log p(target) through the head", got[0], wl, 1e-5+3e-7*float64(dim), 1e-5)
 			e.oracle("entropy through the head", got[1], we, 1e-5+3e-7*float64(dim), 1e-5)
 		})
-		e.check("HeadLogProbsBackward", shape, func() {
-			e.twin(func(s *side) []backend.Buf {
-				dh := s.accAs(act, dh0)
-				s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(weight, head), s.in(dlogp), s.i32(targets), rows, dim, vocab, invT, softcap))
-				return []backend.Buf{dh}
+		for _, withEnt := range []bool{false, true} {
+			e.check("HeadLogProbsBackward", fmt.Sprintf("%s entropy=%v", shape, withEnt), func() {
+				e.twin(func(s *side) []backend.Buf {
+					dh := s.accAs(act, dh0)
+					var de backend.Buf
+					if withEnt {
+						de = s.in(dent)
+					}
+					s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(weight, head), s.in(dlogp), de, s.i32(targets), rows, dim, vocab, invT, softcap))
+					return []backend.Buf{dh}
+				})
 			})
-		})
+		}
 		if vocab*rows*dim <= 1<<22 || !e.small {
+			// log p(target) and the entropy through the head, against finite differences
 			e.fd("HeadLogProbsBackward", shape, fdCase{
 				inputs: [][]float32{hidden}, diff: []int{0},
 				forward: func(xs [][]float32) []float32 {
-					lp := zeros(rows)
-					e.ref.HeadLogProbs(hf(lp), backend.Buf{}, hf(xs[0]), hf(head), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
-					return lp
+					out := zeros(2 * rows)
+					e.ref.HeadLogProbs(hf(out[:rows]), hf(out[rows:]), hf(xs[0]), hf(head), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
+					return out
 				},
 				backward: func(xs [][]float32, g []float32) [][]float32 {
 					d := zeros(rows * dim)
-					e.ref.HeadLogProbsBackward(hf(d), hf(xs[0]), hf(head), hf(g), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
+					e.ref.HeadLogProbsBackward(hf(d), hf(xs[0]), hf(head), hf(g[:rows]), hf(g[rows:]), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
 					return [][]float32{d}
 				},
 			})

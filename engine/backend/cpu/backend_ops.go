@@ -562,17 +562,18 @@ func (*Backend) LogProbForward(logp, entropy, logits, targets backend.Buf, rows,
 	return nil
 }
 
-func (*Backend) LogProbBackward(dlogits, dlogp, logits, targets backend.Buf, rows, vocab int, invTemp float32) error {
+func (*Backend) LogProbBackward(dlogits, dlogp, dentropy, logits, targets backend.Buf, rows, vocab int, invTemp float32) error {
 	if rows == 0 {
 		return nil
 	}
 	var a args
 	dlp, t := logProbArgs(&a, dlogp, targets, rows, vocab)
+	de := a.optF32("dentropy", dentropy, rows)
 	dl, l := a.f32("dlogits", dlogits, rows*vocab), a.f32("logits", logits, rows*vocab)
 	if a.err != nil {
 		return a.err
 	}
-	LogProbBackward(dl, dlp, l, t, rows, vocab, invTemp)
+	LogProbBackward(dl, dlp, de, l, t, rows, vocab, invTemp)
 	return nil
 }
 
@@ -615,12 +616,13 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf,
 	return nil
 }
 
-func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
+func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
 	var a args
 	dlp, t := logProbArgs(&a, dlogp, targets, rows, vocab)
+	de := a.optF32("dentropy", dentropy, rows)
 	dh, h, w := a.f32("dhidden", dhidden, rows*dim), a.f32("hidden", hidden, rows*dim), a.f32("head", head, vocab*dim)
 	if a.err != nil {
 		return a.err
@@ -630,7 +632,11 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets bac
 	half := len(buf) / 2
 	for r0 := 0; r0 < rows; r0 += chunk {
 		n := min(chunk, rows-r0)
-		if allZero(dlp[r0 : r0+n]) {
+		var dec []float32
+		if de != nil {
+			dec = de[r0 : r0+n]
+		}
+		if allZero(dlp[r0:r0+n]) && allZero(dec) {
 			continue
 		}
 		logits, dl := buf[:n*vocab], buf[half:half+n*vocab]
@@ -640,7 +646,7 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets bac
 			SoftcapForward(logits, logits, n*vocab, softcap)
 		}
 		clear(dl)
-		LogProbBackward(dl, dlp[r0:r0+n], logits, t[r0:r0+n], n, vocab, invT)
+		LogProbBackward(dl, dlp[r0:r0+n], dec, logits, t[r0:r0+n], n, vocab, invT)
 		if softcap > 0 { // through the cap: the gradient of the raw logits
 			uncap(dl, logits, softcap)
 		}

@@ -210,13 +210,14 @@ func (b *Backend) LogProbForward(logp, entropy, logits, targets Buf, rows, vocab
 		})
 }
 
-// LogProbBackward accumulates dlogits (bf16 or float32) += dlogp·invTemp·(onehot(target) −
-// softmax).
-func (b *Backend) LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error {
-	return b.queue(firstErr(act("dlogits", dlogits, rows*vocab), need("dlogp", dlogp, F32, rows), need("logits", logits, F32, rows*vocab),
-		need("targets", targets, I32, rows)),
+// LogProbBackward accumulates into dlogits (bf16 or float32) the gradient of
+// Σ dlogp·logp + dentropy·H: dlogp·invTemp·(onehot(target) − p) − dentropy·invTemp·p⊙(log p + H)
+// (dentropy optional).
+func (b *Backend) LogProbBackward(dlogits, dlogp, dentropy, logits, targets Buf, rows, vocab int, invTemp float32) error {
+	return b.queue(firstErr(act("dlogits", dlogits, rows*vocab), need("dlogp", dlogp, F32, rows), opt("dentropy", dentropy, F32, rows),
+		need("logits", logits, F32, rows*vocab), need("targets", targets, I32, rows)),
 		func(o *owner) error {
-			return o.logprobsBack(dlogits, f32(logits), f32(dlogp), i32(targets), rows, vocab, invTemp)
+			return o.logprobsBack(dlogits, f32(logits), f32(dlogp), f32(dentropy), i32(targets), rows, vocab, invTemp)
 		})
 }
 
@@ -263,13 +264,14 @@ func (o *owner) logitsOf(lg uintptr, hidden, head Buf, rows, dim, vocab int) err
 }
 
 // HeadLogProbsBackward accumulates dhidden (float32 or bf16) += dlogits·head for dlogits the
-// gradient of Σ dlogp[r]·logp[r] (the logits recomputed a chunk at a time; the head is frozen).
-func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT, softcap float32) error {
+// gradient of Σ dlogp[r]·logp[r] + dentropy[r]·H[r] (dentropy optional; the logits recomputed
+// a chunk at a time; the head is frozen).
+func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, targets Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
 	return b.queue(firstErr(act("dhidden", dhidden, rows*dim), act("hidden", hidden, rows*dim),
-		act("head", head, vocab*dim), need("dlogp", dlogp, F32, rows), need("targets", targets, I32, rows)),
+		act("head", head, vocab*dim), need("dlogp", dlogp, F32, rows), opt("dentropy", dentropy, F32, rows), need("targets", targets, I32, rows)),
 		func(o *owner) error {
 			chunk := headChunk(rows, vocab)
 			lg, err := o.tmp(4 * chunk * vocab)
@@ -296,7 +298,11 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 					return err
 				}
 				dlb := backend.Device(dt, dl, n*vocab)
-				if err := o.logprobsBack(dlb, devptr[float32](lg), f32At(f32(dlogp), r0), devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
+				var dent devptr[float32]
+				if !dentropy.Nil() {
+					dent = f32At(f32(dentropy), r0)
+				}
+				if err := o.logprobsBack(dlb, devptr[float32](lg), f32At(f32(dlogp), r0), dent, devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
 					return err
 				}
 				if err := o.uncap(dlb, devptr[float32](lg), n*vocab, softcap); err != nil {

@@ -242,7 +242,8 @@ func embedding(a *costArgs) Count {
 
 func logprobBack(a *costArgs) Count {
 	e := a.i("rows") * a.i("vocab")
-	return Count{Read: 4*e + e*a.sz("dlogits") + 8*a.i("rows"), Written: e * a.sz("dlogits"), Flops: 6 * e}
+	ent := min(1, a.sz("dentropy")/4) // the entropy's term: its coefficients and 3 more flops a logit
+	return Count{Read: 4*e + e*a.sz("dlogits") + 8*a.i("rows") + 4*a.i("rows")*ent, Written: e * a.sz("dlogits"), Flops: (6 + 3*ent) * e}
 }
 
 // normForward: RMSNorm or LayerNorm of rows×dim, statistics per row.

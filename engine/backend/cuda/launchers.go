@@ -235,8 +235,8 @@ var kernelArgs = [numKernels]int{
 	7,
 	7,
 	7,
-	7,
-	7,
+	8,
+	8,
 	7,
 	8,
 	8,
@@ -323,8 +323,8 @@ var kernelParams = [numKernels][]kparam{
 	{{"out", pOut, 2}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"wte", pIn, 4}, {"wpe", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
 	{{"dwte", pOut, 4}, {"dwpe", pOut, 4}, {"dout", pIn, 4}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
 	{{"logp", pOut, 4}, {"entropy", pOut, 4}, {"logits", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
-	{{"dlogits", pOut, 2}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
-	{{"dlogits", pOut, 4}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"dlogits", pOut, 2}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"dentropy", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"dlogits", pOut, 4}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"dentropy", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
 	{{"out", pOut, 4}, {"logits", pIn, 4}, {"ids", pIn, 4}, {"values", pIn, 4}, {"n", pInt, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}},
 	{{"out", pOut, 2}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
 	{{"out", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
@@ -954,29 +954,31 @@ func (o *owner) logprobForward(d dims, logp devptr[float32], entropy devptr[floa
 	return o.launch(kLogprobForward, d)
 }
 
-// logprobBackward launches logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp).
-func (o *owner) logprobBackward(d dims, dlogits devptr[bf16], logits devptr[float32], dlogp devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
+// logprobBackward launches logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp).
+func (o *owner) logprobBackward(d dims, dlogits devptr[bf16], logits devptr[float32], dlogp devptr[float32], dentropy devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dlogits)
 	s[1] = uint64(logits)
 	s[2] = uint64(dlogp)
-	s[3] = uint64(targets)
-	s[4] = uint64(uint32(rows))
-	s[5] = uint64(uint32(vocab))
-	s[6] = uint64(math.Float32bits(invTemp))
+	s[3] = uint64(dentropy)
+	s[4] = uint64(targets)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(vocab))
+	s[7] = uint64(math.Float32bits(invTemp))
 	return o.launch(kLogprobBackward, d)
 }
 
-// logprobBackwardF32 launches logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp).
-func (o *owner) logprobBackwardF32(d dims, dlogits devptr[float32], logits devptr[float32], dlogp devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
+// logprobBackwardF32 launches logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp).
+func (o *owner) logprobBackwardF32(d dims, dlogits devptr[float32], logits devptr[float32], dlogp devptr[float32], dentropy devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dlogits)
 	s[1] = uint64(logits)
 	s[2] = uint64(dlogp)
-	s[3] = uint64(targets)
-	s[4] = uint64(uint32(rows))
-	s[5] = uint64(uint32(vocab))
-	s[6] = uint64(math.Float32bits(invTemp))
+	s[3] = uint64(dentropy)
+	s[4] = uint64(targets)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(vocab))
+	s[7] = uint64(math.Float32bits(invTemp))
 	return o.launch(kLogprobBackwardF32, d)
 }
 

@@ -334,12 +334,12 @@ func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32
 	return o.logprobForward(grid1(min(rows, 1<<20), rowThreads(vocab)), logp, ent, logits, targets, int32(rows), int32(vocab), invT)
 }
 
-func (o *owner) logprobsBack(dlogits Buf, logits, dlogp devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
+func (o *owner) logprobsBack(dlogits Buf, logits, dlogp, dentropy devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
 	g := grid1(min(rows, 1<<20), rowThreads(vocab))
 	if dlogits.DType() == F32 {
-		return o.logprobBackwardF32(g, f32(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
+		return o.logprobBackwardF32(g, f32(dlogits), logits, dlogp, dentropy, targets, int32(rows), int32(vocab), invT)
 	}
-	return o.logprobBackward(g, bf(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
+	return o.logprobBackward(g, bf(dlogits), logits, dlogp, dentropy, targets, int32(rows), int32(vocab), invT)
 }
 
 func (o *owner) digits(out, logits devptr[float32], ids, values devptr[int32], n, rows, vocab int) error {
