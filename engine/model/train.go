@@ -429,7 +429,9 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 			h, lg, dl := t.hsel.Slice(k0*D, cn*D), gr.logits.Slice(0, cn*V), gr.dl.Slice(0, cn*V)
 			b.Zero(dl)
 			err = first(m.logits(lg, h, cn),
-				func() error { return b.LogProbBackward(dl, sg.Slice(k0, cn), entAt(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT) })
+				func() error {
+					return b.LogProbBackward(dl, sg.Slice(k0, cn), entAt(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT)
+				})
 			if softcap > 0 { // through the cap: the gradient of the raw logits
 				raw := gr.draw.Slice(0, cn*V)
 				b.Zero(raw)
