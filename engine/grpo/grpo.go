@@ -301,10 +301,14 @@ type Result struct {
 // the loss tokens (masked completions left out); with sequence-level importance sampling the
 // ratio metrics are per sequence, over every sequence, as TRL computes them.
 type Stats struct {
-	LossType                string
-	Tokens, Seqs            float64 // loss tokens and sequences seen
-	KL, Entropy             float64 // sums over loss tokens
-	HasEntropy              bool
+	LossType     string
+	Tokens, Seqs float64 // loss tokens and sequences seen
+	KL, Entropy  float64 // sums over loss tokens
+	HasEntropy   bool
+	// KeptEntropy and KeptTokens are the entropy's sum and count over the loss tokens the
+	// entropy filter keeps: the mean the adaptive entropy controller observes (TRL's
+	// world entropy).
+	KeptEntropy, KeptTokens float64
 	ClipLow, ClipHigh       float64 // sums of the clip indicators
 	ClipRegion, CISPOClip   float64
 	ClipCount               float64 // what those sums are over: tokens, or sequences
@@ -327,6 +331,8 @@ func (s *Stats) Add(o Stats) {
 	s.KL += o.KL
 	s.Entropy += o.Entropy
 	s.HasEntropy = s.HasEntropy && o.HasEntropy
+	s.KeptEntropy += o.KeptEntropy
+	s.KeptTokens += o.KeptTokens
 	s.ClipLow += o.ClipLow
 	s.ClipHigh += o.ClipHigh
 	s.ClipRegion += o.ClipRegion
@@ -365,6 +371,9 @@ func (s Stats) Metrics() map[string]float64 {
 	}
 	return out
 }
+
+// KeptEntropyMean is the mean entropy over the loss tokens the entropy filter kept.
+func (s Stats) KeptEntropyMean() float64 { return ratio(s.KeptEntropy, s.KeptTokens) }
 
 // ratio is num/den with den clamped to at least 1, as TRL's masked means are.
 func ratio(num, den float64) float64 { return num / math.Max(den, 1) }
@@ -552,6 +561,10 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 			st.KL += klT
 			if s.Entropy != nil {
 				st.Entropy += s.Entropy[t]
+				if keep == nil || keep[i][t] {
+					st.KeptEntropy += s.Entropy[t]
+					st.KeptTokens++
+				}
 			}
 			if p.Beta != 0 {
 				res.Loss += w * p.Beta * klT
