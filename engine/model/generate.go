@@ -16,8 +16,9 @@ type GenerateOptions struct {
 	TopP         float32 // keep the smallest set whose probability reaches P; 0 or ≥1: all
 	// MinP keeps the tokens at least MinP times as likely as the most likely (0: off), and
 	// RepetitionPenalty divides the positive logits and multiplies the negative ones of the
-	// tokens already in the prompt or completion (0 or 1: off), as transformers does; both
-	// are applied on the host (logitsproc.go), and LogProbs stay those of softmax(logits/T).
+	// tokens already in the prompt or completion (0 or 1: off), as transformers does; the
+	// decode step draws with both on the backend (backend.Penalties), the first token's draw
+	// takes them on the host (logitsproc.go), and LogProbs stay those of softmax(logits/T).
 	MinP              float32
 	RepetitionPenalty float32
 	// Sequence i samples from its own PCG generator seeded (Seed, Stream+i), so a batch
@@ -215,10 +216,10 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 		return nil
 	}
+	// The captured step draws with min_p and repetition_penalty on the device (its own copy
+	// of the seen tokens, as bits); the eager draws (the first token, or Eager) on the host.
 	_, capture := m.b.(backend.Capturer)
-	// min_p and repetition_penalty are applied on the host between the logits and the draw,
-	// which the captured step (sampling on the device) has no room for: they decode eagerly.
-	capture = capture && proc == nil
+	seenOf := func(s int) []int { return append(slices.Clone(prompts[s]), g.Tokens[s]...) }
 	var dec *decoder
 	defer func() {
 		if dec != nil {
@@ -231,7 +232,7 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		case step == 0:
 			err = m.prefill(cache, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
 		case capture:
-			dec, err = m.decodeStep(dec, cache, feed, active, o, digits, rngs, step, take)
+			dec, err = m.decodeStep(dec, cache, feed, active, o, digits, rngs, step, take, seenOf)
 		default:
 			var lg backend.Buf
 			var p *pass
@@ -251,7 +252,7 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 // sequences stay as padded rows until then, so a batch costs a few captures, not one per
 // finished sequence. Sequence s continues when feed[s] is not nil; take records its token.
 func (m *Model) decodeStep(dec *decoder, c *Cache, feed [][]int, active int, o GenerateOptions, digits backend.Buf, rngs []*rand.Rand, step int,
-	take func(i, tok int, lp float32)) (*decoder, error) {
+	take func(i, tok int, lp float32), seen func(s int) []int) (*decoder, error) {
 	if dec == nil || active <= dec.rows/2 {
 		var seqs []int
 		var ids []int32
@@ -264,7 +265,7 @@ func (m *Model) decodeStep(dec *decoder, c *Cache, feed [][]int, active int, o G
 			dec.free()
 		}
 		var err error
-		if dec, err = m.newDecoder(c, seqs, ids, o, digits); err != nil {
+		if dec, err = m.newDecoder(c, seqs, ids, o, digits, seen); err != nil {
 			return nil, err
 		}
 	}

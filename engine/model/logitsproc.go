@@ -6,7 +6,8 @@ import (
 )
 
 // logitsProc applies the sampling options the backend's Sample lacks, min_p and
-// repetition_penalty, on the host, with Hugging Face transformers' semantics and order: the
+// repetition_penalty, on the host (the eager draws: the first token, Eager; the decode step
+// has the backend's SampleInto apply them), with Hugging Face transformers' semantics and order: the
 // repetition penalty on the raw logits, then temperature, top-k, top-p and min-p. It leaves
 // in each row the penalised logits with every token outside the kept set at −inf, so that the
 // backend, sampling with no truncation of its own, draws from exactly that distribution.

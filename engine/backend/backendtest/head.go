@@ -13,6 +13,7 @@ func init() {
 	register("head", true, headOps)
 	register("sample", false, sampleOps)
 	register("sample-masked", false, maskedSampleOps)
+	register("sample-penalties", false, penaltySampleOps)
 	register("digits", false, digitOps)
 }
 
@@ -412,8 +413,8 @@ func sampleOps(e *env) {
 	}
 }
 
-// maskedSampleOps: rows whose excluded tokens are −inf (how model.Generate passes min_p and
-// repetition_penalty, truncated on the host) are sampled without truncation: no row may draw
+// maskedSampleOps: rows whose excluded tokens are −inf (how model.Generate's first draw passes
+// min_p and repetition_penalty, truncated on the host) are sampled without truncation: no row may draw
 // an excluded token, and the kept tokens' log-probs are those of the masked row.
 func maskedSampleOps(e *env) {
 	const rows, vocab = 64, 257
@@ -470,7 +471,7 @@ func sampleOn(e *env, b backend.Backend, into bool, logits []float32, u []float6
 		return tok, lp, !s.failed
 	}
 	tb, lpb := s.outI32(rows), s.out(rows)
-	s.do("SampleInto", b.SampleInto(tb, lpb, lb, s.f64(u), rows, vocab, temp, k, p))
+	s.do("SampleInto", b.SampleInto(tb, lpb, lb, s.f64(u), rows, vocab, temp, k, p, backend.Penalties{}))
 	if s.failed || !e.must("Sync", b.Sync()) {
 		return nil, nil, false
 	}
@@ -538,4 +539,133 @@ func contains(xs []int32, x int32) bool {
 		}
 	}
 	return false
+}
+
+// penaltySampleOps: SampleInto with transformers' repetition penalty and min_p. n rows of one
+// row of logits, the same seen tokens (positive and negative logits among them) and the
+// uniforms (i+½)/n draw each token of the distribution transformers' processors give — the
+// penalised row, then temperature, top-k, top-p, then min_p — n·p times give or take one;
+// the log-probs are those of the raw row; the drawn tokens join the seen bits and nothing
+// else does; greedy takes the penalised argmax.
+func penaltySampleOps(e *env) {
+	n := 512
+	if e.small {
+		n = 128
+	}
+	for _, c := range pick(e, []struct {
+		vocab   int
+		temp    float64
+		k       int
+		p, minP float64
+		pen     float64
+	}{{257, 1, 0, 0, 0.05, 1.5}, {257, 0.8, 0, 0, 0.2, 1}, {300, 1, 40, 0.9, 0.1, 1.3}, {4099, 1, 0, 0, 0, 2}, {257, 0, 0, 0, 0, 3}, {70, 1.2, 0, 0.8, 0.3, 0.7}}) {
+		shape := fmt.Sprintf("vocab=%d T=%g top-k=%d top-p=%g min-p=%g penalty=%g rows=%d", c.vocab, c.temp, c.k, c.p, c.minP, c.pen, n)
+		row := make([]float32, c.vocab)
+		for i := range row {
+			row[i] = float32(e.rng.NormFloat64() * 2)
+		}
+		w := backend.SeenWords(c.vocab)
+		bits := make([]int32, w)
+		pen := make([]float32, c.vocab) // the penalised row
+		copy(pen, row)
+		for _, j := range append(e.rng.Perm(c.vocab)[:min(c.vocab, 12)], argmaxOf(row)) {
+			if bits[j>>5]&(1<<(j&31)) != 0 {
+				continue
+			}
+			bits[j>>5] |= 1 << (j & 31)
+			if pen[j] < 0 {
+				pen[j] *= float32(c.pen)
+			} else {
+				pen[j] /= float32(c.pen)
+			}
+		}
+		logits := make([]float32, n*c.vocab)
+		seen := make([]int32, n*w)
+		for r := 0; r < n; r++ {
+			copy(logits[r*c.vocab:], row)
+			copy(seen[r*w:], bits)
+		}
+		u := make([]float64, n)
+		for i, p := range e.rng.Perm(n) {
+			u[p] = (float64(i) + 0.5) / float64(n)
+		}
+		invT := 1.0
+		if c.temp > 0 {
+			invT = 1 / c.temp
+		}
+		raw, _ := logSoftmaxF64(row, invT)
+		var dist map[int]float64
+		if c.temp > 0 {
+			dist = keptDist(pen, c.temp, c.k, c.p)
+			if c.minP > 0 { // min_p after top-p: p/p_max unchanged by renormalising
+				top := 0.0
+				for _, p := range dist {
+					top = math.Max(top, p)
+				}
+				var kept float64
+				for id, p := range dist {
+					if p < c.minP*top {
+						delete(dist, id)
+					} else {
+						kept += p
+					}
+				}
+				for id := range dist {
+					dist[id] /= kept
+				}
+			}
+		} else {
+			dist = map[int]float64{argmaxOf(pen): 1}
+		}
+		e.check("SampleInto", shape, func() {
+			s := &side{e: e, b: e.b}
+			defer s.free()
+			lb, sb := s.in(logits), s.i32(seen)
+			tb, lpb := s.outI32(n), s.out(n)
+			pens := backend.Penalties{MinP: float32(c.minP), Repetition: float32(c.pen), Seen: sb}
+			s.do("SampleInto", e.b.SampleInto(tb, lpb, lb, s.f64(u), n, c.vocab, float32(c.temp), c.k, float32(c.p), pens))
+			if s.failed || !e.must("Sync", e.b.Sync()) {
+				return
+			}
+			tok, lp, after := s.getI32(tb), s.get(lpb), s.getI32(sb)
+			count := map[int]int{}
+			for r, t := range tok {
+				if _, ok := dist[int(t)]; !ok {
+					e.errorf("row %d drew token %d, outside the kept set of %d", r, t, len(dist))
+					return
+				}
+				count[int(t)]++
+				if d := math.Abs(float64(lp[r]) - raw[t]); d > 1e-5+1e-5*math.Abs(raw[t]) {
+					e.errorf("row %d: log-prob of %d is %v, want %v (the raw row's)", r, t, lp[r], raw[t])
+					return
+				}
+				for k := 0; k < w; k++ {
+					want := bits[k]
+					if int(t)>>5 == k {
+						want |= 1 << (t & 31)
+					}
+					if after[r*w+k] != want {
+						e.errorf("row %d: seen word %d is %#x after drawing %d, want %#x", r, k, after[r*w+k], t, want)
+						return
+					}
+				}
+			}
+			for id, p := range dist {
+				if d := math.Abs(float64(count[id]) - float64(n)*p); d > 1+1e-4*float64(n) {
+					e.errorf("token %d (p %.5f) drawn %d times of %d, want %.2f ± 1", id, p, count[id], n, float64(n)*p)
+					return
+				}
+			}
+		})
+	}
+}
+
+func argmaxOf(x []float32) int {
+	best := 0
+	for j, v := range x {
+		if v > x[best] {
+			best = j
+		}
+	}
+	return best
 }

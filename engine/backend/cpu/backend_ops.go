@@ -678,30 +678,53 @@ func (b *Backend) Sample(logits backend.Buf, uniforms []float64, rows, vocab int
 	}
 	tokens, logp := make([]int32, rows), make([]float32, rows)
 	for r := 0; r < rows; r++ {
-		tok, lp := b.sampler.sample(l[r*vocab:(r+1)*vocab], uniforms[r], temperature, topK, topP)
+		tok, lp := b.sampler.sampleMinP(l[r*vocab:(r+1)*vocab], uniforms[r], temperature, topK, topP, 0)
 		tokens[r], logp[r] = int32(tok), lp
 	}
 	return tokens, logp, nil
 }
 
-func (b *Backend) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, vocab int, temperature float32, topK int, topP float32) error {
+func (b *Backend) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, vocab int, temperature float32, topK int, topP float32, pen backend.Penalties) error {
 	if rows == 0 {
 		return nil
 	}
 	var a args
 	t, lp := a.i32("tokens", tokens, rows), a.f32("logp", logp, rows)
+	l := a.f32("logits", logits, rows*vocab)
+	var seen []int32
+	if pen.Penalised() || !pen.Seen.Nil() {
+		seen = a.i32("seen", pen.Seen, rows*backend.SeenWords(vocab))
+	}
 	if a.err != nil {
 		return a.err
 	}
 	if uniforms.DType() != backend.F64 || uniforms.Len() < rows || !uniforms.IsHost() {
 		return fmt.Errorf("cpu: uniforms are %v, want %d host f64", uniforms, rows)
 	}
-	tok, p, err := b.Sample(logits, uniforms.F64()[:rows], rows, vocab, temperature, topK, topP)
-	if err != nil {
-		return err
+	u := uniforms.F64()[:rows]
+	w := backend.SeenWords(vocab)
+	for r := 0; r < rows; r++ {
+		raw := l[r*vocab : (r+1)*vocab]
+		row := raw
+		if pen.Penalised() {
+			b.penalised = append(b.penalised[:0], raw...)
+			row = b.penalised
+			repetitionPenalty(row, seen[r*w:(r+1)*w], pen.Repetition)
+		}
+		tok, p := b.sampler.sampleMinP(row, u[r], temperature, topK, topP, pen.MinP)
+		if pen.Penalised() { // the log-prob of the raw row
+			invT := float32(1)
+			if temperature != 0 {
+				invT = 1 / temperature
+			}
+			mx, lse := logSumExp(raw, invT)
+			p = float32(float64(raw[tok]*invT-mx) - lse)
+		}
+		t[r], lp[r] = int32(tok), p
+		if seen != nil {
+			seen[r*w+tok>>5] |= 1 << (tok & 31)
+		}
 	}
-	copy(t, tok)
-	copy(lp, p)
 	return nil
 }
 

@@ -355,7 +355,7 @@ func (b *Backend) Sample(logits Buf, uniforms []float64, rows, vocab int, temper
 	if err := b.Upload(ub, uniforms); err != nil {
 		return nil, nil, err
 	}
-	if err := b.SampleInto(tok, lp, logits, ub, rows, vocab, temperature, topK, topP); err != nil {
+	if err := b.SampleInto(tok, lp, logits, ub, rows, vocab, temperature, topK, topP, backend.Penalties{}); err != nil {
 		return nil, nil, err
 	}
 	tokens, logps := make([]int32, rows), make([]float32, rows)
@@ -368,16 +368,22 @@ func (b *Backend) Sample(logits Buf, uniforms []float64, rows, vocab int, temper
 // SampleInto is Sample leaving the tokens (I32) and log-probabilities (F32) on the device,
 // with the uniforms (F64) already there: a captured decode step feeds its tokens to the next
 // step's embedding without the host.
-func (b *Backend) SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32) error {
+// min_p and the repetition penalty (pen) act inside the same kernel, which also marks each
+// drawn token in pen.Seen.
+func (b *Backend) SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32, pen backend.Penalties) error {
 	greedy := temperature == 0
 	invT := float32(1)
 	if !greedy {
 		invT = 1 / temperature
 	}
+	seenErr := opt("seen", pen.Seen, I32, rows*backend.SeenWords(vocab))
+	if pen.Penalised() {
+		seenErr = need("seen", pen.Seen, I32, rows*backend.SeenWords(vocab))
+	}
 	return b.queue(firstErr(need("tokens", tokens, I32, rows), need("logp", logp, F32, rows), need("logits", logits, F32, rows*vocab),
-		need("uniforms", uniforms, F64, rows)),
+		need("uniforms", uniforms, F64, rows), seenErr),
 		func(o *owner) error {
-			return o.sample(i32(tokens), f32(logp), f32(logits), f64(uniforms), rows, vocab, invT, greedy, topK, topP)
+			return o.sample(i32(tokens), f32(logp), f32(logits), f64(uniforms), rows, vocab, invT, greedy, topK, topP, pen)
 		})
 }
 

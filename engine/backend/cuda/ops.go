@@ -346,12 +346,14 @@ func (o *owner) digits(out, logits devptr[float32], ids, values devptr[int32], n
 	return o.digitProbs(warpRows(rows), out, logits, ids, values, int32(n), int32(rows), int32(vocab))
 }
 
-func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], uniforms devptr[float64], rows, vocab int, invT float32, greedy bool, topK int, topP float32) error {
+func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], uniforms devptr[float64], rows, vocab int, invT float32, greedy bool, topK int, topP float32,
+	pen backend.Penalties) error {
 	g := int32(0)
 	if greedy {
 		g = 1
 	}
-	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP)
+	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP,
+		pen.MinP, pen.Repetition, i32(pen.Seen), int32(backend.SeenWords(vocab)))
 }
 
 func (o *owner) sum(out, x devptr[float32], n int) error {
