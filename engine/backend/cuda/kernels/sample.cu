@@ -162,6 +162,28 @@ __device__ __forceinline__ float penalised(const float* row, const int* seen, in
     return v;
 }
 
+// sample_done records row r's token t: its log-prob (lp, or, when the penalty changed the
+// row, that of the raw row, whose log-sum-exp is formed here, after the draw, so that it
+// holds no registers through it) and its bit in seen. Every thread calls it.
+__device__ __noinline__ void sample_done(int* tokens, float* logp, const float* x, int* seen, const int* prow, int r, int words, int vocab, float it, int t,
+                                         float lp, float* shf) {
+    if (prow) {
+        float m = NEG_INF;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, x[j]);
+        m = block_max(m, shf);
+        float sr = 0.f;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) sr += __expf((x[j] - m) * it);
+        float lse = logf(block_sum(sr, shf));
+        lp = (x[t] - m) * it - lse;
+    }
+    if (threadIdx.x == 0) {
+        tokens[r] = t;
+        logp[r] = lp;
+        if (seen) seen[(i64)r * words + (t >> 5)] |= 1 << (t & 31);
+    }
+    __syncthreads();
+}
+
 extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab,
                                        float inv_temp, int greedy, int top_k, float top_p, float min_p, float penalty, int* seen, int words) {
     __shared__ radix_hist h;
@@ -175,19 +197,8 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* x = logits + (i64)r * vocab;
         float it = greedy ? 1.f : inv_temp;
-        int* srow = seen ? seen + (i64)r * words : (int*)0;
-        const int* prow = (penalty > 0.f && penalty != 1.f) ? srow : (const int*)0;  // the penalty's marks
+        const int* prow = (seen && penalty > 0.f && penalty != 1.f) ? seen + (i64)r * words : (const int*)0;  // the penalty's marks
 #define XV(j) penalised(x, prow, (j), penalty)
-        // the raw row's log-sum-exp, for the log-prob, when the penalty changes the row
-        float rmx = 0.f, rlse = 0.f;
-        if (prow) {
-            float m = NEG_INF;
-            for (int j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, x[j]);
-            rmx = block_max(m, shf);
-            float sr = 0.f;
-            for (int j = threadIdx.x; j < vocab; j += blockDim.x) sr += __expf((x[j] - rmx) * it);
-            rlse = logf(block_sum(sr, shf));
-        }
         // maximum (lowest id among equals) and the log-sum-exp
         float mx = NEG_INF;
         int arg = 0x7fffffff;
@@ -213,12 +224,9 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
         for (int j = threadIdx.x; j < vocab; j += blockDim.x) s += __expf((XV(j) - mx) * it);
         float lse = logf(block_sum(s, shf));  // relative to mx·it
         if (greedy) {
-            if (threadIdx.x == 0) {
-                tokens[r] = arg;
-                logp[r] = prow ? (x[arg] - rmx) * it - rlse : -lse;
-                if (srow) srow[arg >> 5] |= 1 << (arg & 31);
-            }
+            if (threadIdx.x == 0) s_token = arg;
             __syncthreads();
+            sample_done(tokens, logp, x, seen, prow, r, words, vocab, it, s_token, (x[arg] - mx) * it - lse, shf);
             continue;
         }
         // top-k by count: K_k and how many of its ties are kept
@@ -338,13 +346,10 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             base += mtot;
             ties += ttot;
         }
-        if (threadIdx.x == 0) {
-            int t = s_token >= 0 ? s_token : arg;
-            tokens[r] = t;
-            logp[r] = prow ? (x[t] - rmx) * it - rlse : (x[t] - mx) * it - lse;
-            if (srow) srow[t >> 5] |= 1 << (t & 31);
-        }
+        if (threadIdx.x == 0 && s_token < 0) s_token = arg;
         __syncthreads();
+        int t = s_token;
+        sample_done(tokens, logp, x, seen, prow, r, words, vocab, it, t, (XV(t) - mx) * it - lse, shf);
 #undef XV
     }
 }
