@@ -413,9 +413,9 @@ func sampleOps(e *env) {
 	}
 }
 
-// maskedSampleOps: rows whose excluded tokens are −inf (how model.Generate's first draw passes
-// min_p and repetition_penalty, truncated on the host) are sampled without truncation: no row may draw
-// an excluded token, and the kept tokens' log-probs are those of the masked row.
+// maskedSampleOps: rows whose excluded tokens are −inf (truncated by a caller) are sampled
+// without truncation: no row may draw an excluded token, and the kept tokens' log-probs are
+// those of the masked row.
 func maskedSampleOps(e *env) {
 	const rows, vocab = 64, 257
 	logits := make([]float32, rows*vocab)

@@ -55,6 +55,23 @@ func TestGenerateMinPOnDevice(t *testing.T) {
 			}
 		}
 	}
+	// The captured step keeps the seen bits on the device; the eager draws rebuild them from
+	// the host's tokens each step: the same tokens and log-probs.
+	for _, opts := range []model.GenerateOptions{
+		{MaxNewTokens: 8, Temperature: 0.9, TopK: 20, TopP: 0.9, MinP: 0.1, RepetitionPenalty: 1.4, Seed: 5, NoEOS: true},
+		{MaxNewTokens: 8, RepetitionPenalty: 2, NoEOS: true},
+	} {
+		graph, err := m.Generate(prompts, opts)
+		must(t, err)
+		opts.Eager = true
+		eager, err := m.Generate(prompts, opts)
+		must(t, err)
+		for i := range prompts {
+			if !slices.Equal(graph.Tokens[i], eager.Tokens[i]) || !slices.Equal(graph.LogProbs[i], eager.LogProbs[i]) {
+				t.Errorf("%+v sequence %d: the captured step drew %v, eager decoding %v", opts, i, graph.Tokens[i], eager.Tokens[i])
+			}
+		}
+	}
 	// The ledger of 4 more decode tokens (a generation of 10 new tokens less one of 6), with
 	// and without them; no OnLogits, which downloads rows. (The first token, drawn from the
 	// prefill's logits, takes them on the host: once a generation, not per token.)
