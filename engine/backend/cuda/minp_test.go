@@ -74,7 +74,7 @@ func TestGenerateMinPOnDevice(t *testing.T) {
 	}
 	// The ledger of 4 more decode tokens (a generation of 10 new tokens less one of 6), with
 	// and without them; no OnLogits, which downloads rows. (The first token, drawn from the
-	// prefill's logits, takes them on the host: once a generation, not per token.)
+	// prefill's logits outside the graph, uploads its seen bits: once a generation.)
 	ledger := func(o model.GenerateOptions, n int) Ledger {
 		o.OnLogits, o.MaxNewTokens = nil, n
 		before := b.Ledger()
