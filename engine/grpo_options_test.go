@@ -44,6 +44,11 @@ func TestAdaptiveEntropyRun(t *testing.T) {
 	m := stepMetrics(evs)
 	ctrl := grpo.AdaptiveEntropy{Coef: c.EntropyCoef, Target: c.EntropyTarget, Max: c.EntropyCoefMax, Delta: c.EntropyCoefDelta, Last: math.Inf(1)}
 	for s := 1; s <= 4; s++ {
+		// policy_loss is the loss without the bonus: coef·H̄ with the coefficient applied (dapo,
+		// one micro-batch a step: H̄ is the step's entropy), none on the first step
+		if got, want := m[s]["policy_loss"]-m[s]["loss"], ctrl.Applied()*m[s]["entropy"]; math.Abs(got-want) > 1e-9 {
+			t.Fatalf("step %d: policy_loss − loss = %v, want the applied bonus %v", s, got, want)
+		}
 		ctrl.Observe(m[s]["entropy"])
 		if got, ok := m[s]["entropy_coef"]; !ok || math.Abs(got-ctrl.Coef) > 1e-12 {
 			t.Fatalf("step %d: entropy_coef %v (logged %v), want %v", s, got, ok, ctrl.Coef)

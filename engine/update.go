@@ -175,6 +175,7 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux,
 		}
 		loss += res.Loss * scale
 		lossStats.Add(res.Stats)
+		lossStats.Bonus += res.Bonus * scale
 		dlogp := make([][]float32, len(seqs))
 		for i, r := range b.rollouts {
 			d := make([]float32, len(seqs[i]))
@@ -222,13 +223,17 @@ func (e *Engine) entropyCoef() float64 {
 }
 
 // observeEntropy updates the adaptive controller with the step's mean entropy over the loss
-// tokens the bonus covers, and logs the coefficient (after the update) as entropy_coef, as
-// TRL does whenever the bonus is on.
+// tokens the bonus covers, and logs the coefficient (after the update) as entropy_coef and
+// the loss without the bonus as policy_loss, as TRL does whenever the bonus is on.
 func (e *Engine) observeEntropy(st grpo.Stats, metrics events.Metrics) {
+	if e.entropy == nil && e.cfg.EntropyCoef == 0 {
+		return
+	}
+	metrics["policy_loss"] = metrics["loss"] + st.Bonus // the loss without the bonus (NTL's share stays in)
 	if e.entropy != nil {
 		e.entropy.Observe(st.KeptEntropyMean())
 		metrics["entropy_coef"] = e.entropy.Coef
-	} else if e.cfg.EntropyCoef != 0 {
+	} else {
 		metrics["entropy_coef"] = e.cfg.EntropyCoef
 	}
 }

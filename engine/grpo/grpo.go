@@ -293,6 +293,9 @@ type Result struct {
 	Grad [][]float64
 	// EntropyGrad[i][t] = ∂Loss/∂Entropy[i][t] (the entropy bonus's; nil without one).
 	EntropyGrad [][]float64
+	// Bonus is the entropy bonus's term, coef·H̄, which Loss already subtracts: Loss + Bonus
+	// is the policy loss alone (TRL's policy_loss).
+	Bonus float64
 	// Stats are the metrics' sums: add those of every micro-batch, then read Metrics.
 	Stats Stats
 }
@@ -309,6 +312,9 @@ type Stats struct {
 	// entropy filter keeps: the mean the adaptive entropy controller observes (TRL's
 	// world entropy).
 	KeptEntropy, KeptTokens float64
+	// Bonus is the entropy bonus's term of the step's loss (the caller adds each micro-batch's
+	// Result.Bonus, scaled as its loss).
+	Bonus                   float64
 	ClipLow, ClipHigh       float64 // sums of the clip indicators
 	ClipRegion, CISPOClip   float64
 	ClipCount               float64 // what those sums are over: tokens, or sequences
@@ -341,6 +347,7 @@ func (s *Stats) Add(o Stats) {
 	s.ClipLowMin = nanMin(s.ClipLowMin, o.ClipLowMin)
 	s.ClipHighMax = nanMax(s.ClipHighMax, o.ClipHighMax)
 	s.PhiSum += o.PhiSum
+	s.Bonus += o.Bonus
 	s.OffPolicyDropped += o.OffPolicyDropped
 }
 
@@ -553,6 +560,7 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 				}
 				if eg != nil {
 					res.Loss -= entW * s.Entropy[t]
+					res.Bonus += entW * s.Entropy[t]
 					eg[t] = -entW
 				}
 			}
