@@ -18,6 +18,7 @@ type (
 	RoPETable  = backend.RoPETable
 	Q4         = backend.Q4
 	LinearGrad = backend.LinearGrad
+	Penalties  = backend.Penalties
 )
 
 const (
