@@ -49,10 +49,10 @@ import (
 
 // Param is one named parameter tensor, a view into the model's single parameter buffer.
 type Param struct {
-	Name   string // Hugging Face name, e.g. model.layers.0.self_attn.q_proj.weight
-	Shape  []int  // as held here: [out,in] for every linear, GPT-2's included
-	Off    int    // offset in the parameter buffer, and in a Grads buffer
-	Data   []float32
+	Name  string // Hugging Face name, e.g. model.layers.0.self_attn.q_proj.weight
+	Shape []int  // as held here: [out,in] for every linear, GPT-2's included
+	Off   int    // offset in the parameter buffer, and in a Grads buffer
+	Data  []float32
 	// BF16, when set, holds the tensor as bfloat16 bits instead (Data is nil and the tensor is
 	// not in the parameter buffer): the frozen token embedding and LM head of a 4-bit base
 	// whose values are bf16, as released checkpoints store them. Half the bytes of float32,
