@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -24,9 +25,10 @@ var qwen05Shape = Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24
 
 // BenchmarkDecodeNF4 times one decode step (the forward of one new token per sequence over a
 // key/value cache, the logits of the vocabulary and a greedy draw: what Generate does per
-// token) of a random Qwen2.5-0.5B-shaped model with NF4 linears (blocks of 64, double
-// quantization; the tied LM head stays float32, as bitsandbytes leaves it) and of the same
-// model in float32, at 1, 8 and 32 sequences, with the copy bandwidth of this machine
+// token) of a random Qwen2.5-0.5B-shaped model whose values are bf16, as in the released
+// checkpoint, with NF4 linears (blocks of 64, double quantization; the tied embedding and LM
+// head held in bf16, as bitsandbytes leaves them unquantized in the checkpoint's dtype) and of
+// the same model in float32, at 1, 8 and 32 sequences, with the copy bandwidth of this machine
 // measured between them. Runs are interleaved (copy, then each batch size with both models,
 // RLHFSTATION_DECODE_REPS rounds, 5 by default) and the figures are medians over rounds; the
 // ratio is the median of each round's f32/NF4 ratio. GB/s is the bytes of the weights
@@ -50,6 +52,11 @@ func BenchmarkDecodeNF4(b *testing.B) {
 	nf4, err := NewRandom(qwen05Shape, 1)
 	if err != nil {
 		b.Fatal(err)
+	}
+	for _, m := range []*Model{f32, nf4} { // a bf16 checkpoint's values
+		for i, v := range m.data {
+			m.data[i] = math.Float32frombits((math.Float32bits(v) + 0x7fff + (math.Float32bits(v)>>16)&1) &^ 0xffff)
+		}
 	}
 	if _, _, err := nf4.Quantize(quant.Default()); err != nil {
 		b.Fatal(err)

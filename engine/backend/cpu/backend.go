@@ -100,6 +100,10 @@ func (b *Backend) Place(host any, dt backend.DType) (backend.Buf, error) {
 		if dt == backend.F64 {
 			return backend.HostF64(h), nil
 		}
+	case []uint16: // bf16 bits: a frozen head (model.Param.BF16)
+		if dt == backend.BF16 {
+			return backend.HostBF16(h), nil
+		}
 	}
 	n := lenOf(host)
 	if n < 0 {
