@@ -32,7 +32,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "llama.cpp ($(cat "$lib/_nlcBuildMetadata.json" 2>/dev/null | sed 's/.*"release":"\([^"]*\)".*/release \1/')), Q4_0, 1 sequence, $threads threads:"
 LLAMA_LIB_DIR="$lib" "$cache/anchor" time "$cache/qwen05-q4_0.gguf" "$threads" "$steps" 2>/dev/null
 echo "rlhfstation, NF4 (bf16 head) and f32, 1 sequence:"
-cd "$repo" && RLHFSTATION_DECODE_REPS=${RLHFSTATION_DECODE_REPS:-3} go test ./engine/model -run '^$' -bench DecodeNF4 -benchtime 1x -v -timeout 60m -cpu "$threads" 2>&1 |
+cd "$repo" && RLHFSTATION_DECODE_BATCHES=1 RLHFSTATION_DECODE_REPS=${RLHFSTATION_DECODE_REPS:-3} go test ./engine/model -run '^$' -bench DecodeNF4 -benchtime 1x -v -timeout 60m -cpu "$threads" 2>&1 |
 	grep -E '^\s*(copy bandwidth|\| (sequences|1) )'
 LLAMA_LIB_DIR="$lib" "$cache/anchor" time "$cache/qwen05-q4_0.gguf" "$threads" "$steps" 2>/dev/null
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
