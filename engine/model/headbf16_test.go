@@ -15,7 +15,7 @@ import (
 // released checkpoints store them) are held as bf16, half the bytes, and compute what the
 // same values held in float32 compute: logits of a prefill and of one-row decode steps,
 // log-probs (the head's chunked path: the reference pass), greedy tokens and their log-probs,
-// adapter gradients through the head and the embedding's rows; a folder saved in bf16 loads
+// NTL's digit logits, adapter gradients through the head, its digit rows and the embedding; a folder saved in bf16 loads
 // straight into bf16. Tied and untied heads, GPT-2's Conv1D, gemma2's embedding scale and
 // final soft-cap.
 func TestBF16Head(t *testing.T) {
@@ -95,7 +95,9 @@ func TestBF16Head(t *testing.T) {
 					d[j] = float32(rng.NormFloat64())
 				}
 			}
-			gradOf := func(m *Model) []float32 {
+			// and through the digit tokens' rows of the head (NTL's query, copied rows).
+			digits := &DigitQuery{IDs: []int{3, 7, 11, 19}, At: [][]int{{2, 5, 9}, {1, 4}}}
+			gradOf := func(m *Model) ([]float32, []float32) {
 				var all []*fullAdapter
 				for _, l := range m.Linears() {
 					a := &fullAdapter{out: l.Out, in: l.In, M: make([]float32, l.Out*l.In), dM: make([]float32, l.Out*l.In)}
@@ -103,8 +105,20 @@ func TestBF16Head(t *testing.T) {
 					all = append(all, a)
 				}
 				tape := m.NewTape()
-				if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.7}); err != nil {
+				if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.7, Digits: digits}); err != nil {
 					t.Fatal(err)
+				}
+				var dl []float32
+				tape.DigitGrad = make([][][]float32, len(tape.DigitLogits))
+				for s, rows := range tape.DigitLogits {
+					for j, row := range rows {
+						dl = append(dl, row...)
+						g := make([]float32, len(row))
+						for k := range g {
+							g[k] = float32(s+j+k) * 0.1
+						}
+						tape.DigitGrad[s] = append(tape.DigitGrad[s], g)
+					}
 				}
 				if err := m.Backward(tape, dlogp, nil); err != nil {
 					t.Fatal(err)
@@ -113,9 +127,11 @@ func TestBF16Head(t *testing.T) {
 				for _, a := range all {
 					out = append(out, a.dM...)
 				}
-				return out
+				return out, dl
 			}
-			gB, gF := gradOf(b16), gradOf(f32)
+			gB, dB := gradOf(b16)
+			gF, dF := gradOf(f32)
+			near1e5(t, "digit logits", dB, dF)
 			if e := relErr(gB, gF); e > 1e-5 {
 				t.Errorf("adapter gradients: relative error %.2e against the float32 head", e)
 			}
