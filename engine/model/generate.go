@@ -133,12 +133,15 @@ func (m *Model) GenerateOn(c *Cache, slots []int, inputs [][]int, o GenerateOpti
 		}
 		limit[i] = min(o.MaxNewTokens, c.Capacity-len(p))
 	}
-	// A failed call leaves its slots' held tokens unknown: the next one prefills them anew.
+	// What the slots fed hold afterwards; a failed call leaves it unknown, and the next one
+	// prefills them anew.
 	defer func() {
 		for i, s := range slots {
-			if err != nil {
+			switch {
+			case limit[i] <= 0: // not fed: as it was
+			case err != nil:
 				c.ids[s] = nil
-			} else {
+			default:
 				c.ids[s] = append(append(c.ids[s][:0:0], inputs[i]...), g.Tokens[i]...)[:c.Len[s]]
 			}
 		}
