@@ -176,6 +176,15 @@ func (s *Set) Float32Into(name string, dst []float32) error {
 	return f.Float32Into(name, dst)
 }
 
+// Float32RangeInto converts part of a tensor into dst (see File.Float32RangeInto).
+func (s *Set) Float32RangeInto(name string, lo int, dst []float32) error {
+	f, ok := s.where[name]
+	if !ok {
+		return s.missing(name)
+	}
+	return f.Float32RangeInto(name, lo, dst)
+}
+
 // Release says that a tensor's data will not be read again soon: where the file is mapped,
 // its whole pages leave the process's resident memory (the page cache keeps them), so reading
 // a large model tensor by tensor holds one tensor's pages at a time, not the file's. Reading it

@@ -20,7 +20,7 @@ import (
 // `rlhfstation quantize` or transformers write it) loads without the original: each linear
 // stored 4-bit (its packed codes under <module>.weight, the quant state's tensors beside it)
 // becomes a Quantized weight and is never expanded to float32; linears stored plainly
-// (bitsandbytes' skipped modules) load as usual.
+// (bitsandbytes' skipped modules) load as usual and stay dense (Model.Prequantized).
 func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
 
 // LoadOptions say how LoadWith reads a folder.
@@ -30,7 +30,7 @@ type LoadOptions struct {
 	// the 4-bit base, the float32 embeddings, head and norms, and one tensor's float32 at a
 	// time. The result is the one Load then Model.Quantize give, byte for byte. GPT-2's Conv1D
 	// linears are read densely (Model.Quantize takes them after).
-	Quantize *quant.Options
+	Quantize *quant.Options // ignored for a bitsandbytes 4-bit folder: its plain linears stay 16-bit
 }
 
 // LoadWith is Load with options.
@@ -91,31 +91,32 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 		}
 		names[sp.name] = name
 	}
-	if o.Quantize != nil {
-		// After every shape is checked: a tensor at a time, its float32 dropped once quantized.
+	if o.Quantize != nil && !declared {
+		// After every shape is checked: each linear straight from the mapped file, a chunk of
+		// rows at a time through one staging buffer, so no tensor's float32 copy is made (nor
+		// left for the collector: an 8B load would peak gigabytes above what it keeps).
+		staging := make([]float32, quant.StagingLen)
 		for _, sp := range layout(cfg) {
 			if !sp.linear || sp.conv1D || quantized[sp.name] != nil {
 				continue
 			}
-			x, _, err := set.Float32(names[sp.name])
+			name, cols := names[sp.name], sp.shape[1]
+			w, err := quant.QuantizeRows(sp.shape[0], cols, "float32", *o.Quantize, staging, func(dst []float32, r0 int) error {
+				return set.Float32RangeInto(name, r0*cols, dst)
+			})
+			set.Release(name)
 			if err != nil {
-				return nil, err
-			}
-			set.Release(names[sp.name])
-			w, err := quant.Quantize(x, sp.shape[0], sp.shape[1], "float32", *o.Quantize)
-			if err != nil {
-				return nil, fmt.Errorf("%s: quantizing %s: %w", weightFiles(set, dir), names[sp.name], err)
+				return nil, fmt.Errorf("%s: quantizing %s: %w", weightFiles(set, dir), name, err)
 			}
 			quantized[sp.name] = w
-			m := weightBytes(w)
-			loadStats[0], loadStats[1] = loadStats[0]+4*int64(len(x)), loadStats[1]+m
+			loadStats[0], loadStats[1] = loadStats[0]+4*int64(w.Len()), loadStats[1]+weightBytes(w)
 		}
 	}
 	m, err := build(cfg, quantized)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	m.QuantizedAtLoad = loadStats
+	m.QuantizedAtLoad, m.Prequantized = loadStats, declared
 	for _, p := range m.Params {
 		if err := loadParam(set, p, names[p.Name]); err != nil {
 			return nil, err
