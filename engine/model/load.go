@@ -27,8 +27,8 @@ func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
 type LoadOptions struct {
 	// Quantize, when set, quantizes each dense linear of the blocks as it is read, tensor by
 	// tensor from the mapped file, so the float32 copy of the base never exists: loading needs
-	// the 4-bit base, the float32 embeddings, head and norms, and one tensor's float32 at a
-	// time. The result is the one Load then Model.Quantize give, byte for byte. GPT-2's Conv1D
+	// the 4-bit base, the float32 embeddings, head and norms, one tensor's pages and a
+	// quant.StagingLen buffer of float32 rows. The result is the one Load then Model.Quantize give, byte for byte. GPT-2's Conv1D
 	// linears are read densely (Model.Quantize takes them after).
 	Quantize *quant.Options // ignored for a bitsandbytes 4-bit folder: its plain linears stay 16-bit
 }
