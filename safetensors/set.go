@@ -190,10 +190,20 @@ func (s *Set) Float32RangeInto(name string, lo int, dst []float32) error {
 // a large model tensor by tensor holds one tensor's pages at a time, not the file's. Reading it
 // again later still works.
 func (s *Set) Release(name string) {
+	if info, ok := s.Info(name); ok {
+		s.ReleaseRange(name, 0, info.NumElements())
+	}
+}
+
+// ReleaseRange is Release for the elements [lo, hi) of a tensor: a tensor read a chunk at a
+// time holds one chunk's pages.
+func (s *Set) ReleaseRange(name string, lo, hi int) {
 	f, ok := s.where[name]
 	if !ok || f.mapping == nil {
 		return
 	}
 	t := f.infos[name]
-	dropPages(f.mapping, int(f.dataStart+t.Begin), int(f.dataStart+t.End))
+	size := int64(t.DType.Size())
+	begin, end := f.dataStart+t.Begin+int64(lo)*size, f.dataStart+t.Begin+int64(hi)*size
+	dropPages(f.mapping, int(begin), int(min(end, f.dataStart+t.End)))
 }

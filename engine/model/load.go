@@ -118,11 +118,8 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 	}
 	m.QuantizedAtLoad, m.Prequantized = loadStats, declared
 	for _, p := range m.Params {
-		if err := loadParam(set, p, names[p.Name]); err != nil {
+		if err := loadParam(set, p, names[p.Name], o.Quantize != nil); err != nil {
 			return nil, err
-		}
-		if o.Quantize != nil {
-			set.Release(names[p.Name])
 		}
 		if i := FirstNonFinite(p.Data); i >= 0 {
 			return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",
@@ -201,10 +198,25 @@ func findTensor(set *safetensors.Set, sp paramSpec, dir string) (string, error) 
 	return name, nil
 }
 
-// loadParam fills p from the set's tensor of that name (shape already checked).
-func loadParam(set *safetensors.Set, p *Param, name string) error {
+// loadParam fills p from the set's tensor of that name (shape already checked). With release,
+// it reads a chunk at a time and drops each chunk's pages once converted, so an embedding
+// holds a chunk's pages, not the tensor's.
+func loadParam(set *safetensors.Set, p *Param, name string, release bool) error {
+	if release {
+		defer set.Release(name)
+	}
 	if !p.conv1D {
-		return set.Float32Into(name, p.Data)
+		if !release {
+			return set.Float32Into(name, p.Data)
+		}
+		for lo := 0; lo < len(p.Data); lo += quant.StagingLen {
+			hi := min(len(p.Data), lo+quant.StagingLen)
+			if err := set.Float32RangeInto(name, lo, p.Data[lo:hi]); err != nil {
+				return err
+			}
+			set.ReleaseRange(name, lo, hi)
+		}
+		return nil
 	}
 	src, _, err := set.Float32(name)
 	if err != nil {
