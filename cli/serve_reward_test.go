@@ -101,7 +101,7 @@ func servedModel(t testing.TB) (dir, baselines string) {
 		t.Fatal(err)
 	}
 	b := rewards.Baselines{Format: rewards.BaselinesFormat, Levels: rewards.Levels{Word: 20, Phrase: 400, Sentence: 60}, Samples: 1,
-		ModelHash: mh, TokenizerHash: th, Source: "test"}
+		ModelHash: mh, TokenizerHash: th, Source: "test", Text: rewards.ReasoningText}
 	baselines = filepath.Join(t.TempDir(), "baselines.json")
 	if err := b.Save(baselines); err != nil {
 		t.Fatal(err)
