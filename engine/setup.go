@@ -139,7 +139,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 	// The model computes on the device from here: its weights go there on the first pass,
 	// after the device said the run fits.
-	if err := checkDeviceMemory(e.dev, e.model, cfg); err != nil {
+	if err := checkDeviceMemory(e.dev, e.model, cfg, longestPrompt(opts.ModelDir, e.prompts, cfg.MaxPromptLength)); err != nil {
 		return nil, err
 	}
 	if err := e.model.Use(e.dev); err != nil {
