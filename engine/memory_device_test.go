@@ -35,7 +35,7 @@ func TestDevicePeakChild(t *testing.T) {
 	}
 	c := config.Default()
 	c.Preset, c.OutputDir, c.RunName, c.Device = "story", t.TempDir(), "run", "cuda"
-	c.MaxSteps, c.PerDeviceTrainBatchSize, c.NumGenerations = 1, s.Batch, s.Gens
+	c.MaxSteps, c.PerDeviceTrainBatchSize, c.NumGenerations = max(s.Steps, 1), s.Batch, s.Gens
 	c.MaxCompletionLength, c.MaxPromptLength = s.Completion, s.Prompt
 	if err := c.Finish(); err != nil {
 		t.Fatal(err)
