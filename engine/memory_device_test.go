@@ -50,25 +50,29 @@ func TestDevicePeakChild(t *testing.T) {
 		t.Fatalf("the run computes on %s, not the CUDA stand-in", e.device)
 	}
 	est := cuda.EstimateMemory(runShape(e.model, c, longestPrompt(dir, ps, c.MaxPromptLength), dev.Precision()))
-	var peak float64
+	var logged float64
 	go func() {
 		for ev := range e.Events() {
 			if ev.Type == events.Step {
-				peak = max(peak, ev.Metrics["mem/gpu_peak_bytes"])
+				logged = max(logged, ev.Metrics["mem/gpu_peak_bytes"])
 			}
 		}
 	}()
 	if err := e.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("PEAK %.0f\nESTIMATE %d\n%s\n", peak, est.Buffers(), est)
+	// The working peak: the kept bf16 expansions of the 4-bit weights take only spare memory
+	// (they are dropped when an allocation fails), so they are no part of what must fit.
+	fmt.Printf("PEAK %d\nALLOCATOR %.0f\nESTIMATE %d\n%s\n", dev.WorkingPeakBytes(), logged, est.Buffers(), est)
 }
 
 // The device memory estimate (cuda.EstimateMemory of the run's shape, what refuses a run that
-// cannot fit the GPU) against the allocator's peak of one GRPO step on the CUDA stand-in
-// (mem/gpu_peak_bytes: the most bytes its buffers held at once), for the shapes of the RSS
+// cannot fit the GPU) against the allocator's peak of GRPO steps on the CUDA stand-in (the most
+// bytes its buffers held at once, less the kept expansions of 4-bit weights, a cache of spare
+// memory; mem/gpu_peak_bytes logs the peak with them), for the shapes of the RSS
 // test: the built-in model, and random models of Qwen2.5-0.5B's and gemma-3-270m's layouts at
-// reduced depth. Each runs in a child process, whose device is its own. Within 25%.
+// reduced depth (2 of their blocks). Each runs in a child process, whose device is its own.
+// Within 25%.
 func TestDeviceEstimateMatchesAllocatorPeak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 0.5B-shaped step on the CUDA stand-in")
@@ -80,10 +84,13 @@ func TestDeviceEstimateMatchesAllocatorPeak(t *testing.T) {
 			testref.Missing(t, "the CUDA stand-in did not build: %v", err)
 		}
 	}
+	// Two steps: the second finds the first's buffers in place (the backward's scratch beside
+	// the head's chunk of logits), the peak a run keeps. Small batches: the stand-in computes
+	// the 152k- and 262k-token heads on the CPU.
 	shapes := []memShape{
-		{Name: "built-in", Batch: 2, Gens: 8, Completion: 48, Prompt: 128},
-		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, 2)), Batch: 1, Gens: 4, Completion: 16, Prompt: 64},
-		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, 2)), Batch: 1, Gens: 4, Completion: 16, Prompt: 64},
+		{Name: "built-in", Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2},
+		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, 2)), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
+		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, 2)), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
 	}
 	for _, s := range shapes {
 		spec, _ := json.Marshal(s)

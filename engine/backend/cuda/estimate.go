@@ -73,9 +73,11 @@ func EstimateMemory(s RunShape) Estimate {
 	e.LoRA = s.LoRAParams * (4 + 4 + 8)
 	e.KVCache = round(s.KVCache)
 	e.Activations = round(s.Tape) + round(s.Grads)
-	rows := s.Seqs * min(max(s.Completion, 1), max(s.SeqLen, 1))
-	chunk := int64(headChunk(rows, s.Vocab)) * int64(s.Vocab)
-	logits := round(4*chunk) + round(2*chunk) // float32 logits and their bf16 gradient
+	// The head's float32 logits, a chunk of rows at a time: over every position when scoring,
+	// over the completions' with their bf16 gradient when training.
+	chunk := func(rows int) int64 { return int64(headChunk(rows, s.Vocab)) * int64(s.Vocab) }
+	trained := chunk(s.Seqs * min(max(s.Completion, 1), max(s.SeqLen, 1)))
+	logits := max(round(4*chunk(s.Seqs*s.SeqLen)), round(4*trained)+round(2*trained))
 	attn := round(int64(s.Heads) * int64(s.SeqLen) * int64(s.SeqLen) * (4 + 4 + 2 + 2))
 	e.Scratch = round(s.Passes) + max(attn, logits) + round(2*s.LargestLinear)
 	e.Fixed = blasWorkspaceBytes + stagingBytes
