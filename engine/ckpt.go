@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,13 @@ func (e *Engine) save() error {
 		Epoch: float64(e.cursor / max(len(e.prompts), 1)), RNGState: fmt.Sprintf("pcg seed=%d stream=step<<16|k", e.cfg.Seed),
 		ConfigHash: e.cfg.Hash(), Metrics: e.lastStep, ScheduleSteps: e.sched.Total, WarmupSteps: e.sched.Warmup,
 		NumInputTokensSeen: e.tokensSeen}
+	if a := e.entropy; a != nil {
+		coef, last := a.Coef, a.Last
+		state.EntropyCoef = &coef
+		if !math.IsInf(last, 0) && !math.IsNaN(last) { // none yet, or a step without a finite one
+			state.EntropyLast = &last
+		}
+	}
 	base := AdapterBase(e.opts.ModelDir, e.opts.ModelName)
 	c := checkpoint.Checkpoint{Config: e.adapters.AdapterConfig(base, e.model.Config.Family() == model.GPT2),
 		Tensors: tensors, Optimizer: opt, State: state, Generation: gen}
@@ -220,6 +228,12 @@ func (e *Engine) resume(runDir string) error {
 	}
 	e.opt.Step = c.Optimizer.Step
 	e.step, e.cursor, e.tokensSeen = c.State.GlobalStep, c.State.DataCursor, c.State.NumInputTokensSeen
+	if a := e.entropy; a != nil && c.State.EntropyCoef != nil { // the adaptive controller goes on where it was
+		a.Coef, a.Last = *c.State.EntropyCoef, math.Inf(1)
+		if c.State.EntropyLast != nil {
+			a.Last = *c.State.EntropyLast
+		}
+	}
 	if err := e.restoreGeneration(filepath.Join(path, checkpoint.GenerationFile), c.Generation); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"rlhfstation/engine/control"
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
+	"rlhfstation/engine/grpo"
 	"rlhfstation/engine/lora"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/monitor"
@@ -100,7 +101,8 @@ type Engine struct {
 	trainTape *model.Tape
 	setupLog  []string
 	badSteps  int
-	saveFails int // checkpoint saves failed in a row
+	entropy   *grpo.AdaptiveEntropy // the entropy bonus's coefficient (entropy.go), nil without one
+	saveFails int                   // checkpoint saves failed in a row
 	lock      *runlock.Lock
 	made      string // the run folder New created, removed if the start fails
 	lastCkpt  string

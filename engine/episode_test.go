@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"rlhfstation/engine/events"
+	"rlhfstation/engine/model"
 	"rlhfstation/internal/testref"
 	"rlhfstation/presets"
 )
@@ -90,5 +93,88 @@ func TestEpisodesInARun(t *testing.T) {
 	}
 	if model == 0 || masked == 0 {
 		t.Fatalf("model tokens %d, masked tokens %d: want both", model, masked)
+	}
+}
+
+// TestEpisodeDigitsFromTheDecodeStep: an episode's NTL digit distributions come from the
+// backend's decode step ([rows × 10] per token, no logit row downloaded): at every token the
+// model wrote they equal the softmax over the digit tokens of the same policy's logits
+// recomputed by a training forward over the whole episode, and the environment's tokens have
+// none.
+func TestEpisodeDigitsFromTheDecodeStep(t *testing.T) {
+	py := testref.Python3(t)
+	c := tinyConfig(t, "math", 1)
+	c.SaveSteps, c.MaxCompletionLength, c.LoRA.Dropout = 0, 40, 0
+	c.Environments = []presets.Environment{{Name: "standin", Kind: "command", MaxTurns: 3, MaxTokens: 120, Timeout: 30 * time.Second,
+		Command: []string{py, filepath.Join("env", "testdata", "standin_env.py")}, Rewards: []presets.EnvReward{{Name: "correct", Weight: 0.5}}}}
+	ps := prompts(t, "math")
+	for i := range ps {
+		ps[i].Extra = map[string]any{"chat_turns": 2}
+	}
+	e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	if e.digits == nil {
+		t.Fatal("the math preset found no digit tokens")
+	}
+	b, err := e.generate(context.Background(), e.nextPrompts(c.PerDeviceTrainBatchSize), 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([][]int, len(b.rollouts))
+	q := &model.DigitQuery{IDs: e.digits.IDs, At: make([][]int, len(b.rollouts))}
+	for i, r := range b.rollouts {
+		seqs[i] = append(append([]int{}, r.prompt...), r.tokens...)
+		for k := range r.tokens {
+			if r.mask == nil || r.mask[k] {
+				q.At[i] = append(q.At[i], len(r.prompt)+k)
+			}
+		}
+	}
+	tape := e.model.NewTape()
+	if err := e.model.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: float32(c.Temperature), Digits: q}); err != nil {
+		t.Fatal(err)
+	}
+	checked, envTokens := 0, 0
+	for i, r := range b.rollouts {
+		for k := range r.tokens {
+			var got []float32
+			if k < len(r.digits) {
+				got = r.digits[k]
+			}
+			if r.mask != nil && !r.mask[k] {
+				envTokens++
+				if got != nil {
+					t.Fatalf("rollout %d: the environment's token %d has digit probabilities", i, k)
+				}
+			}
+		}
+		for j, at := range q.At[i] {
+			got := r.digits[at-len(r.prompt)]
+			logits := tape.DigitLogits[i][j]
+			mx := math.Inf(-1)
+			for _, l := range logits {
+				mx = math.Max(mx, float64(l))
+			}
+			want := make([]float64, 10)
+			var sum float64
+			for n, l := range logits {
+				p := math.Exp(float64(l) - mx)
+				want[e.digits.Digits[n]] += p
+				sum += p
+			}
+			for d := range want {
+				if math.Abs(float64(got[d])-want[d]/sum) > 1e-4 {
+					t.Fatalf("rollout %d token %d digit %d: %v from the decode step, %v recomputed", i, at-len(r.prompt), d, got[d], want[d]/sum)
+				}
+			}
+			checked++
+		}
+	}
+	t.Logf("%d model tokens checked, %d environment tokens without digits", checked, envTokens)
+	if checked == 0 || envTokens == 0 {
+		t.Fatalf("%d model tokens, %d environment tokens: want both", checked, envTokens)
 	}
 }

@@ -89,11 +89,13 @@ type stepCase struct {
 	// drawn before the last update); nil means logp_old = logp detached.
 	OldLoRA map[string]refLoRA `json:"old_lora,omitempty"`
 	NTL     *refNTL            `json:"ntl,omitempty"`
+	// EntropyCoef is the entropy bonus's coefficient as applied in the step.
+	EntropyCoef float64 `json:"entropy_coef,omitempty"`
 }
 
 func (c stepCase) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s/beta=%g/T=%g/ga=%d/mask=%v/rho=%g/old=%v", c.Model, c.LossType, c.ImportanceSamplingLevel,
-		c.ScaleRewards, c.Beta, c.Temperature, len(c.MicroBatches), c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.OldLoRA != nil)
+	return fmt.Sprintf("%s/%s/%s/%s/beta=%g/T=%g/ga=%d/mask=%v/rho=%g/old=%v/ent=%g", c.Model, c.LossType, c.ImportanceSamplingLevel,
+		c.ScaleRewards, c.Beta, c.Temperature, len(c.MicroBatches), c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.OldLoRA != nil, c.EntropyCoef)
 }
 
 // params are the case's loss parameters; tokens is the accumulated batch's loss tokens.
@@ -102,7 +104,8 @@ func (c stepCase) params(tokens int) grpo.Params {
 		MaxCompletionLength: c.MaxCompletionLength, Tokens: tokens, ImportanceSamplingLevel: c.ImportanceSamplingLevel,
 		MaskTruncatedCompletions: c.MaskTruncatedCompletions, TopEntropyQuantile: c.TopEntropyQuantile,
 		SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
-		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg}
+		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg,
+		EntropyCoef: c.EntropyCoef}
 }
 
 // withTRLDefaults fills the options a case does not vary with TRL's defaults.
@@ -256,6 +259,16 @@ func (p *stepPolicy) step(c stepCase) (stepResult, error) {
 				d[len(mb.Prompts[i])+k] = float32(g * scale)
 			}
 			dlogp[i] = d
+		}
+		if out.EntropyGrad != nil {
+			tape.EntropyGrad = make([][]float32, len(seqs))
+			for i := range seqs {
+				d := make([]float32, len(seqs[i]))
+				for k, g := range out.EntropyGrad[i] {
+					d[len(mb.Prompts[i])+k] = float32(g * scale)
+				}
+				tape.EntropyGrad[i] = d
+			}
 		}
 		if err := m.Backward(tape, dlogp, nil); err != nil {
 			return res, err
@@ -495,6 +508,19 @@ func TestGRPOStepMatchesTorch(t *testing.T) {
 			c.MicroBatches = two
 			checks = append(checks, check{c, c, true})
 		}
+		// The entropy bonus (its gradient through the head's softmax) for every loss type, on
+		// the policy's own samples and one update after, with the entropy filter, β and
+		// truncation masking over two micro-batches.
+		for _, lt := range grpo.LossTypes {
+			c := base
+			c.LossType, c.ScaleRewards, c.EntropyCoef = lt, grpo.ScaleGroup, 0.05
+			checks = append(checks, check{c, c, true})
+			c.OldLoRA, c.MicroBatches, c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.Beta = old, masked, true, 0.4, 0.04
+			if lt == grpo.LossCISPO {
+				c.EpsilonHigh = 1.1
+			}
+			checks = append(checks, check{c, c, true})
+		}
 		// Negative controls: the same comparison must fail on a wrong temperature or loss_type.
 		c := base
 		c.LossType, c.ScaleRewards, c.Beta, c.Temperature = grpo.LossDAPO, grpo.ScaleGroup, 0.04, 0.7
@@ -506,15 +532,18 @@ func TestGRPOStepMatchesTorch(t *testing.T) {
 		wrongType.LossType = grpo.LossBNPO
 		checks = append(checks, check{c, wrongType, false})
 		// … and on a dropped option: no entropy filter, no truncation mask, logp_old detached,
-		// token instead of sequence level.
+		// token instead of sequence level, no entropy bonus or another coefficient.
 		c = base
 		c.LossType, c.ScaleRewards, c.MicroBatches, c.OldLoRA = grpo.LossDAPO, grpo.ScaleGroup, masked, old
 		c.MaskTruncatedCompletions, c.TopEntropyQuantile, c.ImportanceSamplingLevel = true, 0.4, grpo.LevelSequence
+		c.EntropyCoef = 0.05
 		for _, wrong := range []func(*stepCase){
 			func(w *stepCase) { w.TopEntropyQuantile = 1 },
 			func(w *stepCase) { w.MaskTruncatedCompletions = false },
 			func(w *stepCase) { w.OldLoRA = nil },
 			func(w *stepCase) { w.ImportanceSamplingLevel = grpo.LevelToken },
+			func(w *stepCase) { w.EntropyCoef = 0 },
+			func(w *stepCase) { w.EntropyCoef = 0.1 },
 		} {
 			w := c
 			wrong(&w)
@@ -591,13 +620,18 @@ func TestTrainStepMatchesTorch(t *testing.T) {
 		level           string
 		mask            bool
 		rho             float64
+		entropyCoef     float64
 	}{
-		{grpo.LossDAPO, grpo.ScaleGroup, 0.04, 0.8, 2, grpo.LevelToken, false, 1},
-		{grpo.LossGRPO, grpo.ScaleBatch, 0.04, 1, 2, grpo.LevelSequence, true, 1},
-		{grpo.LossDrGRPO, grpo.ScaleNone, 0, 1.3, 1, grpo.LevelToken, true, 0.3},
-		{grpo.LossSAPO, grpo.ScaleGroup, 0.04, 1, 2, grpo.LevelToken, false, 0.5},
+		{grpo.LossDAPO, grpo.ScaleGroup, 0.04, 0.8, 2, grpo.LevelToken, false, 1, 0},
+		{grpo.LossGRPO, grpo.ScaleBatch, 0.04, 1, 2, grpo.LevelSequence, true, 1, 0},
+		{grpo.LossDrGRPO, grpo.ScaleNone, 0, 1.3, 1, grpo.LevelToken, true, 0.3, 0},
+		{grpo.LossSAPO, grpo.ScaleGroup, 0.04, 1, 2, grpo.LevelToken, false, 0.5, 0},
+		// the entropy bonus, its gradient through the head: dapo's global normalisation and a
+		// per-micro-batch mean with the entropy filter
+		{grpo.LossDAPO, grpo.ScaleGroup, 0.04, 0.8, 2, grpo.LevelToken, false, 1, 0.05},
+		{grpo.LossBNPO, grpo.ScaleGroup, 0, 1, 2, grpo.LevelToken, false, 0.4, 0.08},
 	} {
-		name := fmt.Sprintf("%s-%s-beta%g-T%g-ga%d-%s-mask%v-rho%g", tc.lossType, tc.scale, tc.beta, tc.temp, tc.ga, tc.level, tc.mask, tc.rho)
+		name := fmt.Sprintf("%s-%s-beta%g-T%g-ga%d-%s-mask%v-rho%g-ent%g", tc.lossType, tc.scale, tc.beta, tc.temp, tc.ga, tc.level, tc.mask, tc.rho, tc.entropyCoef)
 		c := tinyConfig(t, "story", 1)
 		c.Quant.Type = "none"
 		c.LoRA.InitLoRAWeights = false // random B: dA ≠ 0 and policy ≠ reference
@@ -605,6 +639,7 @@ func TestTrainStepMatchesTorch(t *testing.T) {
 		c.LossType, c.ScaleRewards, c.Beta, c.Temperature = tc.lossType, tc.scale, tc.beta, tc.temp
 		c.GradientAccumulationSteps = tc.ga
 		c.ImportanceSamplingLevel, c.MaskTruncatedCompletions, c.TopEntropyQuantile = tc.level, tc.mask, tc.rho
+		c.EntropyCoef = tc.entropyCoef
 		c.MaxCompletionLength = 10
 		if tc.mask {
 			c.MaxCompletionLength = 160 // long enough that some completions stop (EOS is 1 of 400 tokens)
@@ -674,7 +709,8 @@ func replayTrainStep(t *testing.T, c *config.Config) (stepResult, refModel, step
 		NumGenerations: c.NumGenerations, ImportanceSamplingLevel: c.ImportanceSamplingLevel,
 		MaskTruncatedCompletions: c.MaskTruncatedCompletions, TopEntropyQuantile: c.TopEntropyQuantile,
 		SAPOTemperaturePos: c.SAPOTemperaturePos, SAPOTemperatureNeg: c.SAPOTemperatureNeg,
-		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg}
+		VESPOKPos: c.VESPOKPos, VESPOLambdaPos: c.VESPOLambdaPos, VESPOKNeg: c.VESPOKNeg, VESPOLambdaNeg: c.VESPOLambdaNeg,
+		EntropyCoef: c.EntropyCoef}
 	for mb := 0; mb < max(1, c.GradientAccumulationSteps); mb++ {
 		b, err := e.generate(ctx, e.nextPrompts(c.PerDeviceTrainBatchSize), rng.Uint64())
 		if err != nil {

@@ -181,11 +181,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err := e.startEnvironments(); err != nil {
 		return nil, err
 	}
-	if cfg.EntropyCoef != 0 || cfg.UseAdaptiveEntropy {
-		// grpo.Loss computes the bonus and its gradient with respect to each token's entropy,
-		// but the model's head has no backward for the entropy yet (a backend op).
-		return nil, &ConfigError{fmt.Errorf("entropy_coef = %v, use_adaptive_entropy = %v: the entropy bonus is not trained yet (the model's backward takes the log-probs' gradient only); leave entropy_coef at 0", cfg.EntropyCoef, cfg.UseAdaptiveEntropy)}
-	}
+	e.entropy = newEntropyBonus(cfg)
 	e.mon = monitor.New(th)
 	e.stopOn = th.StopOn
 	e.mon.Now = e.now

@@ -62,6 +62,7 @@ func (e *Engine) trainStep(ctx context.Context) (err error) {
 	}
 	e.step = step
 	metrics := e.stepMetrics(roll, loss, lossStats, upd, time.Since(t0).Seconds())
+	e.observeEntropy(lossStats, metrics)
 	aux.metrics(metrics)
 	if err := e.evaluate(ctx, step, metrics); err != nil {
 		return err
@@ -131,7 +132,7 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux,
 	tape := e.tape()
 	for _, b := range batches {
 		params := lossParams(e.cfg)
-		params.Tokens = b.gen.tokens
+		params.Tokens, params.EntropyCoef = b.gen.tokens, e.entropyCoef()
 		seqs := make([][]int, len(b.rollouts))
 		first := make([]int, len(b.rollouts))
 		for i, r := range b.rollouts {
@@ -174,6 +175,7 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux,
 		}
 		loss += res.Loss * scale
 		lossStats.Add(res.Stats)
+		lossStats.Bonus += res.Bonus * scale
 		dlogp := make([][]float32, len(seqs))
 		for i, r := range b.rollouts {
 			d := make([]float32, len(seqs[i]))
@@ -183,11 +185,57 @@ func (e *Engine) lossAndBackward(batches []*batch) (float64, grpo.Stats, ntlAux,
 			}
 			dlogp[i] = d
 		}
+		tape.EntropyGrad = nil
+		if res.EntropyGrad != nil { // the entropy bonus: its gradient flows through the head too
+			tape.EntropyGrad = make([][]float32, len(seqs))
+			for i, r := range b.rollouts {
+				d := make([]float32, len(seqs[i]))
+				for k, g := range res.EntropyGrad[i] {
+					d[len(r.prompt)+k] = float32(g * scale)
+				}
+				tape.EntropyGrad[i] = d
+			}
+		}
 		if err := e.model.Backward(tape, dlogp, nil); err != nil {
 			return 0, lossStats, aux, err
 		}
 	}
 	return loss, lossStats, aux, nil
+}
+
+// newEntropyBonus is TRL's adaptive entropy controller for use_adaptive_entropy (nil
+// otherwise: a fixed entropy_coef needs none), starting from entropy_coef with no bonus on
+// the first step.
+func newEntropyBonus(c *config.Config) *grpo.AdaptiveEntropy {
+	if !c.UseAdaptiveEntropy {
+		return nil
+	}
+	return &grpo.AdaptiveEntropy{Coef: c.EntropyCoef, Target: c.EntropyTarget, Min: c.EntropyCoefMin, Max: c.EntropyCoefMax,
+		Delta: c.EntropyCoefDelta, Last: math.Inf(1)}
+}
+
+// entropyCoef is the entropy bonus's coefficient in the coming step's loss.
+func (e *Engine) entropyCoef() float64 {
+	if e.entropy != nil {
+		return e.entropy.Applied()
+	}
+	return e.cfg.EntropyCoef
+}
+
+// observeEntropy updates the adaptive controller with the step's mean entropy over the loss
+// tokens the bonus covers, and logs the coefficient (after the update) as entropy_coef and
+// the loss without the bonus as policy_loss, as TRL does whenever the bonus is on.
+func (e *Engine) observeEntropy(st grpo.Stats, metrics events.Metrics) {
+	if e.entropy == nil && e.cfg.EntropyCoef == 0 {
+		return
+	}
+	metrics["policy_loss"] = metrics["loss"] + st.Bonus // the loss without the bonus (NTL's share stays in)
+	if e.entropy != nil {
+		e.entropy.Observe(st.KeptEntropyMean())
+		metrics["entropy_coef"] = e.entropy.Coef
+	} else {
+		metrics["entropy_coef"] = e.cfg.EntropyCoef
+	}
 }
 
 // stepUpdate is what the update phase did.

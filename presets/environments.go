@@ -14,7 +14,6 @@ package presets
 //	tool_format = "hermes"             # "" = the chat template's own
 
 import (
-	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -61,33 +60,15 @@ const DefaultMaxTurns = 4
 
 // DecodeEnvironments checks and decodes the value of a document's "environments" key.
 func DecodeEnvironments(raw any, lineOf func(i int, key string) int) ([]Environment, []LineError) {
-	var tables []map[string]any
-	switch v := raw.(type) {
-	case []map[string]any:
-		tables = v
-	case []any:
-		for _, e := range v {
-			m, ok := e.(map[string]any)
-			if !ok {
-				return nil, []LineError{{lineOf(0, ""), "environments: want [[environments]] tables"}}
-			}
-			tables = append(tables, m)
-		}
-	default:
+	tables, ok := arrayOfTables(raw)
+	if !ok {
 		return nil, []LineError{{lineOf(0, ""), "environments: want [[environments]] tables"}}
 	}
 	var errs []LineError
 	var out []Environment
 	seen := map[string]int{}
 	for i, t := range tables {
-		at := fmt.Sprintf("environments[%d]", i)
-		bad := func(key, format string, a ...any) {
-			k := at
-			if key != "" {
-				k += "." + key
-			}
-			errs = append(errs, LineError{lineOf(i, key), k + ": " + fmt.Sprintf(format, a...)})
-		}
+		bad := entryErrors(&errs, lineOf, "environments", i)
 		env := Environment{Kind: "command", MaxTurns: DefaultMaxTurns, Timeout: rewards.DefaultCommandTimeout}
 		for _, k := range sortedKeys(t) {
 			switch k {
@@ -112,25 +93,8 @@ func DecodeEnvironments(raw any, lineOf func(i int, key string) int) ([]Environm
 			}
 			env.Kind = k
 		}
-		switch c := t["command"].(type) {
-		case nil:
-			if env.Kind == "command" {
-				bad("command", `want the command as a list, e.g. ["python3", "my_env.py"]`)
-			}
-		case []any:
-			for j, a := range c {
-				s, ok := a.(string)
-				if !ok {
-					bad("command", "element %d is %s: want a list of strings", j, show(a))
-					break
-				}
-				env.Command = append(env.Command, s)
-			}
-			if len(env.Command) == 0 || env.Command[0] == "" {
-				bad("command", "names no program")
-			}
-		default:
-			bad("command", `want the command as a list, e.g. ["python3", "my_env.py"], got %s`, show(c))
+		if _, ok := t["command"]; ok || env.Kind == "command" {
+			env.Command = decodeCommand(t, bad)
 		}
 		if v, ok := t["rewards"]; ok {
 			m, isMap := v.(map[string]any)
@@ -156,13 +120,8 @@ func DecodeEnvironments(raw any, lineOf func(i int, key string) int) ([]Environm
 		}
 		intKey("max_turns", 1, &env.MaxTurns)
 		intKey("max_tokens", 0, &env.MaxTokens)
-		if v, ok := t["timeout"]; ok {
-			s, isNum := number(v)
-			if !isNum || !(s >= 0.001) || s > maxTimeout.Seconds() {
-				bad("timeout", "%s: want the seconds a batch may take, from 0.001 to %d", show(v), int(maxTimeout/time.Second))
-			} else {
-				env.Timeout = time.Duration(math.Round(s * float64(time.Second)))
-			}
+		if d, ok := decodeTimeout(t, bad); ok {
+			env.Timeout = d
 		}
 		if v, ok := t["tool_format"]; ok {
 			s, isStr := v.(string)
@@ -190,19 +149,7 @@ func (e Environment) RewardNames() []string {
 
 // WithEnvironments is p with the environments extra added, one of the same name replacing p's.
 func (p Preset) WithEnvironments(extra []Environment) Preset {
-	out := append([]Environment(nil), p.Environments...)
-	for _, e := range extra {
-		replaced := false
-		for i := range out {
-			if out[i].Name == e.Name {
-				out[i], replaced = e, true
-			}
-		}
-		if !replaced {
-			out = append(out, e)
-		}
-	}
-	p.Environments = out
+	p.Environments = mergeByName(p.Environments, extra, func(e Environment) string { return e.Name })
 	return p
 }
 
@@ -211,21 +158,5 @@ var environmentsHeader = regexp.MustCompile(`^\s*\[\[\s*environments\s*\]\]`)
 // EnvironmentsLine is the line of key in the i-th [[environments]] entry of doc (the entry's
 // header for key "", or when the key is not found), 0 when unknown.
 func EnvironmentsLine(doc string, i int, key string) int {
-	n := 0
-	for k, line := range strings.Split(doc, "\n") {
-		if !environmentsHeader.MatchString(line) {
-			continue
-		}
-		if n == i {
-			if key == "" {
-				return k + 1
-			}
-			if l := searchKey(doc, key, k+1); l > 0 {
-				return l
-			}
-			return k + 1
-		}
-		n++
-	}
-	return searchKey(doc, "environments", 1)
+	return entryLine(doc, environmentsHeader, "environments", i, key)
 }

@@ -46,33 +46,15 @@ const maxTimeout = 24 * time.Hour
 // of tables, as BurntSushi/toml decodes it into `any`). lineOf gives the line of entry i's
 // key ("" for the entry itself). Every problem is returned, each naming the key.
 func DecodeRewards(raw any, lineOf func(i int, key string) int) ([]CommandReward, []LineError) {
-	var errs []LineError
-	var tables []map[string]any
-	switch v := raw.(type) {
-	case []map[string]any:
-		tables = v
-	case []any:
-		for _, e := range v {
-			m, ok := e.(map[string]any)
-			if !ok {
-				return nil, []LineError{{lineOf(0, ""), "rewards: want [[rewards]] tables (kind, name, command, weight, timeout)"}}
-			}
-			tables = append(tables, m)
-		}
-	default:
+	tables, ok := arrayOfTables(raw)
+	if !ok {
 		return nil, []LineError{{lineOf(0, ""), "rewards: want [[rewards]] tables (kind, name, command, weight, timeout)"}}
 	}
+	var errs []LineError
 	var out []CommandReward
 	seen := map[string]int{}
 	for i, t := range tables {
-		at := fmt.Sprintf("rewards[%d]", i)
-		bad := func(key, format string, a ...any) {
-			k := at
-			if key != "" {
-				k += "." + key
-			}
-			errs = append(errs, LineError{lineOf(i, key), k + ": " + fmt.Sprintf(format, a...)})
-		}
+		bad := entryErrors(&errs, lineOf, "rewards", i)
 		r := CommandReward{Weight: defaultWeight, Timeout: rewards.DefaultCommandTimeout}
 		for _, k := range sortedKeys(t) {
 			switch k {
@@ -98,24 +80,7 @@ func DecodeRewards(raw any, lineOf func(i int, key string) int) ([]CommandReward
 			seen[name] = i
 			r.Name = name
 		}
-		switch c := t["command"].(type) {
-		case []any:
-			for j, a := range c {
-				s, ok := a.(string)
-				if !ok {
-					bad("command", "element %d is %s: want a list of strings", j, show(a))
-					break
-				}
-				r.Command = append(r.Command, s)
-			}
-			if len(c) == 0 || (len(r.Command) > 0 && r.Command[0] == "") {
-				bad("command", "names no program: want e.g. [\"python3\", \"my_reward.py\"]")
-			}
-		case string:
-			bad("command", `want a list of the program and its arguments, e.g. [%s]`, quoteFields(c))
-		default:
-			bad(keyOr(t, "command"), `want the command as a list, e.g. ["python3", "my_reward.py"], got %s`, show(t["command"]))
-		}
+		r.Command = decodeCommand(t, bad)
 		if v, ok := t["weight"]; ok {
 			w, isNum := number(v)
 			if !isNum || !validWeight(w) {
@@ -123,14 +88,8 @@ func DecodeRewards(raw any, lineOf func(i int, key string) int) ([]CommandReward
 			}
 			r.Weight = w
 		}
-		if v, ok := t["timeout"]; ok {
-			s, isNum := number(v)
-			if !isNum || !(s >= 0.001) || s > maxTimeout.Seconds() {
-				bad("timeout", "%s: want the seconds a batch may take, from 0.001 to %d", show(v), int(maxTimeout/time.Second))
-			} else {
-				// Rounded, so that d.Seconds() written out reads back as d.
-				r.Timeout = time.Duration(math.Round(s * float64(time.Second)))
-			}
+		if d, ok := decodeTimeout(t, bad); ok {
+			r.Timeout = d
 		}
 		out = append(out, r)
 	}
@@ -205,40 +164,12 @@ var rewardsHeader = regexp.MustCompile(`^\s*\[\[\s*"?rewards"?\s*\]\]`)
 // RewardsLine is the line of key in the i-th [[rewards]] table of doc (its header's line for
 // key ""), 0 when it cannot be found.
 func RewardsLine(doc string, i int, key string) int {
-	n := 0
-	for k, line := range strings.Split(doc, "\n") {
-		if !rewardsHeader.MatchString(line) {
-			continue
-		}
-		if n == i {
-			if key == "" {
-				return k + 1
-			}
-			if l := searchKey(doc, key, k+1); l > 0 {
-				return l
-			}
-			return k + 1
-		}
-		n++
-	}
-	return searchKey(doc, "rewards", 1)
+	return entryLine(doc, rewardsHeader, "rewards", i, key)
 }
 
 // WithCommands is p with the command rewards extra added: an entry with the name of one of
 // p's replaces it (to change its weight or timeout; weight 0 turns it off).
 func (p Preset) WithCommands(extra []CommandReward) Preset {
-	out := append([]CommandReward(nil), p.Commands...)
-	for _, e := range extra {
-		replaced := false
-		for i := range out {
-			if out[i].Name == e.Name {
-				out[i], replaced = e, true
-			}
-		}
-		if !replaced {
-			out = append(out, e)
-		}
-	}
-	p.Commands = out
+	p.Commands = mergeByName(p.Commands, extra, func(c CommandReward) string { return c.Name })
 	return p
 }

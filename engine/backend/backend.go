@@ -187,15 +187,18 @@ type Backend interface {
 	// the target is negative) and, entropy optional, the entropy of each row's distribution;
 	// logits, logp, entropy float32, targets I32.
 	LogProbForward(logp, entropy, logits, targets Buf, rows, vocab int, invTemp float32) error
-	// LogProbBackward accumulates dlogits += dlogp·invTemp·(onehot(target) − softmax) on
-	// the rows with a target.
-	LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error
+	// LogProbBackward accumulates into dlogits the gradient of Σ_r dlogp[r]·logp[r] +
+	// dentropy[r]·H[r] (LogProbForward's outputs): dlogp·invTemp·(onehot(target) − p) on the
+	// rows with a target and, dentropy optional, −dentropy·invTemp·p⊙(log p + H) on every row,
+	// p = softmax(logits·invTemp) and H its entropy.
+	LogProbBackward(dlogits, dlogp, dentropy, logits, targets Buf, rows, vocab int, invTemp float32) error
 	// HeadLogProbs is Logits, SoftcapForward (softcap > 0 only), then LogProbForward, with
 	// the logits formed a chunk of rows at a time only.
 	HeadLogProbs(logp, entropy, hidden, head, targets Buf, rows, dim, vocab int, invT, softcap float32) error
 	// HeadLogProbsBackward accumulates dhidden += dlogits·head, dlogits the gradient of
-	// Σ dlogp[r]·logp[r] (logits recomputed a chunk at a time; the head frozen).
-	HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT, softcap float32) error
+	// Σ dlogp[r]·logp[r] + dentropy[r]·H[r] (HeadLogProbs' outputs; dentropy optional) as
+	// LogProbBackward forms it (logits recomputed a chunk at a time; the head frozen).
+	HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, targets Buf, rows, dim, vocab int, invT, softcap float32) error
 	// Sample draws one token per row of float32 logits: temperature 0 is greedy (argmax,
 	// lowest id on ties); otherwise softmax(logits/temperature), then top-k (0: all), then
 	// top-p over the top-k renormalised (0 or ≥ 1: all), as Hugging Face's warpers. Row r
@@ -204,8 +207,9 @@ type Backend interface {
 	// vocabulary (T = 1 when greedy). A host boundary: it waits.
 	Sample(logits Buf, uniforms []float64, rows, vocab int, temperature float32, topK int, topP float32) ([]int32, []float32, error)
 	// SampleInto is Sample leaving tokens (I32) and logp (F32) in device memory, with the
-	// uniforms (F64) already there.
-	SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32) error
+	// uniforms (F64) already there, and transformers' min_p and repetition_penalty applied in
+	// the draw (pen; its zero value applies neither).
+	SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32, pen Penalties) error
 	// DigitProbs sets out[r,d] (float32, rows×10) to the probability of digit d under the
 	// softmax over the digit tokens ids only (values[i] is token ids[i]'s digit; I32 both).
 	DigitProbs(out, logits, ids, values Buf, rows, vocab int) error
@@ -221,6 +225,26 @@ type Backend interface {
 	// ScaleAll multiplies every tensor by s (gradient clipping).
 	ScaleAll(xs []Buf, s float32) error
 }
+
+// Penalties are transformers' two other sampling processors, in its order around Sample's:
+// the repetition penalty on the raw logits of the tokens a row has seen (divided by it when
+// positive, multiplied when negative), then temperature, top-k, top-p, then min_p (keep the
+// tokens at least MinP times as likely as the most likely). The log-probability of the drawn
+// token stays that of softmax(raw logits/T) over the whole vocabulary.
+type Penalties struct {
+	MinP       float32 // 0: off
+	Repetition float32 // 0 or 1: off
+	// Seen (I32, rows × SeenWords(vocab)) holds a bit per token of the vocabulary for each
+	// row: the tokens it has seen (bit j&31 of word j>>5). Needed with Repetition; the drawn
+	// token's bit is set, so a captured decode step keeps it current on the device.
+	Seen Buf
+}
+
+// Penalised reports whether the repetition penalty applies.
+func (p Penalties) Penalised() bool { return p.Repetition > 0 && p.Repetition != 1 }
+
+// SeenWords is the I32 words of one row of Penalties.Seen.
+func SeenWords(vocab int) int { return (vocab + 31) / 32 }
 
 // Precision is what a backend computes in: the model allocates its activations and KV cache
 // as Act, the residual stream and its gradient as Stream, frozen dense weights, embeddings

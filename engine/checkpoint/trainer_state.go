@@ -33,6 +33,11 @@ type TrainerState struct {
 	// NumInputTokensSeen counts the prompt and completion tokens sampled so far (the
 	// Trainer's field of the same name; TRL logs it as num_tokens).
 	NumInputTokensSeen int64 `json:"num_input_tokens_seen,omitempty"`
+	// EntropyCoef and EntropyLast are the adaptive entropy controller's state
+	// (use_adaptive_entropy): its coefficient and the last step's entropy (absent before the
+	// first step), as TRL saves them.
+	EntropyCoef *float64 `json:"entropy_coef,omitempty"`
+	EntropyLast *float64 `json:"entropy_last,omitempty"`
 
 	// Source is "" for this tool's own files and SourceTransformers for Hugging Face's.
 	Source   string `json:"source,omitempty"`

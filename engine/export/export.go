@@ -297,6 +297,25 @@ func text(x data.Example) string {
 	return b.String()
 }
 
+// promptRows are the rows of train.jsonl for TRL and OpenRLHF: each example's columns, its
+// prompt (as chat turns when the model has a template, else plain text) and its answer.
+func promptRows(run Run) []map[string]any {
+	rows := make([]map[string]any, len(run.Examples))
+	for i, x := range run.Examples {
+		r := map[string]any{}
+		for k, v := range x.Extra {
+			r[k] = v
+		}
+		r["prompt"] = text(x)
+		if run.ChatTemplate {
+			r["prompt"] = turns(x)
+		}
+		r["answer"] = x.Answer
+		rows[i] = r
+	}
+	return rows
+}
+
 // jsonl writes rows as JSON lines.
 func jsonl(rows []map[string]any) ([]byte, error) {
 	var b bytes.Buffer

@@ -14,19 +14,7 @@ import (
 // (accelerate launch over nodes and GPUs).
 func trl(run Run, o Options, m *mapping) ([]file, error) {
 	c := run.Cfg
-	rows := make([]map[string]any, len(run.Examples))
-	for i, x := range run.Examples {
-		r := map[string]any{}
-		for k, v := range x.Extra {
-			r[k] = v
-		}
-		r["prompt"] = text(x)
-		if run.ChatTemplate {
-			r["prompt"] = turns(x)
-		}
-		r["answer"] = x.Answer
-		rows[i] = r
-	}
+	rows := promptRows(run)
 	data, err := jsonl(rows)
 	if err != nil {
 		return nil, fmt.Errorf("export: train.jsonl: %w", err)

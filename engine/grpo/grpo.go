@@ -293,6 +293,9 @@ type Result struct {
 	Grad [][]float64
 	// EntropyGrad[i][t] = ∂Loss/∂Entropy[i][t] (the entropy bonus's; nil without one).
 	EntropyGrad [][]float64
+	// Bonus is the entropy bonus's term, coef·H̄, which Loss already subtracts: Loss + Bonus
+	// is the policy loss alone (TRL's policy_loss).
+	Bonus float64
 	// Stats are the metrics' sums: add those of every micro-batch, then read Metrics.
 	Stats Stats
 }
@@ -301,10 +304,17 @@ type Result struct {
 // the loss tokens (masked completions left out); with sequence-level importance sampling the
 // ratio metrics are per sequence, over every sequence, as TRL computes them.
 type Stats struct {
-	LossType                string
-	Tokens, Seqs            float64 // loss tokens and sequences seen
-	KL, Entropy             float64 // sums over loss tokens
-	HasEntropy              bool
+	LossType     string
+	Tokens, Seqs float64 // loss tokens and sequences seen
+	KL, Entropy  float64 // sums over loss tokens
+	HasEntropy   bool
+	// KeptEntropy and KeptTokens are the entropy's sum and count over the loss tokens the
+	// entropy filter keeps: the mean the adaptive entropy controller observes (TRL's
+	// world entropy).
+	KeptEntropy, KeptTokens float64
+	// Bonus is the entropy bonus's term of the step's loss (the caller adds each micro-batch's
+	// Result.Bonus, scaled as its loss).
+	Bonus                   float64
 	ClipLow, ClipHigh       float64 // sums of the clip indicators
 	ClipRegion, CISPOClip   float64
 	ClipCount               float64 // what those sums are over: tokens, or sequences
@@ -327,6 +337,8 @@ func (s *Stats) Add(o Stats) {
 	s.KL += o.KL
 	s.Entropy += o.Entropy
 	s.HasEntropy = s.HasEntropy && o.HasEntropy
+	s.KeptEntropy += o.KeptEntropy
+	s.KeptTokens += o.KeptTokens
 	s.ClipLow += o.ClipLow
 	s.ClipHigh += o.ClipHigh
 	s.ClipRegion += o.ClipRegion
@@ -335,6 +347,7 @@ func (s *Stats) Add(o Stats) {
 	s.ClipLowMin = nanMin(s.ClipLowMin, o.ClipLowMin)
 	s.ClipHighMax = nanMax(s.ClipHighMax, o.ClipHighMax)
 	s.PhiSum += o.PhiSum
+	s.Bonus += o.Bonus
 	s.OffPolicyDropped += o.OffPolicyDropped
 }
 
@@ -365,6 +378,9 @@ func (s Stats) Metrics() map[string]float64 {
 	}
 	return out
 }
+
+// KeptEntropyMean is the mean entropy over the loss tokens the entropy filter kept.
+func (s Stats) KeptEntropyMean() float64 { return ratio(s.KeptEntropy, s.KeptTokens) }
 
 // ratio is num/den with den clamped to at least 1, as TRL's masked means are.
 func ratio(num, den float64) float64 { return num / math.Max(den, 1) }
@@ -544,6 +560,7 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 				}
 				if eg != nil {
 					res.Loss -= entW * s.Entropy[t]
+					res.Bonus += entW * s.Entropy[t]
 					eg[t] = -entW
 				}
 			}
@@ -552,6 +569,10 @@ func Loss(seqs []Sequence, p Params) (Result, error) {
 			st.KL += klT
 			if s.Entropy != nil {
 				st.Entropy += s.Entropy[t]
+				if keep == nil || keep[i][t] {
+					st.KeptEntropy += s.Entropy[t]
+					st.KeptTokens++
+				}
 			}
 			if p.Beta != 0 {
 				res.Loss += w * p.Beta * klT

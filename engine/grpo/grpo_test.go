@@ -36,6 +36,8 @@ type refCase struct {
 	Rounds    [][]*float64 `json:"rounds,omitempty"`
 	Want      int          `json:"want,omitempty"`
 	MaxRounds int          `json:"max_rounds,omitempty"`
+	// adaptive_entropy: each step's entropy
+	Entropies []float64 `json:"entropies,omitempty"`
 }
 
 type refOut struct {
@@ -48,6 +50,8 @@ type refOut struct {
 	// filter_groups
 	Selected [][2]int `json:"selected"`
 	Rounds   int      `json:"rounds"`
+	// adaptive_entropy: the coefficient each step applied, and the coefficient after it
+	Applied, Coefs []float64
 }
 
 func runReference(t *testing.T, cases []refCase) []refOut {
@@ -533,6 +537,43 @@ func TestAdaptiveEntropy(t *testing.T) {
 	for i := range wantApplied {
 		if !close(applied[i], wantApplied[i], 1e-12) || !close(coefs[i], wantCoefs[i], 1e-12) {
 			t.Fatalf("applied %v coefs %v, want %v and %v", applied, coefs, wantApplied, wantCoefs)
+		}
+	}
+}
+
+// TestAdaptiveEntropyMatchesReference runs the controller over random runs of entropies
+// (some exactly at the target, some hitting min and max) against reference.py's TRL 1.9
+// controller.
+func TestAdaptiveEntropyMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 2))
+	var cases []refCase
+	var ctrls []AdaptiveEntropy
+	for k := 0; k < 12; k++ {
+		c := AdaptiveEntropy{Coef: r.Float64() * 0.02, Target: 0.1 + r.Float64(), Min: 0.001 * float64(k%3), Max: 0.02 + 0.01*r.Float64(),
+			Delta: 0.002 + 0.004*r.Float64(), Last: math.Inf(1)}
+		hs := make([]float64, 40)
+		for i := range hs {
+			switch r.IntN(5) {
+			case 0:
+				hs[i] = c.Target // at the target: counts as at or below
+			default:
+				hs[i] = c.Target * (0.5 + r.Float64())
+			}
+		}
+		ctrls = append(ctrls, c)
+		cases = append(cases, refCase{Kind: "adaptive_entropy", Entropies: hs, Params: map[string]any{"entropy_coef": c.Coef,
+			"entropy_target": c.Target, "entropy_coef_min": c.Min, "entropy_coef_max": c.Max, "entropy_coef_delta": c.Delta}})
+	}
+	want := runReference(t, cases)
+	for k, c := range ctrls {
+		for i, h := range cases[k].Entropies {
+			if a := c.Applied(); !close(a, want[k].Applied[i], 1e-12) {
+				t.Fatalf("case %d step %d: applied %v, reference %v", k, i, a, want[k].Applied[i])
+			}
+			c.Observe(h)
+			if !close(c.Coef, want[k].Coefs[i], 1e-12) {
+				t.Fatalf("case %d step %d: coefficient %v, reference %v", k, i, c.Coef, want[k].Coefs[i])
+			}
 		}
 	}
 }

@@ -26,12 +26,13 @@ type decoder struct {
 	c        *Cache
 	p        *pass
 	rows     int
-	seqs     []int       // the cache slot of each row
-	tok      backend.Buf // I32 [2·rows (+ 10·rows)]: the sampled ids (the next step's input), their log-probs, the digit probabilities (F32 bits)
-	digits   backend.Buf // the digit tokens (I32 ids, then values), with OnDigits
-	pos, seq backend.Buf // I32 [rows]
-	u        backend.Buf // F64 [rows], the uniforms of the draws
-	logits   backend.Buf // F32 [rows,Vocab]
+	seqs     []int             // the cache slot of each row
+	tok      backend.Buf       // I32 [2·rows (+ 10·rows)]: the sampled ids (the next step's input), their log-probs, the digit probabilities (F32 bits)
+	digits   backend.Buf       // the digit tokens (I32 ids, then values), with OnDigits
+	pos, seq backend.Buf       // I32 [rows]
+	u        backend.Buf       // F64 [rows], the uniforms of the draws
+	pen      backend.Penalties // min_p and repetition_penalty, drawn on the device (Seen: its bits)
+	logits   backend.Buf       // F32 [rows,Vocab]
 	host     []int32
 	o        GenerateOptions
 	graph    backend.Graph
@@ -82,8 +83,9 @@ func sharedInputs(L *Layer) [][]*Linear {
 }
 
 // newDecoder readies the step for the sequences seqs of c (row r decodes slot seqs[r]), each
-// feeding ids[r] at position c.Len[seqs[r]].
-func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions, digits backend.Buf) (*decoder, error) {
+// feeding ids[r] at position c.Len[seqs[r]]; seen(s) lists the tokens sequence s has so far
+// (prompt and completion), for the repetition penalty.
+func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions, digits backend.Buf, seen func(s int) []int) (*decoder, error) {
 	b, rows := m.b, len(seqs)
 	out := 2 * rows
 	if digits.Len() > 0 {
@@ -111,7 +113,8 @@ func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions,
 	err := first(b.Upload(d.pos, pos),
 		func() error { return b.Upload(d.seq, seq) },
 		func() error { return b.Upload(d.tok.Slice(0, rows), ids) },
-		func() error { return b.Upload(d.u, make([]float64, rows)) })
+		func() error { return b.Upload(d.u, make([]float64, rows)) },
+		func() error { return d.penalties(alloc, seen) })
 	if err == nil && o.Adapters == AdaptersOn {
 		err = d.lowRank(alloc)
 	}
@@ -130,6 +133,28 @@ func (m *Model) newDecoder(c *Cache, seqs []int, ids []int32, o GenerateOptions,
 	}
 	d.p = &pass{rows: rows, idsBuf: d.tok.Slice(0, rows), posBuf: d.pos, cache: c, ad: o.Adapters, dec: d, maxPos: c.Capacity}
 	return d, nil
+}
+
+// penalties readies min_p and repetition_penalty for the device's draw: with the penalty,
+// each row's seen tokens as bits (uploaded once; the draws add theirs on the device).
+func (d *decoder) penalties(alloc func(backend.DType, int) backend.Buf, seen func(s int) []int) error {
+	d.pen = backend.Penalties{MinP: d.o.MinP, Repetition: d.o.RepetitionPenalty}
+	if !d.pen.Penalised() {
+		return nil
+	}
+	w := backend.SeenWords(d.m.Config.Vocab)
+	bits := make([]int32, d.rows*w)
+	for r, s := range d.seqs {
+		for _, t := range seen(s) {
+			if t >= 0 && t < d.m.Config.Vocab {
+				bits[r*w+t>>5] |= 1 << (t & 31)
+			}
+		}
+	}
+	if d.pen.Seen = alloc(backend.I32, len(bits)); d.pen.Seen.Nil() {
+		return fmt.Errorf("out of memory for the repetition penalty's bits")
+	}
+	return d.m.b.Upload(d.pen.Seen, bits)
 }
 
 // lowRank makes the step's copies of the LoRA factors, in the activation precision: each
@@ -205,7 +230,7 @@ func (d *decoder) record() error {
 		},
 		func() error {
 			return b.SampleInto(d.tok.Slice(0, rows), d.tok.Slice(rows, rows).As(backend.F32), d.logits, d.u, rows, m.Config.Vocab,
-				o.Temperature, o.TopK, o.TopP)
+				o.Temperature, o.TopK, o.TopP, d.pen)
 		},
 		func() error { return b.Advance(d.pos, rows, d.c.Capacity) })
 }

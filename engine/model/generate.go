@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -16,8 +17,9 @@ type GenerateOptions struct {
 	TopP         float32 // keep the smallest set whose probability reaches P; 0 or ≥1: all
 	// MinP keeps the tokens at least MinP times as likely as the most likely (0: off), and
 	// RepetitionPenalty divides the positive logits and multiplies the negative ones of the
-	// tokens already in the prompt or completion (0 or 1: off), as transformers does; both
-	// are applied on the host (logitsproc.go), and LogProbs stay those of softmax(logits/T).
+	// tokens already in the prompt or completion (0 or 1: off), as transformers does; the
+	// backend draws with both (backend.Penalties: in the captured decode step, on the device),
+	// and LogProbs stay those of softmax(logits/T).
 	MinP              float32
 	RepetitionPenalty float32
 	// Sequence i samples from its own PCG generator seeded (Seed, Stream+i), so a batch
@@ -112,12 +114,9 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 	}
 	var host []float32 // OnLogits' row
-	var proc *logitsProc
-	var raw, work []float32 // the rows as the model gave them, one row processed
-	var seen []int
-	if o.needsProc() {
-		proc = &logitsProc{}
-	}
+	pen := backend.Penalties{MinP: o.MinP, Repetition: o.RepetitionPenalty}
+	penalties := pen.MinP > 0 || pen.Penalised()
+	seenOf := func(s int) []int { return append(slices.Clone(prompts[s]), g.Tokens[s]...) }
 	var digits backend.Buf // the digit tokens' ids, then their values (I32), with OnDigits
 	if o.Digits != nil && o.OnDigits != nil {
 		var err error
@@ -180,35 +179,20 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 				u[k] = rngs[r.seq].Float64()
 			}
 		}
-		topK, topP := o.TopK, o.TopP
-		if proc != nil {
-			// Each row through the host: penalised and truncated there, sampled untruncated
-			// by the backend, its log-prob taken from the raw row.
-			if len(raw) < rows*V {
-				raw = make([]float32, rows*V)
-			}
+		var toks []int32
+		var lps []float32
+		var err error
+		if penalties {
+			seqs := make([]int, rows)
 			for k, r := range p.runs {
-				row, lg := raw[k*V:(k+1)*V], logits.Slice(k*V, V)
-				if err := m.b.Download(row, lg); err != nil {
-					return err
-				}
-				work = append(work[:0], row...)
-				seen = append(append(seen[:0], prompts[r.seq]...), g.Tokens[r.seq]...)
-				proc.apply(work, seen, &o)
-				if err := m.b.Upload(lg, work); err != nil {
-					return err
-				}
+				seqs[k] = r.seq
 			}
-			topK, topP = 0, 0
+			toks, lps, err = m.samplePenalised(logits, u, seqs, seenOf, &o)
+		} else {
+			toks, lps, err = m.b.Sample(logits, u, rows, V, o.Temperature, o.TopK, o.TopP)
 		}
-		toks, lps, err := m.b.Sample(logits, u, rows, V, o.Temperature, topK, topP)
 		if err != nil {
 			return err
-		}
-		if proc != nil {
-			for k := range p.runs {
-				lps[k] = logSoftmaxAt(raw[k*V:(k+1)*V], int(toks[k]), o.Temperature)
-			}
 		}
 		for k, r := range p.runs {
 			take(r.seq, int(toks[k]), lps[k])
@@ -216,9 +200,6 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		return nil
 	}
 	_, capture := m.b.(backend.Capturer)
-	// min_p and repetition_penalty are applied on the host between the logits and the draw,
-	// which the captured step (sampling on the device) has no room for: they decode eagerly.
-	capture = capture && proc == nil
 	var dec *decoder
 	defer func() {
 		if dec != nil {
@@ -231,7 +212,7 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		case step == 0:
 			err = m.prefill(cache, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
 		case capture:
-			dec, err = m.decodeStep(dec, cache, feed, active, o, digits, rngs, step, take)
+			dec, err = m.decodeStep(dec, cache, feed, active, o, digits, rngs, step, take, seenOf)
 		default:
 			var lg backend.Buf
 			var p *pass
@@ -246,12 +227,58 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 	return g, nil
 }
 
+// samplePenalised draws row k of logits for sequence seqs[k] through the backend's
+// SampleInto with min_p and repetition_penalty (seen(s): the tokens sequence s has so far,
+// uploaded as bits): the draws outside the captured decode step (the first token, Eager).
+func (m *Model) samplePenalised(logits backend.Buf, u []float64, seqs []int, seen func(s int) []int, o *GenerateOptions) ([]int32, []float32, error) {
+	b, rows, V := m.b, len(seqs), m.Config.Vocab
+	w := backend.SeenWords(V)
+	bits := make([]int32, rows*w)
+	for k, s := range seqs {
+		for _, t := range seen(s) {
+			if t >= 0 && t < V {
+				bits[k*w+t>>5] |= 1 << (t & 31)
+			}
+		}
+	}
+	var bufs []backend.Buf
+	defer func() {
+		for _, x := range bufs {
+			b.Free(x)
+		}
+	}()
+	place := func(x any, dt backend.DType) backend.Buf {
+		y, err := b.Place(x, dt)
+		if err == nil {
+			bufs = append(bufs, y)
+		}
+		return y
+	}
+	sb, ub := place(bits, backend.I32), place(u, backend.F64)
+	out := place(make([]int32, 2*rows), backend.I32) // the tokens, then their log-probs' bits
+	if len(bufs) != 3 {
+		return nil, nil, fmt.Errorf("out of memory for a draw of %d rows", rows)
+	}
+	pen := backend.Penalties{MinP: o.MinP, Repetition: o.RepetitionPenalty, Seen: sb}
+	host := make([]int32, 2*rows)
+	err := first(b.SampleInto(out.Slice(0, rows), out.Slice(rows, rows).As(backend.F32), logits, ub, rows, V, o.Temperature, o.TopK, o.TopP, pen),
+		func() error { return b.Download(host, out) })
+	if err != nil {
+		return nil, nil, err
+	}
+	lps := make([]float32, rows)
+	for k := range lps {
+		lps[k] = math.Float32frombits(uint32(host[rows+k]))
+	}
+	return host[:rows], lps, nil
+}
+
 // decodeStep runs one decode step of Generate on the fixed-buffer step (decoder), which it
 // (re)builds when there is none or when at most half of its rows still run: finished
 // sequences stay as padded rows until then, so a batch costs a few captures, not one per
 // finished sequence. Sequence s continues when feed[s] is not nil; take records its token.
 func (m *Model) decodeStep(dec *decoder, c *Cache, feed [][]int, active int, o GenerateOptions, digits backend.Buf, rngs []*rand.Rand, step int,
-	take func(i, tok int, lp float32)) (*decoder, error) {
+	take func(i, tok int, lp float32), seen func(s int) []int) (*decoder, error) {
 	if dec == nil || active <= dec.rows/2 {
 		var seqs []int
 		var ids []int32
@@ -264,7 +291,7 @@ func (m *Model) decodeStep(dec *decoder, c *Cache, feed [][]int, active int, o G
 			dec.free()
 		}
 		var err error
-		if dec, err = m.newDecoder(c, seqs, ids, o, digits); err != nil {
+		if dec, err = m.newDecoder(c, seqs, ids, o, digits, seen); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,10 @@ type Tape struct {
 	// LogProbs[s][0] = 0. Entropy[s][i] is the entropy of that distribution (when asked).
 	LogProbs [][]float32
 	Entropy  [][]float32
+	// EntropyGrad, when the caller sets it before Backward (shaped as dlogp), is the loss's
+	// derivative with respect to Entropy (an entropy bonus): it flows back through the head's
+	// softmax with the log-probs' own gradient. ForwardTrain clears it.
+	EntropyGrad [][]float32
 	// DigitLogits[s][j] are the logits of TrainOptions.Digits.IDs (raw: before the
 	// temperature) in the distribution that predicts token Digits.At[s][j] of sequence s.
 	// DigitGrad, when the caller sets it before Backward (of the same shape), is the loss's
@@ -93,7 +97,7 @@ func (m *Model) ForwardTrain(t *Tape, seqs [][]int, o TrainOptions) error {
 	}
 	p.train = true
 	t.seqs, t.p, t.ad, t.invT = seqs, p, o.Adapters, invTemperature(o.Temperature)
-	t.DigitLogits, t.DigitGrad, t.dig.at = nil, nil, nil
+	t.DigitLogits, t.DigitGrad, t.dig.at, t.EntropyGrad = nil, nil, nil, nil
 	t.targets = targetsOf(p, seqs)
 	rows := p.rows
 	if rows == 0 {
@@ -289,38 +293,57 @@ func (m *Model) Backward(t *Tape, dlogp [][]float32, g *Grads) error {
 	if err := t.checkDigitGrad(); err != nil {
 		return fmt.Errorf("backward: %w", err)
 	}
+	if t.EntropyGrad != nil && len(t.EntropyGrad) != len(t.seqs) {
+		return fmt.Errorf("backward: %d entropy gradient rows for %d sequences", len(t.EntropyGrad), len(t.seqs))
+	}
 	p := t.p
-	rowGrad := make([]float32, p.rows)
-	for _, r := range p.runs {
-		if len(dlogp[r.seq]) != r.n {
-			return fmt.Errorf("backward: sequence %d has %d tokens but %d dlogp values", r.seq, r.n, len(dlogp[r.seq]))
+	selGrad, err := t.selected(dlogp, "dlogp")
+	if err != nil {
+		return err
+	}
+	var selEnt []float32
+	if t.EntropyGrad != nil {
+		if selEnt, err = t.selected(t.EntropyGrad, "entropy gradient"); err != nil {
+			return err
 		}
-		copy(rowGrad[r.row:r.row+r.n-1], dlogp[r.seq][1:])
-	}
-	selGrad := make([]float32, len(t.sel))
-	for k, r := range t.sel {
-		selGrad[k], rowGrad[r] = rowGrad[r], 0
-	}
-	if !allZero(rowGrad) {
-		return fmt.Errorf("backward: dlogp is not zero on a token before FirstScored")
 	}
 	if p.rows == 0 {
 		return nil
 	}
-	if err := m.backward(t, selGrad, g); err != nil {
+	if err := m.backward(t, selGrad, selEnt, g); err != nil {
 		return fmt.Errorf("backward: %w", err)
 	}
 	return nil
 }
 
-func (m *Model) backward(t *Tape, selGrad []float32, g *Grads) error {
+// selected gathers per-token values (row j of a sequence is token j+1's) onto the rows the
+// head ran on, refusing a value on a token before FirstScored.
+func (t *Tape) selected(perTok [][]float32, what string) ([]float32, error) {
+	rowGrad := make([]float32, t.p.rows)
+	for _, r := range t.p.runs {
+		if len(perTok[r.seq]) != r.n {
+			return nil, fmt.Errorf("backward: sequence %d has %d tokens but %d %s values", r.seq, r.n, len(perTok[r.seq]), what)
+		}
+		copy(rowGrad[r.row:r.row+r.n-1], perTok[r.seq][1:])
+	}
+	sel := make([]float32, len(t.sel))
+	for k, r := range t.sel {
+		sel[k], rowGrad[r] = rowGrad[r], 0
+	}
+	if !allZero(rowGrad) {
+		return nil, fmt.Errorf("backward: the %s is not zero on a token before FirstScored", what)
+	}
+	return sel, nil
+}
+
+func (m *Model) backward(t *Tape, selGrad, selEnt []float32, g *Grads) error {
 	if err := t.carveGrads(); err != nil {
 		return err
 	}
 	gr, p, b := &t.g, t.p, m.b
 	c := &m.Config
 	rows, D := p.rows, c.Dim
-	if err := m.headBackward(t, selGrad, g); err != nil {
+	if err := m.headBackward(t, selGrad, selEnt, g); err != nil {
 		return err
 	}
 	if err := t.digitBackward(g); err != nil {
@@ -351,13 +374,16 @@ func (m *Model) backward(t *Tape, selGrad []float32, g *Grads) error {
 }
 
 // headBackward sets t.g.hidden to the gradient of the final norm's output from the
-// log-probs' coefficients (and accumulates the head's gradient into g): the logits are
-// recomputed a chunk at a time.
-func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
+// log-probs' coefficients and the entropies' (selEnt, nil without an entropy term), and
+// accumulates the head's gradient into g: the logits are recomputed a chunk at a time.
+func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error {
 	gr, b := &t.g, m.b
 	D, V, n := m.Config.Dim, m.Config.Vocab, len(t.sel)
 	b.Zero(gr.hidden)
-	if n == 0 || allZero(selGrad) {
+	if allZero(selEnt) {
+		selEnt = nil
+	}
+	if n == 0 || (allZero(selGrad) && selEnt == nil) {
 		return nil
 	}
 	head, err := m.Buf(m.Head)
@@ -369,6 +395,19 @@ func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
 		return err
 	}
 	defer b.Free(sg)
+	var se backend.Buf // the entropies' coefficients, or none
+	if selEnt != nil {
+		if se, err = b.Place(selEnt, backend.F32); err != nil {
+			return err
+		}
+		defer b.Free(se)
+	}
+	entAt := func(k0, cn int) backend.Buf {
+		if se.Nil() {
+			return se
+		}
+		return se.Slice(k0, cn)
+	}
 	tb, err := b.Place(t.tsel, backend.I32)
 	if err != nil {
 		return err
@@ -378,19 +417,21 @@ func (m *Model) headBackward(t *Tape, selGrad []float32, g *Grads) error {
 	b.Zero(dh)
 	softcap := float32(m.Config.FinalSoftcap)
 	if g == nil {
-		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, tb, n, D, V, t.invT, softcap)
+		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, se, tb, n, D, V, t.invT, softcap)
 	} else {
 		dHead := g.Of(m.Head)
 		chunk := m.headRows()
 		for k0 := 0; k0 < n && err == nil; k0 += chunk {
 			cn := min(chunk, n-k0)
-			if allZero(selGrad[k0 : k0+cn]) {
+			if allZero(selGrad[k0:k0+cn]) && (selEnt == nil || allZero(selEnt[k0:k0+cn])) {
 				continue
 			}
 			h, lg, dl := t.hsel.Slice(k0*D, cn*D), gr.logits.Slice(0, cn*V), gr.dl.Slice(0, cn*V)
 			b.Zero(dl)
 			err = first(m.logits(lg, h, cn),
-				func() error { return b.LogProbBackward(dl, sg.Slice(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT) })
+				func() error {
+					return b.LogProbBackward(dl, sg.Slice(k0, cn), entAt(k0, cn), lg, tb.Slice(k0, cn), cn, V, t.invT)
+				})
 			if softcap > 0 { // through the cap: the gradient of the raw logits
 				raw := gr.draw.Slice(0, cn*V)
 				b.Zero(raw)

@@ -148,15 +148,17 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 5))
 		seqs := [][]int{randomIDs(rng, 12, m.Config.Vocab), randomIDs(rng, 7, m.Config.Vocab)}
 		dlogp := [][]float32{make([]float32, 12), make([]float32, 7)}
-		for _, d := range dlogp {
+		dent := [][]float32{make([]float32, 12), make([]float32, 7)}
+		for i, d := range dlogp {
 			for j := 1; j < len(d); j++ {
-				d[j] = float32(rng.NormFloat64())
+				d[j], dent[i][j] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 			}
 		}
 		tape := m.NewTape()
 		if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		tape.EntropyGrad = dent // an entropy term too: the frozen head's op takes it as well
 		full := newGrads(t, m)
 		if err := m.Backward(tape, dlogp, full); err != nil {
 			t.Fatal(err)
@@ -170,6 +172,7 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 		if err := m.ForwardTrain(tape, seqs, TrainOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		tape.EntropyGrad = dent
 		if err := m.Backward(tape, dlogp, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +207,8 @@ func TestFrozenBaseAdapterGradients(t *testing.T) {
 }
 
 // TestGradientsFiniteDifferences: the whole model's backward against central differences
-// of Σ dlogp·logp (summed in float64) at sampled coordinates of every tensor.
+// of Σ dlogp·logp + dent·H (an entropy bonus's term; summed in float64) at sampled
+// coordinates of every tensor.
 func TestGradientsFiniteDifferences(t *testing.T) {
 	configs := map[string]Config{
 		"gpt2": {ModelType: "gpt2", Vocab: 40, Dim: 16, Layers: 2, Heads: 2, Hidden: 24, MaxPos: 16, NormEps: 1e-5, TieEmbed: true},
@@ -216,25 +220,27 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 		rng := rand.New(rand.NewPCG(8, 8))
 		seqs := [][]int{randomIDs(rng, 9, cfg.Vocab), randomIDs(rng, 5, cfg.Vocab)}
 		dlogp := [][]float32{make([]float32, 9), make([]float32, 5)}
-		for _, d := range dlogp {
+		dent := [][]float32{make([]float32, 9), make([]float32, 5)}
+		for i, d := range dlogp {
 			for j := 1; j < len(d); j++ {
-				d[j] = float32(rng.NormFloat64())
+				d[j], dent[i][j] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 			}
 		}
 		tape := m.NewTape()
 		loss := func() float64 {
-			if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.8}); err != nil {
+			if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.8, Entropy: true}); err != nil {
 				t.Fatal(err)
 			}
 			var s float64
 			for i := range seqs {
 				for j := range seqs[i] {
-					s += float64(dlogp[i][j]) * float64(tape.LogProbs[i][j])
+					s += float64(dlogp[i][j])*float64(tape.LogProbs[i][j]) + float64(dent[i][j])*float64(tape.Entropy[i][j])
 				}
 			}
 			return s
 		}
 		loss()
+		tape.EntropyGrad = dent
 		g := newGrads(t, m)
 		if err := m.Backward(tape, dlogp, g); err != nil {
 			t.Fatal(err)

@@ -18,7 +18,10 @@ script adds what a GRPO step puts on top of it, written from DESIGN section 5:
     times the entropy filter (top_entropy_quantile rho: the token's entropy at least the
     (1 - rho) quantile of the micro-batch's), plus beta KL_t, KL_t = exp(ref - logp) - (ref - logp) - 1;
     completions marked truncated have no loss token with mask_truncated_completions;
-    aggregated by loss_type. A case's micro-batches are one generation batch (TRL's): the
+    aggregated by loss_type; with "entropy_coef" c, minus c times the entropy bonus (TRL 1.9's):
+    the sum of the entropies (differentiable: they depend on A and B) over the loss tokens the
+    entropy filter keeps, divided by their number (dapo, cispo, vespo: by the accumulated
+    batch's loss tokens). A case's micro-batches are one generation batch (TRL's): the
     advantages are computed over all of them (scale_rewards "batch": the std of all their
     rewards), dapo, cispo and vespo divide by the loss tokens of all of them, and the other
     types average the losses of the micro-batches trained on (gradient accumulation). A
@@ -89,12 +92,13 @@ def merged(cfg, base, lora, params):
 
 def completion_logps(cfg, w, prompt, completion, temperature, raw=False):
     """log p(completion[k] | prompt, completion[<k]) under softmax(logits / T), and the entropy
-    of each of those distributions (detached); with raw, also the raw logits of those rows."""
+    of each of those distributions (with its gradient); with raw, also the raw logits of those
+    rows."""
     seq = list(prompt) + list(completion)
     logits = reference.forward(cfg, w, seq)
     logp_all = torch.log_softmax(logits[:-1] / temperature, dim=-1)
     lp = logp_all.gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
-    ent = -(logp_all.exp() * logp_all).sum(-1).detach()
+    ent = -(logp_all.exp() * logp_all).sum(-1)
     if raw:
         return lp[len(prompt) - 1:], ent[len(prompt) - 1:], logits[len(prompt) - 1:-1]
     return lp[len(prompt) - 1:], ent[len(prompt) - 1:]
@@ -132,7 +136,7 @@ def micro_loss(case, per_seq, adv, n_all_tokens):
     kept = [not (case.get("mask_truncated_completions") and trunc) for (_, _, _, _, trunc) in per_seq]
     thr = None
     if rho < 1.0:
-        ents = [e for (_, _, _, e, _), k in zip(per_seq, kept) if k]
+        ents = [e.detach() for (_, _, _, e, _), k in zip(per_seq, kept) if k]
         thr = quantile(torch.cat(ents), 1 - rho) if ents else float("inf")
     terms = []
     for (lp, ref, old, ent, _), a, k in zip(per_seq, adv, kept):
@@ -161,7 +165,7 @@ def micro_loss(case, per_seq, adv, n_all_tokens):
             clipped = torch.clamp(w, 1 - eps, 1 + eps_high)
             t = -torch.minimum(w * a, clipped * a)
         if thr is not None:
-            t = t * (ent >= thr).to(DT)
+            t = t * (ent.detach() >= thr).to(DT)
         if beta != 0:
             t = t + beta * (torch.exp(ref - lp) - (ref - lp) - 1)
         terms.append(t)
@@ -184,7 +188,18 @@ def micro_loss(case, per_seq, adv, n_all_tokens):
     total = aggregate(terms)
     if not torch.is_tensor(total):
         total = torch.zeros((), dtype=DT)
-    return total, float(aggregate([t.detach().abs() for t in terms]))
+    size = float(aggregate([t.detach().abs() for t in terms]))
+    coef = case.get("entropy_coef") or 0.0
+    if coef != 0:  # the entropy bonus over the loss tokens the entropy filter keeps
+        kept_ents = [e if thr is None else e * (e.detach() >= thr).to(DT)
+                     for (_, _, _, e, _), k in zip(per_seq, kept) if k]
+        n_kept = sum(int((e.detach() >= (thr if thr is not None else -1.0)).sum()) for (_, _, _, e, _), k in zip(per_seq, kept) if k)
+        s = sum(e.sum() for e in kept_ents) if kept_ents else torch.zeros((), dtype=DT)
+        den = n_all_tokens if lt in ("dapo", "cispo", "vespo") else n_kept
+        bonus = coef * s / max(den, 1)
+        total = total - bonus
+        size += abs(bonus.item())
+    return total, size
 
 
 def run_case(case, model):

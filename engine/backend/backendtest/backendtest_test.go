@@ -65,13 +65,13 @@ func (b broken) GELUForward(out, inp backend.Buf, n int) error {
 	return err
 }
 
-func (b broken) HeadLogProbsBackward(dh, h, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
+func (b broken) HeadLogProbsBackward(dh, h, head, dlogp, dentropy, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if b.bug == "HeadLogProbsBackward drops the last row" {
 		d := append([]float32(nil), dlogp.F32()[:rows]...)
 		d[rows-1] = 0
 		dlogp = backend.HostF32(d)
 	}
-	return b.Backend.HeadLogProbsBackward(dh, h, head, dlogp, targets, rows, dim, vocab, invT, softcap)
+	return b.Backend.HeadLogProbsBackward(dh, h, head, dlogp, dentropy, targets, rows, dim, vocab, invT, softcap)
 }
 
 func (b broken) CopyRows(dst backend.Buf, dstRows []int64, ldd int, src backend.Buf, srcRows []int64, lds int, n, cols int) error {

@@ -13,6 +13,7 @@ func init() {
 	register("head", true, headOps)
 	register("sample", false, sampleOps)
 	register("sample-masked", false, maskedSampleOps)
+	register("sample-penalties", false, penaltySampleOps)
 	register("digits", false, digitOps)
 }
 
@@ -58,6 +59,10 @@ func logProbOps(e *env) {
 		targets := targetsFor(e, rows, vocab)
 		dlogp := e.randn(rows, 1)
 		dlogp[0] = 0 // a row with no gradient
+		dent := e.randn(rows, 1)
+		if rows > 1 {
+			dent[1] = 0 // a row with the log-prob's term alone
+		}
 		dl0 := e.randn(rows*vocab, 0.1)
 		for _, temp := range []float64{1, 0.7} {
 			invT := float32(1 / temp)
@@ -84,39 +89,52 @@ func logProbOps(e *env) {
 				e.oracle("entropy", got[1], we, 1e-5, 1e-5)
 				e.oracle("log p(target), no entropy", got[2], wl, 1e-5, 1e-5)
 			})
-			e.check("LogProbBackward", shape, func() {
-				got := e.twin(func(s *side) []backend.Buf {
-					dl := s.acc(dl0)
-					s.do("LogProbBackward", s.b.LogProbBackward(dl, s.in(dlogp), s.in(logits), s.i32(targets), rows, vocab, invT))
-					return []backend.Buf{dl}
+			for _, withEnt := range []bool{false, true} {
+				e.check("LogProbBackward", fmt.Sprintf("%s entropy=%v", shape, withEnt), func() {
+					got := e.twin(func(s *side) []backend.Buf {
+						dl := s.acc(dl0)
+						var de backend.Buf
+						if withEnt {
+							de = s.in(dent)
+						}
+						s.do("LogProbBackward", s.b.LogProbBackward(dl, s.in(dlogp), de, s.in(logits), s.i32(targets), rows, vocab, invT))
+						return []backend.Buf{dl}
+					})
+					if got == nil {
+						return
+					}
+					want := f64s(dl0)
+					for r := 0; r < rows; r++ {
+						lp, h := logSoftmaxF64(logits[r*vocab:(r+1)*vocab], float64(invT))
+						if withEnt { // ∂H/∂z = −p⊙(log p + H)
+							ge := float64(dent[r]) * float64(invT)
+							for j := range lp {
+								want[r*vocab+j] -= ge * math.Exp(lp[j]) * (lp[j] + h)
+							}
+						}
+						if targets[r] < 0 {
+							continue
+						}
+						g := float64(dlogp[r]) * float64(invT)
+						for j := range lp {
+							want[r*vocab+j] -= g * math.Exp(lp[j])
+						}
+						want[r*vocab+int(targets[r])] += g
+					}
+					e.oracle("dlogp·invT·(onehot − p) − dentropy·invT·p⊙(log p + H)", got[0], want, 1e-6, 1e-5)
 				})
-				if got == nil {
-					return
-				}
-				want := f64s(dl0)
-				for r := 0; r < rows; r++ {
-					if targets[r] < 0 {
-						continue
-					}
-					lp, _ := logSoftmaxF64(logits[r*vocab:(r+1)*vocab], float64(invT))
-					g := float64(dlogp[r]) * float64(invT)
-					for j := range lp {
-						want[r*vocab+j] -= g * math.Exp(lp[j])
-					}
-					want[r*vocab+int(targets[r])] += g
-				}
-				e.oracle("dlogp·invT·(onehot − softmax)", got[0], want, 1e-6, 1e-5)
-			})
+			}
+			// Finite differences of log p(target) and, through dentropy, of the entropy.
 			e.fd("LogProbBackward", shape, fdCase{
 				inputs: [][]float32{logits}, diff: []int{0},
 				forward: func(xs [][]float32) []float32 {
-					lp := zeros(rows)
-					e.ref.LogProbForward(hf(lp), backend.Buf{}, hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
-					return lp
+					out := zeros(2 * rows)
+					e.ref.LogProbForward(hf(out[:rows]), hf(out[rows:]), hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
+					return out
 				},
 				backward: func(xs [][]float32, g []float32) [][]float32 {
 					d := zeros(rows * vocab)
-					e.ref.LogProbBackward(hf(d), hf(g), hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
+					e.ref.LogProbBackward(hf(d), hf(g[:rows]), hf(g[rows:]), hf(xs[0]), backend.HostI32(targets), rows, vocab, invT)
 					return [][]float32{d}
 				},
 			})
@@ -133,10 +151,11 @@ func headOps(e *env) {
 		shape := fmt.Sprintf("rows=%d dim=%d vocab=%d", rows, dim, vocab)
 		hidden, head := e.randn(rows*dim, 1), e.randn(vocab*dim, 1/math.Sqrt(float64(dim)))
 		targets := targetsFor(e, rows, vocab)
-		dlogp := e.randn(rows, 1)
+		dlogp, dent := e.randn(rows, 1), e.randn(rows, 1)
 		switch {
 		case rows > 66: // a chunk of rows without gradient (the CPU skips it)
 			clear(dlogp[:64])
+			clear(dent[:64])
 		case rows > 1:
 			dlogp[0] = 0
 		}
@@ -198,24 +217,31 @@ func headOps(e *env) {
 			e.oracle("log p(target) through the head", got[0], wl, 1e-5+3e-7*float64(dim), 1e-5)
 			e.oracle("entropy through the head", got[1], we, 1e-5+3e-7*float64(dim), 1e-5)
 		})
-		e.check("HeadLogProbsBackward", shape, func() {
-			e.twin(func(s *side) []backend.Buf {
-				dh := s.accAs(act, dh0)
-				s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(weight, head), s.in(dlogp), s.i32(targets), rows, dim, vocab, invT, softcap))
-				return []backend.Buf{dh}
+		for _, withEnt := range []bool{false, true} {
+			e.check("HeadLogProbsBackward", fmt.Sprintf("%s entropy=%v", shape, withEnt), func() {
+				e.twin(func(s *side) []backend.Buf {
+					dh := s.accAs(act, dh0)
+					var de backend.Buf
+					if withEnt {
+						de = s.in(dent)
+					}
+					s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(weight, head), s.in(dlogp), de, s.i32(targets), rows, dim, vocab, invT, softcap))
+					return []backend.Buf{dh}
+				})
 			})
-		})
+		}
 		if vocab*rows*dim <= 1<<22 || !e.small {
+			// log p(target) and the entropy through the head, against finite differences
 			e.fd("HeadLogProbsBackward", shape, fdCase{
 				inputs: [][]float32{hidden}, diff: []int{0},
 				forward: func(xs [][]float32) []float32 {
-					lp := zeros(rows)
-					e.ref.HeadLogProbs(hf(lp), backend.Buf{}, hf(xs[0]), hf(head), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
-					return lp
+					out := zeros(2 * rows)
+					e.ref.HeadLogProbs(hf(out[:rows]), hf(out[rows:]), hf(xs[0]), hf(head), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
+					return out
 				},
 				backward: func(xs [][]float32, g []float32) [][]float32 {
 					d := zeros(rows * dim)
-					e.ref.HeadLogProbsBackward(hf(d), hf(xs[0]), hf(head), hf(g), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
+					e.ref.HeadLogProbsBackward(hf(d), hf(xs[0]), hf(head), hf(g[:rows]), hf(g[rows:]), backend.HostI32(targets), rows, dim, vocab, invT, softcap)
 					return [][]float32{d}
 				},
 			})
@@ -387,9 +413,9 @@ func sampleOps(e *env) {
 	}
 }
 
-// maskedSampleOps: rows whose excluded tokens are −inf (how model.Generate passes min_p and
-// repetition_penalty, truncated on the host) are sampled without truncation: no row may draw
-// an excluded token, and the kept tokens' log-probs are those of the masked row.
+// maskedSampleOps: rows whose excluded tokens are −inf (truncated by a caller) are sampled
+// without truncation: no row may draw an excluded token, and the kept tokens' log-probs are
+// those of the masked row.
 func maskedSampleOps(e *env) {
 	const rows, vocab = 64, 257
 	logits := make([]float32, rows*vocab)
@@ -445,7 +471,7 @@ func sampleOn(e *env, b backend.Backend, into bool, logits []float32, u []float6
 		return tok, lp, !s.failed
 	}
 	tb, lpb := s.outI32(rows), s.out(rows)
-	s.do("SampleInto", b.SampleInto(tb, lpb, lb, s.f64(u), rows, vocab, temp, k, p))
+	s.do("SampleInto", b.SampleInto(tb, lpb, lb, s.f64(u), rows, vocab, temp, k, p, backend.Penalties{}))
 	if s.failed || !e.must("Sync", b.Sync()) {
 		return nil, nil, false
 	}
@@ -513,4 +539,133 @@ func contains(xs []int32, x int32) bool {
 		}
 	}
 	return false
+}
+
+// penaltySampleOps: SampleInto with transformers' repetition penalty and min_p. n rows of one
+// row of logits, the same seen tokens (positive and negative logits among them) and the
+// uniforms (i+½)/n draw each token of the distribution transformers' processors give — the
+// penalised row, then temperature, top-k, top-p, then min_p — n·p times give or take one;
+// the log-probs are those of the raw row; the drawn tokens join the seen bits and nothing
+// else does; greedy takes the penalised argmax.
+func penaltySampleOps(e *env) {
+	n := 512
+	if e.small {
+		n = 128
+	}
+	for _, c := range pick(e, []struct {
+		vocab   int
+		temp    float64
+		k       int
+		p, minP float64
+		pen     float64
+	}{{257, 1, 0, 0, 0.05, 1.5}, {257, 0.8, 0, 0, 0.2, 1}, {300, 1, 40, 0.9, 0.1, 1.3}, {4099, 1, 0, 0, 0, 2}, {257, 0, 0, 0, 0, 3}, {70, 1.2, 0, 0.8, 0.3, 0.7}}) {
+		shape := fmt.Sprintf("vocab=%d T=%g top-k=%d top-p=%g min-p=%g penalty=%g rows=%d", c.vocab, c.temp, c.k, c.p, c.minP, c.pen, n)
+		row := make([]float32, c.vocab)
+		for i := range row {
+			row[i] = float32(e.rng.NormFloat64() * 2)
+		}
+		w := backend.SeenWords(c.vocab)
+		bits := make([]int32, w)
+		pen := make([]float32, c.vocab) // the penalised row
+		copy(pen, row)
+		for _, j := range append(e.rng.Perm(c.vocab)[:min(c.vocab, 12)], argmaxOf(row)) {
+			if bits[j>>5]&(1<<(j&31)) != 0 {
+				continue
+			}
+			bits[j>>5] |= 1 << (j & 31)
+			if pen[j] < 0 {
+				pen[j] *= float32(c.pen)
+			} else {
+				pen[j] /= float32(c.pen)
+			}
+		}
+		logits := make([]float32, n*c.vocab)
+		seen := make([]int32, n*w)
+		for r := 0; r < n; r++ {
+			copy(logits[r*c.vocab:], row)
+			copy(seen[r*w:], bits)
+		}
+		u := make([]float64, n)
+		for i, p := range e.rng.Perm(n) {
+			u[p] = (float64(i) + 0.5) / float64(n)
+		}
+		invT := 1.0
+		if c.temp > 0 {
+			invT = 1 / c.temp
+		}
+		raw, _ := logSoftmaxF64(row, invT)
+		var dist map[int]float64
+		if c.temp > 0 {
+			dist = keptDist(pen, c.temp, c.k, c.p)
+			if c.minP > 0 { // min_p after top-p: p/p_max unchanged by renormalising
+				top := 0.0
+				for _, p := range dist {
+					top = math.Max(top, p)
+				}
+				var kept float64
+				for id, p := range dist {
+					if p < c.minP*top {
+						delete(dist, id)
+					} else {
+						kept += p
+					}
+				}
+				for id := range dist {
+					dist[id] /= kept
+				}
+			}
+		} else {
+			dist = map[int]float64{argmaxOf(pen): 1}
+		}
+		e.check("SampleInto", shape, func() {
+			s := &side{e: e, b: e.b}
+			defer s.free()
+			lb, sb := s.in(logits), s.i32(seen)
+			tb, lpb := s.outI32(n), s.out(n)
+			pens := backend.Penalties{MinP: float32(c.minP), Repetition: float32(c.pen), Seen: sb}
+			s.do("SampleInto", e.b.SampleInto(tb, lpb, lb, s.f64(u), n, c.vocab, float32(c.temp), c.k, float32(c.p), pens))
+			if s.failed || !e.must("Sync", e.b.Sync()) {
+				return
+			}
+			tok, lp, after := s.getI32(tb), s.get(lpb), s.getI32(sb)
+			count := map[int]int{}
+			for r, t := range tok {
+				if _, ok := dist[int(t)]; !ok {
+					e.errorf("row %d drew token %d, outside the kept set of %d", r, t, len(dist))
+					return
+				}
+				count[int(t)]++
+				if d := math.Abs(float64(lp[r]) - raw[t]); d > 1e-5+1e-5*math.Abs(raw[t]) {
+					e.errorf("row %d: log-prob of %d is %v, want %v (the raw row's)", r, t, lp[r], raw[t])
+					return
+				}
+				for k := 0; k < w; k++ {
+					want := bits[k]
+					if int(t)>>5 == k {
+						want |= 1 << (t & 31)
+					}
+					if after[r*w+k] != want {
+						e.errorf("row %d: seen word %d is %#x after drawing %d, want %#x", r, k, after[r*w+k], t, want)
+						return
+					}
+				}
+			}
+			for id, p := range dist {
+				if d := math.Abs(float64(count[id]) - float64(n)*p); d > 1+1e-4*float64(n) {
+					e.errorf("token %d (p %.5f) drawn %d times of %d, want %.2f ± 1", id, p, count[id], n, float64(n)*p)
+					return
+				}
+			}
+		})
+	}
+}
+
+func argmaxOf(x []float32) int {
+	best := 0
+	for j, v := range x {
+		if v > x[best] {
+			best = j
+		}
+	}
+	return best
 }

@@ -9,8 +9,9 @@ import (
 // Backend is the CPU behind backend.Backend: host float32 memory, the functions of this
 // package on the slices its Bufs view (no copies), every op done when it returns.
 type Backend struct {
-	logits  []float32 // the LM head ops' scratch
-	sampler sampler
+	logits    []float32 // the LM head ops' scratch
+	sampler   sampler
+	penalised []float32 // a row under the repetition penalty (SampleInto)
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -562,17 +562,18 @@ func (*Backend) LogProbForward(logp, entropy, logits, targets backend.Buf, rows,
 	return nil
 }
 
-func (*Backend) LogProbBackward(dlogits, dlogp, logits, targets backend.Buf, rows, vocab int, invTemp float32) error {
+func (*Backend) LogProbBackward(dlogits, dlogp, dentropy, logits, targets backend.Buf, rows, vocab int, invTemp float32) error {
 	if rows == 0 {
 		return nil
 	}
 	var a args
 	dlp, t := logProbArgs(&a, dlogp, targets, rows, vocab)
+	de := a.optF32("dentropy", dentropy, rows)
 	dl, l := a.f32("dlogits", dlogits, rows*vocab), a.f32("logits", logits, rows*vocab)
 	if a.err != nil {
 		return a.err
 	}
-	LogProbBackward(dl, dlp, l, t, rows, vocab, invTemp)
+	LogProbBackward(dl, dlp, de, l, t, rows, vocab, invTemp)
 	return nil
 }
 
@@ -615,12 +616,13 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf,
 	return nil
 }
 
-func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
+func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, targets backend.Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
 	var a args
 	dlp, t := logProbArgs(&a, dlogp, targets, rows, vocab)
+	de := a.optF32("dentropy", dentropy, rows)
 	dh, h, w := a.f32("dhidden", dhidden, rows*dim), a.f32("hidden", hidden, rows*dim), a.f32("head", head, vocab*dim)
 	if a.err != nil {
 		return a.err
@@ -630,7 +632,11 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets bac
 	half := len(buf) / 2
 	for r0 := 0; r0 < rows; r0 += chunk {
 		n := min(chunk, rows-r0)
-		if allZero(dlp[r0 : r0+n]) {
+		var dec []float32
+		if de != nil {
+			dec = de[r0 : r0+n]
+		}
+		if allZero(dlp[r0:r0+n]) && allZero(dec) {
 			continue
 		}
 		logits, dl := buf[:n*vocab], buf[half:half+n*vocab]
@@ -640,7 +646,7 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets bac
 			SoftcapForward(logits, logits, n*vocab, softcap)
 		}
 		clear(dl)
-		LogProbBackward(dl, dlp[r0:r0+n], logits, t[r0:r0+n], n, vocab, invT)
+		LogProbBackward(dl, dlp[r0:r0+n], dec, logits, t[r0:r0+n], n, vocab, invT)
 		if softcap > 0 { // through the cap: the gradient of the raw logits
 			uncap(dl, logits, softcap)
 		}
@@ -672,30 +678,53 @@ func (b *Backend) Sample(logits backend.Buf, uniforms []float64, rows, vocab int
 	}
 	tokens, logp := make([]int32, rows), make([]float32, rows)
 	for r := 0; r < rows; r++ {
-		tok, lp := b.sampler.sample(l[r*vocab:(r+1)*vocab], uniforms[r], temperature, topK, topP)
+		tok, lp := b.sampler.sampleMinP(l[r*vocab:(r+1)*vocab], uniforms[r], temperature, topK, topP, 0)
 		tokens[r], logp[r] = int32(tok), lp
 	}
 	return tokens, logp, nil
 }
 
-func (b *Backend) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, vocab int, temperature float32, topK int, topP float32) error {
+func (b *Backend) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, vocab int, temperature float32, topK int, topP float32, pen backend.Penalties) error {
 	if rows == 0 {
 		return nil
 	}
 	var a args
 	t, lp := a.i32("tokens", tokens, rows), a.f32("logp", logp, rows)
+	l := a.f32("logits", logits, rows*vocab)
+	var seen []int32
+	if pen.Penalised() || !pen.Seen.Nil() {
+		seen = a.i32("seen", pen.Seen, rows*backend.SeenWords(vocab))
+	}
 	if a.err != nil {
 		return a.err
 	}
 	if uniforms.DType() != backend.F64 || uniforms.Len() < rows || !uniforms.IsHost() {
 		return fmt.Errorf("cpu: uniforms are %v, want %d host f64", uniforms, rows)
 	}
-	tok, p, err := b.Sample(logits, uniforms.F64()[:rows], rows, vocab, temperature, topK, topP)
-	if err != nil {
-		return err
+	u := uniforms.F64()[:rows]
+	w := backend.SeenWords(vocab)
+	for r := 0; r < rows; r++ {
+		raw := l[r*vocab : (r+1)*vocab]
+		row := raw
+		if pen.Penalised() {
+			b.penalised = append(b.penalised[:0], raw...)
+			row = b.penalised
+			repetitionPenalty(row, seen[r*w:(r+1)*w], pen.Repetition)
+		}
+		tok, p := b.sampler.sampleMinP(row, u[r], temperature, topK, topP, pen.MinP)
+		if pen.Penalised() { // the log-prob of the raw row
+			invT := float32(1)
+			if temperature != 0 {
+				invT = 1 / temperature
+			}
+			mx, lse := logSumExp(raw, invT)
+			p = float32(float64(raw[tok]*invT-mx) - lse)
+		}
+		t[r], lp[r] = int32(tok), p
+		if seen != nil {
+			seen[r*w+tok>>5] |= 1 << (tok & 31)
+		}
 	}
-	copy(t, tok)
-	copy(lp, p)
 	return nil
 }
 

@@ -229,7 +229,7 @@ func TestExpCallersBitExact(t *testing.T) {
 			same(k, "LogProbForward", lp, wantLP)
 			same(k, "entropy", h, wantH)
 			d := make([]float32, rows*vocab)
-			LogProbBackward(d, dlogp, logits, targets, rows, vocab, invTemp)
+			LogProbBackward(d, dlogp, nil, logits, targets, rows, vocab, invTemp)
 			same(k, "LogProbBackward", d, wantD)
 			soft := append([]float32(nil), logits[:vocab]...)
 			softmaxInPlace(soft)
@@ -267,7 +267,7 @@ func BenchmarkExpOps(b *testing.B) {
 		fn   func()
 	}{
 		{"LogProbForward+entropy", func() { LogProbForward(lp, h, logits, targets, rows, vocab, 1) }},
-		{"LogProbBackward", func() { LogProbBackward(dlogits, dlp, logits, targets, rows, vocab, 1) }},
+		{"LogProbBackward", func() { LogProbBackward(dlogits, dlp, nil, logits, targets, rows, vocab, 1) }},
 		{"SwiGLUForward", func() { SwiGLUForward(out, gate, up, rows*mlp) }},
 		{"SwiGLUBackward", func() { SwiGLUBackward(dg, du, dout, gate, up, rows*mlp) }},
 		{"GELUForward", func() { GELUForward(out, gate, rows*mlp) }},

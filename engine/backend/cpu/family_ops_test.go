@@ -155,7 +155,7 @@ func familyOpCases() []opCase {
 		backward: func(in map[string][]float32, dout []float32) map[string][]float32 {
 			dh := make([]float32, HR*HDim)
 			if err := b.HeadLogProbsBackward(backend.HostF32(dh), backend.HostF32(in["h"]), backend.HostF32(in["w"]),
-				backend.HostF32(dout), backend.HostI32(int32s(targets)), HR, HDim, V, invT, headCap); err != nil {
+				backend.HostF32(dout), backend.Buf{}, backend.HostI32(int32s(targets)), HR, HDim, V, invT, headCap); err != nil {
 				panic(err)
 			}
 			return map[string][]float32{"h": dh}

@@ -35,29 +35,64 @@ func LogProbForward(logp, entropy, logits []float32, targets []int32, rows, voca
 	})
 }
 
-// LogProbBackward accumulates, for each row with a target,
-// dlogits[r] += dlogp[r]·invTemp·(onehot(targets[r]) − softmax(logits[r]·invTemp)).
-func LogProbBackward(dlogits, dlogp, logits []float32, targets []int32, rows, vocab int, invTemp float32) {
+// LogProbBackward accumulates into dlogits the gradient of Σ_r dlogp[r]·logp[r] +
+// dentropy[r]·H[r]: for each row with a target dlogp[r]·invTemp·(onehot(targets[r]) − p), and,
+// when dentropy is not nil, for every row −dentropy[r]·invTemp·p⊙(log p + H), where
+// p = softmax(logits[r]·invTemp) and H = −Σ p·log p is its entropy (∂H/∂z = −p⊙(log p + H)).
+func LogProbBackward(dlogits, dlogp, dentropy, logits []float32, targets []int32, rows, vocab int, invTemp float32) {
 	For(rows, grainFor(vocab)*2, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t := targets[r]
-			if t < 0 || dlogp[r] == 0 {
+			g := float32(0)
+			if t >= 0 {
+				g = dlogp[r] * invTemp
+			}
+			ge := float32(0)
+			if dentropy != nil {
+				ge = dentropy[r] * invTemp
+			}
+			if g == 0 && ge == 0 {
 				continue
 			}
 			row, d := logits[r*vocab:(r+1)*vocab], dlogits[r*vocab:(r+1)*vocab]
 			mx, lse := logSumExp(row, invTemp)
-			g := dlogp[r] * invTemp
 			var buf [expChunk]float32
-			for c := 0; c < len(row); c += expChunk {
-				part := row[c:min(c+expChunk, len(row))]
-				p := buf[:len(part)]
-				expAffine(p, part, invTemp, -mx, -float32(lse))
-				dc := d[c : c+len(p)]
-				for j, e := range p {
-					dc[j] -= g * e
+			if ge == 0 {
+				for c := 0; c < len(row); c += expChunk {
+					part := row[c:min(c+expChunk, len(row))]
+					p := buf[:len(part)]
+					expAffine(p, part, invTemp, -mx, -float32(lse))
+					dc := d[c : c+len(p)]
+					for j, e := range p {
+						dc[j] -= g * e
+					}
+				}
+			} else {
+				// log p_j = z_j − lse with z = x·invTemp − max; H = lse − Σ p·z.
+				var spz float64
+				for c := 0; c < len(row); c += expChunk {
+					part := row[c:min(c+expChunk, len(row))]
+					p := buf[:len(part)]
+					expAffine(p, part, invTemp, -mx, -float32(lse))
+					for j, v := range part {
+						spz += float64(p[j] * (v*invTemp - mx))
+					}
+				}
+				h := lse - spz
+				for c := 0; c < len(row); c += expChunk {
+					part := row[c:min(c+expChunk, len(row))]
+					p := buf[:len(part)]
+					expAffine(p, part, invTemp, -mx, -float32(lse))
+					dc := d[c : c+len(p)]
+					for j, e := range p {
+						lp := float64(part[j]*invTemp-mx) - lse
+						dc[j] -= e * (g + ge*float32(lp+h))
+					}
 				}
 			}
-			d[t] += g
+			if t >= 0 {
+				d[t] += g
+			}
 		}
 	})
 }

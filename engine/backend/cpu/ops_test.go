@@ -246,7 +246,7 @@ func opCases() []opCase {
 		},
 		backward: func(in map[string][]float32, dout []float32) map[string][]float32 {
 			g := map[string][]float32{"logits": make([]float32, LR*LV)}
-			LogProbBackward(g["logits"], dout, in["logits"], int32s(targets), LR, LV, invT)
+			LogProbBackward(g["logits"], dout, nil, in["logits"], int32s(targets), LR, LV, invT)
 			return g
 		}})
 	// entropy has no backward here (it is only reported); its forward is checked.

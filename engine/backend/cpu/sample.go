@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/bits"
 	"sort"
 )
 
@@ -12,10 +13,29 @@ type sampler struct {
 	prob []float64
 }
 
-// sample returns a token and its log-probability under softmax(logits/T) (T=1 when
+// repetitionPenalty applies transformers' repetition penalty to row in place: the logit of
+// each token whose bit is set in seen is divided by pen when positive, multiplied when not.
+func repetitionPenalty(row []float32, seen []int32, pen float32) {
+	for w, set := range seen {
+		for b := uint32(set); b != 0; b &= b - 1 {
+			j := w*32 + bits.TrailingZeros32(b)
+			if j >= len(row) {
+				break
+			}
+			if row[j] < 0 {
+				row[j] *= pen
+			} else {
+				row[j] /= pen
+			}
+		}
+	}
+}
+
+// sampleMinP returns a token and its log-probability under softmax(logits/T) (T=1 when
 // greedy), u being the row's uniform draw in [0,1). Temperature, then top-k, then top-p over
-// the top-k renormalised, as Hugging Face's logits warpers apply them.
-func (s *sampler) sample(logits []float32, u float64, temperature float32, topK int, topP float32) (int, float32) {
+// the top-k renormalised, then min-p (minP > 0: the tokens at least minP times as likely as
+// the most likely), as Hugging Face's logits warpers apply them.
+func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, topK int, topP, minP float32) (int, float32) {
 	V := len(logits)
 	if cap(s.logp) < V {
 		s.logp = make([]float32, V)
@@ -33,14 +53,32 @@ func (s *sampler) sample(logits []float32, u float64, temperature float32, topK 
 	}
 	usesTopP := topP > 0 && topP < 1
 	if k == V && !usesTopP {
+		// min-p alone is a threshold on log p: log p_max + log minP (−inf when off)
+		best := argmax(s.logp)
+		thr := math.Inf(-1)
+		if minP > 0 {
+			thr = float64(s.logp[best]) + math.Log(float64(minP))
+		}
+		kept := 1.0
+		if minP > 0 {
+			kept = 0
+			for _, lp := range s.logp {
+				if float64(lp) >= thr {
+					kept += math.Exp(float64(lp))
+				}
+			}
+		}
+		u *= kept
 		var c float64
 		for j, lp := range s.logp {
+			if float64(lp) < thr {
+				continue
+			}
 			c += math.Exp(float64(lp))
 			if u < c {
 				return j, lp
 			}
 		}
-		best := argmax(s.logp)
 		return best, s.logp[best]
 	}
 	// Candidates in order of decreasing probability (lowest id first among equals).
@@ -77,6 +115,10 @@ func (s *sampler) sample(logits []float32, u float64, temperature float32, topK 
 				break
 			}
 		}
+	}
+	// min-p over what top-k and top-p kept: p/p_max does not change with renormalising
+	for n > 1 && s.prob[n-1] < float64(minP)*s.prob[0] {
+		n--
 	}
 	var kept float64
 	for _, p := range s.prob[:n] {

@@ -17,6 +17,7 @@ type (
 	OptParam  = backend.OptParam
 	RoPETable = backend.RoPETable
 	Q4        = backend.Q4
+	Penalties = backend.Penalties
 )
 
 const (

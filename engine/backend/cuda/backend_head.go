@@ -210,13 +210,14 @@ func (b *Backend) LogProbForward(logp, entropy, logits, targets Buf, rows, vocab
 		})
 }
 
-// LogProbBackward accumulates dlogits (bf16 or float32) += dlogp·invTemp·(onehot(target) −
-// softmax).
-func (b *Backend) LogProbBackward(dlogits, dlogp, logits, targets Buf, rows, vocab int, invTemp float32) error {
-	return b.queue(firstErr(act("dlogits", dlogits, rows*vocab), need("dlogp", dlogp, F32, rows), need("logits", logits, F32, rows*vocab),
-		need("targets", targets, I32, rows)),
+// LogProbBackward accumulates into dlogits (bf16 or float32) the gradient of
+// Σ dlogp·logp + dentropy·H: dlogp·invTemp·(onehot(target) − p) − dentropy·invTemp·p⊙(log p + H)
+// (dentropy optional).
+func (b *Backend) LogProbBackward(dlogits, dlogp, dentropy, logits, targets Buf, rows, vocab int, invTemp float32) error {
+	return b.queue(firstErr(act("dlogits", dlogits, rows*vocab), need("dlogp", dlogp, F32, rows), opt("dentropy", dentropy, F32, rows),
+		need("logits", logits, F32, rows*vocab), need("targets", targets, I32, rows)),
 		func(o *owner) error {
-			return o.logprobsBack(dlogits, f32(logits), f32(dlogp), i32(targets), rows, vocab, invTemp)
+			return o.logprobsBack(dlogits, f32(logits), f32(dlogp), f32(dentropy), i32(targets), rows, vocab, invTemp)
 		})
 }
 
@@ -263,13 +264,14 @@ func (o *owner) logitsOf(lg uintptr, hidden, head Buf, rows, dim, vocab int) err
 }
 
 // HeadLogProbsBackward accumulates dhidden (float32 or bf16) += dlogits·head for dlogits the
-// gradient of Σ dlogp[r]·logp[r] (the logits recomputed a chunk at a time; the head is frozen).
-func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf, rows, dim, vocab int, invT, softcap float32) error {
+// gradient of Σ dlogp[r]·logp[r] + dentropy[r]·H[r] (dentropy optional; the logits recomputed
+// a chunk at a time; the head is frozen).
+func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, targets Buf, rows, dim, vocab int, invT, softcap float32) error {
 	if rows == 0 {
 		return nil
 	}
 	return b.queue(firstErr(act("dhidden", dhidden, rows*dim), act("hidden", hidden, rows*dim),
-		act("head", head, vocab*dim), need("dlogp", dlogp, F32, rows), need("targets", targets, I32, rows)),
+		act("head", head, vocab*dim), need("dlogp", dlogp, F32, rows), opt("dentropy", dentropy, F32, rows), need("targets", targets, I32, rows)),
 		func(o *owner) error {
 			chunk := headChunk(rows, vocab)
 			lg, err := o.tmp(4 * chunk * vocab)
@@ -296,7 +298,11 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, targets Buf
 					return err
 				}
 				dlb := backend.Device(dt, dl, n*vocab)
-				if err := o.logprobsBack(dlb, devptr[float32](lg), f32At(f32(dlogp), r0), devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
+				var dent devptr[float32]
+				if !dentropy.Nil() {
+					dent = f32At(f32(dentropy), r0)
+				}
+				if err := o.logprobsBack(dlb, devptr[float32](lg), f32At(f32(dlogp), r0), dent, devptr[int32](targets.Addr()+uintptr(4*r0)), n, vocab, invT); err != nil {
 					return err
 				}
 				if err := o.uncap(dlb, devptr[float32](lg), n*vocab, softcap); err != nil {
@@ -349,7 +355,7 @@ func (b *Backend) Sample(logits Buf, uniforms []float64, rows, vocab int, temper
 	if err := b.Upload(ub, uniforms); err != nil {
 		return nil, nil, err
 	}
-	if err := b.SampleInto(tok, lp, logits, ub, rows, vocab, temperature, topK, topP); err != nil {
+	if err := b.SampleInto(tok, lp, logits, ub, rows, vocab, temperature, topK, topP, backend.Penalties{}); err != nil {
 		return nil, nil, err
 	}
 	tokens, logps := make([]int32, rows), make([]float32, rows)
@@ -362,16 +368,22 @@ func (b *Backend) Sample(logits Buf, uniforms []float64, rows, vocab int, temper
 // SampleInto is Sample leaving the tokens (I32) and log-probabilities (F32) on the device,
 // with the uniforms (F64) already there: a captured decode step feeds its tokens to the next
 // step's embedding without the host.
-func (b *Backend) SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32) error {
+// min_p and the repetition penalty (pen) act inside the same kernel, which also marks each
+// drawn token in pen.Seen.
+func (b *Backend) SampleInto(tokens, logp, logits, uniforms Buf, rows, vocab int, temperature float32, topK int, topP float32, pen backend.Penalties) error {
 	greedy := temperature == 0
 	invT := float32(1)
 	if !greedy {
 		invT = 1 / temperature
 	}
+	seenErr := opt("seen", pen.Seen, I32, rows*backend.SeenWords(vocab))
+	if pen.Penalised() {
+		seenErr = need("seen", pen.Seen, I32, rows*backend.SeenWords(vocab))
+	}
 	return b.queue(firstErr(need("tokens", tokens, I32, rows), need("logp", logp, F32, rows), need("logits", logits, F32, rows*vocab),
-		need("uniforms", uniforms, F64, rows)),
+		need("uniforms", uniforms, F64, rows), seenErr),
 		func(o *owner) error {
-			return o.sample(i32(tokens), f32(logp), f32(logits), f64(uniforms), rows, vocab, invT, greedy, topK, topP)
+			return o.sample(i32(tokens), f32(logp), f32(logits), f64(uniforms), rows, vocab, invT, greedy, topK, topP, pen)
 		})
 }
 

@@ -193,7 +193,11 @@ var kernelCosts = map[string]costFunc{
 		// a pass for the maximum, one for the sum, one to pick (top-k/top-p add sorting
 		// work in shared memory, not memory traffic)
 		e := a.i("rows") * a.i("vocab")
-		return Count{Read: 3*4*e + 8*a.i("rows"), Written: 8 * a.i("rows"), Flops: 4 * e}
+		// with the repetition penalty's bits (counted as present whenever given): read with
+		// every logit, and two more passes over the raw row for its log-sum-exp
+		pen := min(1, a.sz("seen")/4)
+		seen := pen * a.i("rows") * a.i("words") * 4
+		return Count{Read: (3+2*pen)*4*e + 8*a.i("rows") + 3*seen, Written: 8*a.i("rows") + seen/max(1, a.i("words")), Flops: (4 + 2*pen) * e}
 	},
 }
 
@@ -242,7 +246,8 @@ func embedding(a *costArgs) Count {
 
 func logprobBack(a *costArgs) Count {
 	e := a.i("rows") * a.i("vocab")
-	return Count{Read: 4*e + e*a.sz("dlogits") + 8*a.i("rows"), Written: e * a.sz("dlogits"), Flops: 6 * e}
+	ent := min(1, a.sz("dentropy")/4) // the entropy's term: its coefficients and 3 more flops a logit
+	return Count{Read: 4*e + e*a.sz("dlogits") + 8*a.i("rows") + 4*a.i("rows")*ent, Written: e * a.sz("dlogits"), Flops: (6 + 3*ent) * e}
 }
 
 // normForward: RMSNorm or LayerNorm of rows×dim, statistics per row.

@@ -113,7 +113,7 @@ func (d *decoder) step(t testing.TB) {
 	}
 	dm.norm(t, dm.m.Final, d.h, d.mean, d.rstd, d.x, rows)
 	must(t, b.Logits(d.logit, d.h, dm.head, rows, D, c.Vocab))
-	must(t, b.SampleInto(d.ids, d.lp, d.logit, d.u, rows, c.Vocab, d.temperature, 0, 0))
+	must(t, b.SampleInto(d.ids, d.lp, d.logit, d.u, rows, c.Vocab, d.temperature, 0, 0, Penalties{}))
 }
 
 // run does one step for sequences at lens (each feeding the token in ids) and returns the

@@ -91,7 +91,7 @@ func TestFamilyOps(t *testing.T) {
 		lp, ent, dh := in(make([]float32, rows)), in(make([]float32, rows)), in(make([]float32, n))
 		hb, hd, tg := in(x), in(head), in(targets)
 		must(t, b.HeadLogProbs(lp, ent, hb, hd, tg, rows, dim, vocab, 0.7, 2))
-		must(t, b.HeadLogProbsBackward(dh, hb, hd, in(dlogp), tg, rows, dim, vocab, 0.7, 2))
+		must(t, b.HeadLogProbsBackward(dh, hb, hd, in(dlogp), Buf{}, tg, rows, dim, vocab, 0.7, 2))
 		return []Buf{lp, ent, dh}
 	})
 }

@@ -253,10 +253,10 @@ func TestInterfaceFloat32Operands(t *testing.T) {
 		lp, ent, dh := in(make([]float32, rows)), in(make([]float32, rows)), in(make([]float32, n))
 		hb, hd, tg := in(x), in(head), in(targets)
 		must(t, b.HeadLogProbs(lp, ent, hb, hd, tg, rows, dim, vocab, 0.7, 0))
-		must(t, b.HeadLogProbsBackward(dh, hb, hd, in(dlogp), tg, rows, dim, vocab, 0.7, 0))
+		must(t, b.HeadLogProbsBackward(dh, hb, hd, in(dlogp), Buf{}, tg, rows, dim, vocab, 0.7, 0))
 		logits, dl := in(make([]float32, rows*vocab)), in(make([]float32, rows*vocab))
 		must(t, b.Logits(logits, hb, hd, rows, dim, vocab))
-		must(t, b.LogProbBackward(dl, in(dlogp), logits, tg, rows, vocab, 0.7))
+		must(t, b.LogProbBackward(dl, in(dlogp), Buf{}, logits, tg, rows, vocab, 0.7))
 		return []Buf{lp, ent, dh, dl}
 	})
 }

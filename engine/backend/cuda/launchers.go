@@ -235,8 +235,8 @@ var kernelArgs = [numKernels]int{
 	7,
 	7,
 	7,
-	7,
-	7,
+	8,
+	8,
 	7,
 	8,
 	8,
@@ -257,7 +257,7 @@ var kernelArgs = [numKernels]int{
 	16,
 	9,
 	9,
-	10,
+	14,
 	8,
 	8,
 	3,
@@ -323,8 +323,8 @@ var kernelParams = [numKernels][]kparam{
 	{{"out", pOut, 2}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"wte", pIn, 4}, {"wpe", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
 	{{"dwte", pOut, 4}, {"dwpe", pOut, 4}, {"dout", pIn, 4}, {"ids", pIn, 4}, {"pos", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}},
 	{{"logp", pOut, 4}, {"entropy", pOut, 4}, {"logits", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
-	{{"dlogits", pOut, 2}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
-	{{"dlogits", pOut, 4}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"dlogits", pOut, 2}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"dentropy", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
+	{{"dlogits", pOut, 4}, {"logits", pIn, 4}, {"dlogp", pIn, 4}, {"dentropy", pIn, 4}, {"targets", pIn, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}},
 	{{"out", pOut, 4}, {"logits", pIn, 4}, {"ids", pIn, 4}, {"values", pIn, 4}, {"n", pInt, 4}, {"rows", pInt, 4}, {"vocab", pInt, 4}},
 	{{"out", pOut, 2}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
 	{{"out", pOut, 4}, {"rstd", pOut, 4}, {"inp", pIn, 4}, {"weight", pIn, 4}, {"rows", pInt, 4}, {"dim", pInt, 4}, {"eps", pFloat, 4}, {"offset", pFloat, 4}},
@@ -345,7 +345,7 @@ var kernelParams = [numKernels][]kparam{
 	{{"y", pOut, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
 	{{"x", pOut, 2}, {"pos", pIn, 4}, {"cosT", pIn, 4}, {"sinT", pIn, 4}, {"rows", pInt, 4}, {"heads", pInt, 4}, {"half", pInt, 4}, {"hd", pInt, 4}, {"sign", pFloat, 4}},
 	{{"x", pOut, 4}, {"pos", pIn, 4}, {"cosT", pIn, 4}, {"sinT", pIn, 4}, {"rows", pInt, 4}, {"heads", pInt, 4}, {"half", pInt, 4}, {"hd", pInt, 4}, {"sign", pFloat, 4}},
-	{{"tokens", pOut, 4}, {"logp", pOut, 4}, {"logits", pIn, 4}, {"uniforms", pIn, 8}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}, {"greedy", pInt, 4}, {"topK", pInt, 4}, {"topP", pFloat, 4}},
+	{{"tokens", pOut, 4}, {"logp", pOut, 4}, {"logits", pIn, 4}, {"uniforms", pIn, 8}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}, {"greedy", pInt, 4}, {"topK", pInt, 4}, {"topP", pFloat, 4}, {"minP", pFloat, 4}, {"penalty", pFloat, 4}, {"seen", pOut, 4}, {"words", pInt, 4}},
 	{{"kc", pOut, 2}, {"vc", pOut, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
 	{{"kc", pOut, 4}, {"vc", pOut, 4}, {"k", pIn, 4}, {"v", pIn, 4}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
 	{{"pos", pOut, 4}, {"rows", pInt, 4}, {"limit", pInt, 4}},
@@ -954,29 +954,31 @@ func (o *owner) logprobForward(d dims, logp devptr[float32], entropy devptr[floa
 	return o.launch(kLogprobForward, d)
 }
 
-// logprobBackward launches logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp).
-func (o *owner) logprobBackward(d dims, dlogits devptr[bf16], logits devptr[float32], dlogp devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
+// logprobBackward launches logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp).
+func (o *owner) logprobBackward(d dims, dlogits devptr[bf16], logits devptr[float32], dlogp devptr[float32], dentropy devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dlogits)
 	s[1] = uint64(logits)
 	s[2] = uint64(dlogp)
-	s[3] = uint64(targets)
-	s[4] = uint64(uint32(rows))
-	s[5] = uint64(uint32(vocab))
-	s[6] = uint64(math.Float32bits(invTemp))
+	s[3] = uint64(dentropy)
+	s[4] = uint64(targets)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(vocab))
+	s[7] = uint64(math.Float32bits(invTemp))
 	return o.launch(kLogprobBackward, d)
 }
 
-// logprobBackwardF32 launches logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp).
-func (o *owner) logprobBackwardF32(d dims, dlogits devptr[float32], logits devptr[float32], dlogp devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
+// logprobBackwardF32 launches logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp).
+func (o *owner) logprobBackwardF32(d dims, dlogits devptr[float32], logits devptr[float32], dlogp devptr[float32], dentropy devptr[float32], targets devptr[int32], rows int32, vocab int32, invTemp float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dlogits)
 	s[1] = uint64(logits)
 	s[2] = uint64(dlogp)
-	s[3] = uint64(targets)
-	s[4] = uint64(uint32(rows))
-	s[5] = uint64(uint32(vocab))
-	s[6] = uint64(math.Float32bits(invTemp))
+	s[3] = uint64(dentropy)
+	s[4] = uint64(targets)
+	s[5] = uint64(uint32(rows))
+	s[6] = uint64(uint32(vocab))
+	s[7] = uint64(math.Float32bits(invTemp))
 	return o.launch(kLogprobBackwardF32, d)
 }
 
@@ -1264,8 +1266,8 @@ func (o *owner) ropeForwardF32(d dims, x devptr[float32], pos devptr[int32], cos
 	return o.launch(kRopeForwardF32, d)
 }
 
-// sampleRows launches sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab, float inv_temp, int greedy, int top_k, float top_p).
-func (o *owner) sampleRows(d dims, tokens devptr[int32], logp devptr[float32], logits devptr[float32], uniforms devptr[float64], rows int32, vocab int32, invTemp float32, greedy int32, topK int32, topP float32) error {
+// sampleRows launches sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab, float inv_temp, int greedy, int top_k, float top_p, float min_p, float penalty, int* seen, int words).
+func (o *owner) sampleRows(d dims, tokens devptr[int32], logp devptr[float32], logits devptr[float32], uniforms devptr[float64], rows int32, vocab int32, invTemp float32, greedy int32, topK int32, topP float32, minP float32, penalty float32, seen devptr[int32], words int32) error {
 	s := &o.args.slots
 	s[0] = uint64(tokens)
 	s[1] = uint64(logp)
@@ -1277,6 +1279,10 @@ func (o *owner) sampleRows(d dims, tokens devptr[int32], logp devptr[float32], l
 	s[7] = uint64(uint32(greedy))
 	s[8] = uint64(uint32(topK))
 	s[9] = uint64(math.Float32bits(topP))
+	s[10] = uint64(math.Float32bits(minP))
+	s[11] = uint64(math.Float32bits(penalty))
+	s[12] = uint64(seen)
+	s[13] = uint64(uint32(words))
 	return o.launch(kSampleRows, d)
 }
 

@@ -24,14 +24,21 @@ func TestKernelLogProb(t *testing.T) {
 		closeTo(t, "log-prob", get(t, d, logp, rows), wl, 1e-4, 1e-5)
 		closeTo(t, "entropy", get(t, d, ent, rows), we, 1e-4, 1e-5)
 
-		dlogp := randn(rng, rows, 1)
+		dlogp, dent := randn(rng, rows, 1), randn(rng, rows, 1)
 		dlogp[3] = 0
-		want := randn(rng, rows*vocab, 1e-3)
-		dl, want := putBF16(t, d, want)
-		dp := put(t, d, dlogp)
-		run(t, d, func(o *owner) error { return o.logprobsBack(bfBuf(dl, rows*vocab), lp, dp, tp, rows, vocab, invT) })
-		cpu.LogProbBackward(want, dlogp, logits, targets, rows, vocab, invT)
-		closeTo(t, "log-prob backward", getBF16(t, d, dl, rows*vocab), want, 1e-5, 1/128.)
+		dp, de := put(t, d, dlogp), put(t, d, dent)
+		for _, withEnt := range []bool{false, true} {
+			want := randn(rng, rows*vocab, 1e-3)
+			dl, want := putBF16(t, d, want)
+			var dep devptr[float32]
+			var wantEnt []float32
+			if withEnt {
+				dep, wantEnt = de, dent
+			}
+			run(t, d, func(o *owner) error { return o.logprobsBack(bfBuf(dl, rows*vocab), lp, dp, dep, tp, rows, vocab, invT) })
+			cpu.LogProbBackward(want, dlogp, wantEnt, logits, targets, rows, vocab, invT)
+			closeTo(t, "log-prob backward", getBF16(t, d, dl, rows*vocab), want, 1e-5, 1/128.)
+		}
 	}
 
 	// NTL's digit distribution

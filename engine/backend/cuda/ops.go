@@ -334,24 +334,26 @@ func (o *owner) logprobs(logp, ent, logits devptr[float32], targets devptr[int32
 	return o.logprobForward(grid1(min(rows, 1<<20), rowThreads(vocab)), logp, ent, logits, targets, int32(rows), int32(vocab), invT)
 }
 
-func (o *owner) logprobsBack(dlogits Buf, logits, dlogp devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
+func (o *owner) logprobsBack(dlogits Buf, logits, dlogp, dentropy devptr[float32], targets devptr[int32], rows, vocab int, invT float32) error {
 	g := grid1(min(rows, 1<<20), rowThreads(vocab))
 	if dlogits.DType() == F32 {
-		return o.logprobBackwardF32(g, f32(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
+		return o.logprobBackwardF32(g, f32(dlogits), logits, dlogp, dentropy, targets, int32(rows), int32(vocab), invT)
 	}
-	return o.logprobBackward(g, bf(dlogits), logits, dlogp, targets, int32(rows), int32(vocab), invT)
+	return o.logprobBackward(g, bf(dlogits), logits, dlogp, dentropy, targets, int32(rows), int32(vocab), invT)
 }
 
 func (o *owner) digits(out, logits devptr[float32], ids, values devptr[int32], n, rows, vocab int) error {
 	return o.digitProbs(warpRows(rows), out, logits, ids, values, int32(n), int32(rows), int32(vocab))
 }
 
-func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], uniforms devptr[float64], rows, vocab int, invT float32, greedy bool, topK int, topP float32) error {
+func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], uniforms devptr[float64], rows, vocab int, invT float32, greedy bool, topK int, topP float32,
+	pen backend.Penalties) error {
 	g := int32(0)
 	if greedy {
 		g = 1
 	}
-	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP)
+	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP,
+		pen.MinP, pen.Repetition, i32(pen.Seen), int32(backend.SeenWords(vocab)))
 }
 
 func (o *owner) sum(out, x devptr[float32], n int) error {

@@ -95,7 +95,7 @@ func TestKernelSample(t *testing.T) {
 
 	// greedy: the arg max (lowest id among equals), log-prob under T = 1
 	us := put(t, d, make([]float64, rows))
-	run(t, d, func(o *owner) error { return o.sample(tok, lp, xp, us, rows, vocab, 1, true, 0, 0) })
+	run(t, d, func(o *owner) error { return o.sample(tok, lp, xp, us, rows, vocab, 1, true, 0, 0, Penalties{}) })
 	gt, gl := get(t, d, tok, rows), get(t, d, lp, rows)
 	for r := 0; r < rows; r++ {
 		best := 0
@@ -129,7 +129,7 @@ func TestKernelSample(t *testing.T) {
 			}
 			up := put(t, d, u)
 			run(t, d, func(o *owner) error {
-				return o.sample(tok, lp, xp, up, rows, vocab, float32(1/c.temp), false, c.k, float32(c.p))
+				return o.sample(tok, lp, xp, up, rows, vocab, float32(1/c.temp), false, c.k, float32(c.p), Penalties{})
 			})
 			st, sl := get(t, d, tok, rows), get(t, d, lp, rows)
 			for r := 0; r < rows; r++ {

@@ -191,7 +191,7 @@ func (tr *trainer) step(seqs [][]int, dlogp [][]float32) {
 	dl := up(t, b, F32, rowGrad)
 	dh := al(F32, rows*D)
 	b.Zero(dh)
-	must(t, b.HeadLogProbsBackward(dh, hidden, tr.head, dl, tb, rows, D, c.Vocab, 1, 0))
+	must(t, b.HeadLogProbsBackward(dh, hidden, tr.head, dl, Buf{}, tb, rows, D, c.Vocab, 1, 0))
 	dres := al(F32, rows*D)
 	b.Zero(dres)
 	tr.normBack(tr.m.Final, dres, dh, x, meanF, rstdF, rows)

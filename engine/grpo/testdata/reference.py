@@ -73,6 +73,25 @@ def filter_groups(rounds, g, want, max_rounds):
     return {"selected": selected, "rounds": used}
 
 
+def adaptive_entropy(p, entropies):
+    """TRL 1.9's adaptive entropy coefficient (use_adaptive_entropy) over a run's steps: each
+    step's loss applies the coefficient only while the previous step's entropy is at most the
+    target (no bonus on the first step: the last entropy starts at +inf); after the step the
+    coefficient moves by delta, up when the step's entropy is at most the target, else down,
+    kept within [min, max]."""
+    coef, last = p["entropy_coef"], float("inf")
+    applied, coefs = [], []
+    for h in entropies:
+        applied.append(coef if last <= p["entropy_target"] else 0.0)
+        if h <= p["entropy_target"]:
+            coef = min(coef + p["entropy_coef_delta"], p["entropy_coef_max"])
+        else:
+            coef = max(coef - p["entropy_coef_delta"], p["entropy_coef_min"])
+        last = h
+        coefs.append(coef)
+    return {"applied": applied, "coefs": coefs}
+
+
 def loss(case):
     """The loss of one micro-batch as TRL's GRPOTrainer._compute_loss forms it, on padded
     [B, T] tensors with a completion mask, written from its definitions; autograd gives the
@@ -230,6 +249,8 @@ def main():
             out.append({"adv": gdpo(c["by_func"], c["weights"], c["g"])})
         elif c["kind"] == "filter_groups":
             out.append(filter_groups(c["rounds"], c["g"], c["want"], c.get("max_rounds", 0)))
+        elif c["kind"] == "adaptive_entropy":
+            out.append(adaptive_entropy(c["params"], c["entropies"]))
         elif c["kind"] == "adv":
             a, frac = advantages(c["rewards"], c["g"], c["scale"])
             out.append({"adv": a, "frac": frac})

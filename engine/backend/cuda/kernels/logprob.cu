@@ -73,31 +73,34 @@ extern "C" __global__ void __launch_bounds__(512) logprob_forward(float* logp, f
     }
 }
 
-// dlogits[r] += dlogp[r]·inv_temp·(onehot(t) − softmax(z)) (bf16, or float32: _f32); rows
-// without a target or with dlogp 0 are left alone.
+// dlogits[r] += dlogp[r]·inv_temp·(onehot(t) − p) − dentropy[r]·inv_temp·p⊙(log p + H)
+// (bf16, or float32: _f32), p = softmax(z), H its entropy (∂H/∂z = −p⊙(log p + H)); the
+// first term on rows with a target, the second when dentropy is given. Rows with nothing to
+// add are left alone.
 template <typename T>
-__device__ void logprob_bwd(T* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
+__device__ void logprob_bwd(T* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + (i64)r * vocab;
         T* d = dlogits + (i64)r * vocab;
         int t = targets[r];
         float g = t >= 0 ? dlogp[r] * inv_temp : 0.f;
+        float ge = dentropy ? dentropy[r] * inv_temp : 0.f;
         // every block reaches the same barriers whatever its rows (a simulator that runs
         // barrier-free kernels as plain loops must see them in the first block)
         softmax_stats a = row_stats(row, vocab, inv_temp);
-        if (g == 0.f) continue;
-        float inv_s = 1.f / a.s;
+        if (g == 0.f && ge == 0.f) continue;
+        float inv_s = 1.f / a.s, ls = logf(a.s), h = ls - a.t / a.s;
         for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-            float p = __expf(row[j] * inv_temp - a.m) * inv_s;
-            stf(d + j, ldf(d + j) + g * ((j == t ? 1.f : 0.f) - p));
+            float zm = row[j] * inv_temp - a.m, p = __expf(zm) * inv_s;
+            stf(d + j, ldf(d + j) + g * ((j == t ? 1.f : 0.f) - p) - ge * p * (zm - ls + h));
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(512) logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
-    logprob_bwd(dlogits, logits, dlogp, targets, rows, vocab, inv_temp);
+extern "C" __global__ void __launch_bounds__(512) logprob_backward(bf16* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp) {
+    logprob_bwd(dlogits, logits, dlogp, dentropy, targets, rows, vocab, inv_temp);
 }
-extern "C" __global__ void __launch_bounds__(512) logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const int* targets, int rows, int vocab, float inv_temp) {
-    logprob_bwd(dlogits, logits, dlogp, targets, rows, vocab, inv_temp);
+extern "C" __global__ void __launch_bounds__(512) logprob_backward_f32(float* dlogits, const float* logits, const float* dlogp, const float* dentropy, const int* targets, int rows, int vocab, float inv_temp) {
+    logprob_bwd(dlogits, logits, dlogp, dentropy, targets, rows, vocab, inv_temp);
 }
 
 // NTL's digit distribution: out[r, d] = Σ over digit tokens i of value d of

@@ -9,6 +9,12 @@
 // the boundary keep the lowest ids, as the CPU's sort does), by probability mass for top-p.
 // Masses are integers, e^{z−max}·2^40 rounded, so that every sum is exact and the same
 // whatever order the threads add in: the same seed gives the same tokens.
+//
+// transformers' two other processors, in its order: the repetition penalty on the raw
+// logits of the tokens a row has seen (seen: a bit per token, rows × words; the drawn token's
+// bit is set, so that a captured decode step keeps it current), applied wherever a logit is
+// read; min_p after top-p, a threshold z ≥ z_max + log(min_p) on the kept set. The log-prob
+// stays that of softmax(raw logits·inv_temp).
 
 #define MASS_SCALE 1099511627776.0f  // 2^40
 
@@ -149,8 +155,37 @@ __device__ void pick_digit(radix_hist* h, int by_mass, u64* need, int* digit, u3
     __syncthreads();
 }
 
+// penalised is row[j] under the repetition penalty when seen marks j (seen null: none).
+__device__ __forceinline__ float penalised(const float* row, const int* seen, int j, float pen) {
+    float v = row[j];
+    if (seen && ((seen[j >> 5] >> (j & 31)) & 1)) v = v < 0.f ? v * pen : v / pen;
+    return v;
+}
+
+// sample_done records row r's token t: its log-prob (lp, or, when the penalty changed the
+// row, that of the raw row, whose log-sum-exp is formed here, after the draw, so that it
+// holds no registers through it) and its bit in seen. Every thread calls it.
+__device__ __noinline__ void sample_done(int* tokens, float* logp, const float* x, int* seen, const int* prow, int r, int words, int vocab, float it, int t,
+                                         float lp, float* shf) {
+    if (prow) {
+        float m = NEG_INF;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, x[j]);
+        m = block_max(m, shf);
+        float sr = 0.f;
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) sr += __expf((x[j] - m) * it);
+        float lse = logf(block_sum(sr, shf));
+        lp = (x[t] - m) * it - lse;
+    }
+    if (threadIdx.x == 0) {
+        tokens[r] = t;
+        logp[r] = lp;
+        if (seen) seen[(i64)r * words + (t >> 5)] |= 1 << (t & 31);
+    }
+    __syncthreads();
+}
+
 extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab,
-                                       float inv_temp, int greedy, int top_k, float top_p) {
+                                       float inv_temp, int greedy, int top_k, float top_p, float min_p, float penalty, int* seen, int words) {
     __shared__ radix_hist h;
     __shared__ u64 sh64[33];
     __shared__ float shf[32];
@@ -162,11 +197,13 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* x = logits + (i64)r * vocab;
         float it = greedy ? 1.f : inv_temp;
+        const int* prow = (seen && penalty > 0.f && penalty != 1.f) ? seen + (i64)r * words : (const int*)0;  // the penalty's marks
+#define XV(j) penalised(x, prow, (j), penalty)
         // maximum (lowest id among equals) and the log-sum-exp
         float mx = NEG_INF;
         int arg = 0x7fffffff;
         for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-            if (x[j] > mx) { mx = x[j]; arg = j; }
+            if (XV(j) > mx) { mx = XV(j); arg = j; }
         for (int o = 16; o > 0; o >>= 1) {
             float om = __shfl_xor_sync(FULL_MASK, mx, o);
             int oa = __shfl_xor_sync(FULL_MASK, arg, o);
@@ -184,13 +221,12 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             if (om > mx || (om == mx && oa < arg)) { mx = om; arg = oa; }
         }
         float s = 0.f;
-        for (int j = threadIdx.x; j < vocab; j += blockDim.x) s += __expf((x[j] - mx) * it);
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) s += __expf((XV(j) - mx) * it);
         float lse = logf(block_sum(s, shf));  // relative to mx·it
         if (greedy) {
-            if (threadIdx.x == 0) {
-                tokens[r] = arg;
-                logp[r] = -lse;
-            }
+            if (threadIdx.x == 0) s_token = arg;
+            __syncthreads();
+            sample_done(tokens, logp, x, seen, prow, r, words, vocab, it, s_token, (x[arg] - mx) * it - lse, shf);
             continue;
         }
         // top-k by count: K_k and how many of its ties are kept
@@ -203,7 +239,7 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
                 radix_clear(&h);
                 __syncthreads();
                 for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-                    u32 k = order_key(x[j]);
+                    u32 k = order_key(XV(j));
                     if ((k & pmask) == prefix) radix_count(&h, (k >> shift) & 255);
                 }
                 __syncthreads();
@@ -223,8 +259,9 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             u64 tot = 0, part = 0;
             u64 wk = mass_of(key_value(K), mx, it);
             for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-                u32 k = order_key(x[j]);
-                if (k > K) part += mass_of(x[j], mx, it);
+                float v = XV(j);
+                u32 k = order_key(v);
+                if (k > K) part += mass_of(v, mx, it);
             }
             block_scan_u64(part, sh64, &tot);
             tot += (u64)quota * wk;
@@ -236,8 +273,9 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
                 radix_clear(&h);
                 __syncthreads();
                 for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-                    u32 k = order_key(x[j]);
-                    if (k > K && (k & pmask) == prefix) radix_add(&h, (k >> shift) & 255, 1u, mass_of(x[j], mx, it));
+                    float v = XV(j);
+                    u32 k = order_key(v);
+                    if (k > K && (k & pmask) == prefix) radix_add(&h, (k >> shift) & 255, 1u, mass_of(v, mx, it));
                 }
                 if (threadIdx.x == 0 && (K & pmask) == prefix && quota > 0) radix_add(&h, (K >> shift) & 255, quota, (u64)quota * wk);
                 __syncthreads();
@@ -257,12 +295,16 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             K = prefix;
             quota = c;
         }
+        // min-p: the kept tokens must also reach z_max + log(min_p) (−inf when off)
+        float thr = min_p > 0.f ? mx + logf(min_p) / it : NEG_INF;
         // the draw: the kept mass, then a scan in id order to where the uniform falls
         u64 kept = 0, part = 0;
-        for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-            if (order_key(x[j]) > K) part += mass_of(x[j], mx, it);
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+            float v = XV(j);
+            if (order_key(v) > K && v >= thr) part += mass_of(v, mx, it);
+        }
         block_scan_u64(part, sh64, &kept);
-        kept += (u64)quota * mass_of(key_value(K), mx, it);
+        if (key_value(K) >= thr) kept += (u64)quota * mass_of(key_value(K), mx, it);
         u64 u = (u64)(uniforms[r] * (double)kept);
         if (u >= kept) u = kept - 1;
         if (threadIdx.x == 0) s_token = -1;
@@ -273,14 +315,16 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             int j0 = t0 + threadIdx.x * E;
             u64 nt = 0;
             for (int e = 0; e < E; e++)
-                if (j0 + e < vocab && order_key(x[j0 + e]) == K) nt++;
+                if (j0 + e < vocab && order_key(XV(j0 + e)) == K) nt++;
             u64 ttot;
             u64 tprev = ties + block_scan_u64(nt, sh64, &ttot);
             u64 m = 0, tr = tprev;
             for (int e = 0; e < E; e++) {
                 if (j0 + e >= vocab) break;
-                u32 k = order_key(x[j0 + e]);
-                if (k > K || (k == K && tr++ < quota)) m += mass_of(x[j0 + e], mx, it);
+                float v = XV(j0 + e);
+                u32 k = order_key(v);
+                bool in = k > K || (k == K && tr++ < quota);
+                if (in && v >= thr) m += mass_of(v, mx, it);
             }
             u64 mtot;
             u64 mprev = base + block_scan_u64(m, sh64, &mtot);
@@ -288,9 +332,11 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
                 u64 c = mprev;
                 tr = tprev;
                 for (int e = 0; e < E && j0 + e < vocab; e++) {
-                    u32 k = order_key(x[j0 + e]);
-                    if (k > K || (k == K && tr++ < quota)) {
-                        c += mass_of(x[j0 + e], mx, it);
+                    float v = XV(j0 + e);
+                    u32 k = order_key(v);
+                    bool in = k > K || (k == K && tr++ < quota);
+                    if (in && v >= thr) {
+                        c += mass_of(v, mx, it);
                         if (u < c) { s_token = j0 + e; break; }
                     }
                 }
@@ -300,11 +346,10 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
             base += mtot;
             ties += ttot;
         }
-        if (threadIdx.x == 0) {
-            int t = s_token >= 0 ? s_token : arg;
-            tokens[r] = t;
-            logp[r] = (x[t] - mx) * it - lse;
-        }
+        if (threadIdx.x == 0 && s_token < 0) s_token = arg;
         __syncthreads();
+        int t = s_token;
+        sample_done(tokens, logp, x, seen, prow, r, words, vocab, it, t, (XV(t) - mx) * it - lse, shf);
+#undef XV
     }
 }
