@@ -47,15 +47,27 @@ func TestMathPerplexityOfReasoningBaselines(t *testing.T) {
 	}
 	steps := 0
 	for _, e := range evs {
+		if e.Type == events.Anomaly {
+			t.Errorf("step %d: anomaly %s: %s", e.Step, e.Rule, e.Message)
+		}
+		if e.Type == events.Samples {
+			for _, s := range e.Samples {
+				if v, ok := s.Rewards["ppl"]; ok && !math.IsNaN(v) {
+					t.Errorf("step %d: a sample's ppl is %v, want not applicable", e.Step, v)
+				}
+			}
+		}
 		if e.Type != events.Step {
 			continue
 		}
 		steps++
-		if v, ok := e.Metrics["rewards/ppl/mean"]; !ok || !math.IsNaN(v) {
-			t.Errorf("step %d: rewards/ppl/mean %v, %v; want NaN (not applicable)", e.Step, v, ok)
+		for _, k := range []string{"rewards/ppl/mean", "ppl/improvement"} {
+			if v, ok := e.Metrics[k]; ok {
+				t.Errorf("step %d: %s = %v logged for a perplexity that does not apply", e.Step, k, v)
+			}
 		}
-		if _, ok := e.Metrics["ppl/improvement"]; ok {
-			t.Errorf("step %d: ppl/improvement logged for a perplexity that does not apply", e.Step)
+		if _, ok := e.Metrics["rewards/correctness/mean"]; !ok {
+			t.Errorf("step %d: no rewards/correctness/mean", e.Step)
 		}
 	}
 	if steps != 1 {

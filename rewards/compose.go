@@ -82,10 +82,13 @@ func Compose(funcs []Weighted, samples []Sample) (Result, error) {
 		for k, v := range metrics {
 			res.Metrics[k] = v
 		}
-		// After the function's own metrics, so that a command's cannot replace these.
-		mean, std := stats.NaNMeanStd(values)
-		res.Metrics["rewards/"+name+"/mean"] = mean
-		res.Metrics["rewards/"+name+"/std"] = std
+		// After the function's own metrics, so that a command's cannot replace these. A
+		// function that applies to no sample of the batch (perplexity without baselines of its
+		// kind, correctness without answers) logs none: NaN would read as broken numbers.
+		if mean, std := stats.NaNMeanStd(values); !math.IsNaN(mean) {
+			res.Metrics["rewards/"+name+"/mean"] = mean
+			res.Metrics["rewards/"+name+"/std"] = std
+		}
 	}
 	return res, nil
 }
