@@ -6,6 +6,8 @@ import (
 
 	"github.com/charmbracelet/x/exp/golden"
 
+	"rlhfstation/engine/events"
+
 	"rlhfstation/tui/fixture"
 )
 
@@ -62,5 +64,28 @@ func TestEvalCurveInRewardChart(t *testing.T) {
 	m := hs.loaded()
 	if pane := strings.Join(rewardPane(t, m.view), "\n"); strings.Contains(pane, "eval") || strings.Contains(pane, "+") {
 		t.Errorf("a run without evaluation shows an eval curve:\n%s", pane)
+	}
+}
+
+// A run whose steps log no perplexity (a math run on bare-number answers: the term does not
+// apply) says so in the perplexity pane instead of waiting for it.
+func TestPerplexityPaneWithoutPerplexity(t *testing.T) {
+	var evs []events.Event
+	for _, e := range finishedRun() {
+		if e.Type == events.Step {
+			m := events.Metrics{}
+			for k, v := range e.Metrics {
+				if !strings.HasPrefix(k, "ppl/") && !strings.HasPrefix(k, "rewards/ppl/") {
+					m[k] = v
+				}
+			}
+			e.Metrics = m
+		}
+		evs = append(evs, e)
+	}
+	hs := start(t, baseOptions(Session{Events: feed(evs, false)}), 120, 40)
+	m := hs.loaded()
+	if !strings.Contains(m.view, "no perplexity in this run's steps") || strings.Contains(m.view, "waiting for perplexity") {
+		t.Errorf("the perplexity pane of a run without perplexity:\n%s", m.view)
 	}
 }
