@@ -7,7 +7,6 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"rlhfstation/engine/events"
-
 	"rlhfstation/tui/fixture"
 )
 
