@@ -74,5 +74,5 @@ type Estimate = memory.Estimate
 // EstimateMemory is the estimate of a run of c on a model of config mc from config.json alone
 // (bf16 weight files assumed, prompts of max_prompt_length): what `rlhfstation check` reports.
 func EstimateMemory(mc *model.Config, c *config.Config, quantizedFolder bool) Estimate {
-	return memory.For(memory.Model{Config: mc, DTypeBytes: 2, Quantized: quantizedFolder}, c, 0)
+	return memory.For(memory.Model{Config: mc, DTypeBytes: 2, BF16: true, Quantized: quantizedFolder}, c, 0)
 }

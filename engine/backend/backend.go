@@ -38,8 +38,9 @@ type Backend interface {
 	Free(x Buf) error
 	// Place returns a buffer of dt holding host values (a slice Upload takes) for as long as
 	// the caller keeps it: weights, a pass's token ids. A backend whose memory is the host's
-	// (the CPU) returns a view of the slice itself when dt is its element type (no copy:
-	// later writes to the slice show through); others allocate and upload.
+	// (the CPU) returns a view of the slice itself when dt is its element type, or for
+	// []uint16 as BF16 (no copy: later writes to the slice show through); others allocate
+	// and upload.
 	Place(host any, dt DType) (Buf, error)
 	// Upload copies host values into x: []float32 into F32 (or, rounded, BF16), []uint16
 	// into BF16 or F16 (bits), []byte into U8, []int32, []int64, []float64 into I32, I64, F64.

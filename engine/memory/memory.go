@@ -24,8 +24,9 @@ type Estimate struct {
 	// Load is the loader's peak: what it holds at once of the float32 weights, the 4-bit
 	// linears it makes as it reads them, and the weight files' mapped pages.
 	Load int64
-	// Weights are what stays resident while training: the embeddings and head in float32,
-	// the linears 4-bit (or float32 with [quant] type "none").
+	// Weights are what stays resident while training: the embeddings and head in float32
+	// (bf16 over a 4-bit base when the folder is bf16: model.Param.BF16), the linears 4-bit
+	// (or float32 with [quant] type "none").
 	Weights int64
 	LoRA    int64 // the adapters: weights, gradients, AdamW's two moments, and their [rows, r] activations
 	model.Footprint
@@ -55,6 +56,9 @@ type Model struct {
 	FileBytes  int64
 	DTypeBytes int
 	Quantized  bool // the linears are 4-bit in the folder (a bitsandbytes layout)
+	// BF16: the float weights are bfloat16 (config.json's torch_dtype), so that over a 4-bit
+	// base the embedding and head are held as the bf16 they are.
+	BF16 bool
 }
 
 // ReadModel reads what the estimate needs from a model folder: config.json and the sizes of
@@ -75,6 +79,7 @@ func ReadModel(dir string) (Model, error) {
 		if json.Unmarshal(raw, &dt) == nil && (dt.TorchDType == "float32" || dt.DType == "float32") {
 			out.DTypeBytes = 4
 		}
+		out.BF16 = dt.TorchDType == "bfloat16" || dt.DType == "bfloat16"
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	var size int64
@@ -104,10 +109,21 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		file = int64(max(m.DTypeBytes, 2)) * total
 	}
 	q4 := quantizedBytes(linear, c.Quant)
+	embed := int64(mc.Vocab) * int64(mc.Dim)
+	// rest is what the tensors other than the linears hold: float32, but for the embedding
+	// and head of a bf16 folder over a 4-bit base, held and read as bf16.
+	rest := 4 * (total - linear)
+	if m.BF16 && (m.Quantized || c.Quant.Type != "none") {
+		held := embed
+		if !mc.TieEmbed {
+			held *= 2
+		}
+		rest -= 2 * held
+	}
 	switch {
 	case m.Quantized: // the linears arrive 4-bit and stay so
-		e.Load = 4*(total-linear) + q4 + file
-		e.Weights = 4*(total-linear) + q4
+		e.Load = rest + q4 + file
+		e.Weights = rest + q4
 	case c.Quant.Type == "none":
 		e.Load = 4*total + file
 		e.Weights = 4 * total
@@ -120,10 +136,9 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 			maxLinear = max(maxLinear, int64(s[0])*int64(s[1]))
 		}
 		perParam := float64(file) / float64(total) // bytes a parameter takes in the files
-		embed := int64(mc.Vocab) * int64(mc.Dim)
 		e.Load = max(q4+maxLinear*4+int64(float64(maxLinear)*perParam),
-			4*(total-linear)+q4+int64(float64(embed)*perParam))
-		e.Weights = 4*(total-linear) + q4
+			rest+q4+int64(float64(embed)*perParam))
+		e.Weights = rest + q4
 	}
 	prompt := c.MaxPromptLength
 	if promptTokens > 0 {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -24,11 +25,13 @@ var qwen05Shape = Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24
 
 // BenchmarkDecodeNF4 times one decode step (the forward of one new token per sequence over a
 // key/value cache, the logits of the vocabulary and a greedy draw: what Generate does per
-// token) of a random Qwen2.5-0.5B-shaped model with NF4 linears (blocks of 64, double
-// quantization; the tied LM head stays float32, as bitsandbytes leaves it) and of the same
-// model in float32, at 1, 8 and 32 sequences, with the copy bandwidth of this machine
+// token) of a random Qwen2.5-0.5B-shaped model whose values are bf16, as in the released
+// checkpoint, with NF4 linears (blocks of 64, double quantization; the tied embedding and LM
+// head held in bf16, as bitsandbytes leaves them unquantized in the checkpoint's dtype) and of
+// the same model in float32, at 1, 8 and 32 sequences, with the copy bandwidth of this machine
 // measured between them. Runs are interleaved (copy, then each batch size with both models,
-// RLHFSTATION_DECODE_REPS rounds, 5 by default) and the figures are medians over rounds; the
+// RLHFSTATION_DECODE_REPS rounds, 5 by default; RLHFSTATION_DECODE_BATCHES picks the sequence
+// counts) and the figures are medians over rounds; the
 // ratio is the median of each round's f32/NF4 ratio. GB/s is the bytes of the weights
 // (ResidentBytes: each is read once a token) over the step's time; copy GB/s counts the bytes
 // read and written (STREAM's convention). CPU ms is the process's CPU time a step (both
@@ -51,6 +54,11 @@ func BenchmarkDecodeNF4(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	for _, m := range []*Model{f32, nf4} { // a bf16 checkpoint's values
+		for i, v := range m.data {
+			m.data[i] = math.Float32frombits((math.Float32bits(v) + 0x7fff + (math.Float32bits(v)>>16)&1) &^ 0xffff)
+		}
+	}
 	if _, _, err := nf4.Quantize(quant.Default()); err != nil {
 		b.Fatal(err)
 	}
@@ -61,6 +69,16 @@ func BenchmarkDecodeNF4(b *testing.B) {
 		bytes int64
 	}{{"f32", f32, f32.ResidentBytes()}, {"nf4", nf4, nf4.ResidentBytes()}}
 	batches := []int{1, 8, 32}
+	if s := os.Getenv("RLHFSTATION_DECODE_BATCHES"); s != "" { // e.g. "1" beside bench/llamacpp_anchor.sh
+		batches = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				b.Fatalf("RLHFSTATION_DECODE_BATCHES=%q: want sequence counts such as 1,8,32", s)
+			}
+			batches = append(batches, n)
+		}
+	}
 	const promptLen, steps = 16, 2
 
 	// One cache per model and batch size, prefilled once; each timing rewinds it to the

@@ -111,7 +111,16 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 			loadStats[0], loadStats[1] = loadStats[0]+4*int64(len(x)), loadStats[1]+m
 		}
 	}
-	m, err := build(cfg, quantized)
+	// Over a 4-bit base the embedding and head stored in bf16 are read as they are (holdBF16).
+	bf16 := map[string]bool{}
+	if len(quantized) > 0 {
+		for _, name := range []string{"model.embed_tokens.weight", "transformer.wte.weight", "lm_head.weight"} {
+			if info, ok := set.Info(names[name]); ok && names[name] != "" && info.DType == safetensors.BF16 {
+				bf16[name] = true
+			}
+		}
+	}
+	m, err := buildBF16(cfg, quantized, bf16)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
@@ -127,7 +136,14 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 			return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",
 				weightFiles(set, dir), names[p.Name], p.Data[i], i)
 		}
+		for i, h := range p.BF16 {
+			if h&0x7f80 == 0x7f80 {
+				return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",
+					weightFiles(set, dir), names[p.Name], safetensors.BF16ToF32(h), i)
+			}
+		}
 	}
+	m.holdBF16()
 	for name, w := range quantized {
 		for _, scales := range [][]float32{w.Absmax, w.NestedAbsmax, {w.Offset}} {
 			if i := FirstNonFinite(scales); i >= 0 {
@@ -200,8 +216,19 @@ func findTensor(set *safetensors.Set, sp paramSpec, dir string) (string, error) 
 	return name, nil
 }
 
-// loadParam fills p from the set's tensor of that name (shape already checked).
+// loadParam fills p from the set's tensor of that name (shape already checked; a BF16 tensor
+// when p is held so).
 func loadParam(set *safetensors.Set, p *Param, name string) error {
+	if p.BF16 != nil {
+		raw, err := set.Bytes(name)
+		if err != nil {
+			return err
+		}
+		for i := range p.BF16 {
+			p.BF16[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+		}
+		return nil
+	}
 	if !p.conv1D {
 		return set.Float32Into(name, p.Data)
 	}

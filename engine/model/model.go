@@ -38,6 +38,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"unsafe"
@@ -48,27 +49,40 @@ import (
 
 // Param is one named parameter tensor, a view into the model's single parameter buffer.
 type Param struct {
-	Name   string // Hugging Face name, e.g. model.layers.0.self_attn.q_proj.weight
-	Shape  []int  // as held here: [out,in] for every linear, GPT-2's included
-	Off    int    // offset in the parameter buffer, and in a Grads buffer
-	Data   []float32
+	Name  string // Hugging Face name, e.g. model.layers.0.self_attn.q_proj.weight
+	Shape []int  // as held here: [out,in] for every linear, GPT-2's included
+	Off   int    // offset in the parameter buffer, and in a Grads buffer
+	Data  []float32
+	// BF16, when set, holds the tensor as bfloat16 bits instead (Data is nil and the tensor is
+	// not in the parameter buffer): the frozen token embedding and LM head of a 4-bit base
+	// whose values are bf16, as released checkpoints store them. Half the bytes of float32,
+	// and half of what decoding reads for the head (see holdBF16).
+	BF16   []uint16
 	conv1D bool    // stored [in,out] in checkpoints (GPT-2's Conv1D)
-	dev    devCopy // Data on the backend
+	dev    devCopy // Data (or BF16) on the backend
 }
 
 // devCopy is a host slice placed on a backend, placed again when the slice or the backend
 // changes.
 type devCopy struct {
 	on  backend.Backend
-	of  *float32
+	of  unsafe.Pointer
 	n   int
 	dt  backend.DType
 	buf backend.Buf
 }
 
-// get returns host placed on b as dt.
-func (d *devCopy) get(b backend.Backend, host []float32, dt backend.DType) (backend.Buf, error) {
-	if d.on == b && d.of == unsafe.SliceData(host) && d.n == len(host) && d.dt == dt {
+// get returns host ([]float32 or []uint16 of bf16 bits) placed on b as dt.
+func (d *devCopy) get(b backend.Backend, host any, dt backend.DType) (backend.Buf, error) {
+	var of unsafe.Pointer
+	var n int
+	switch h := host.(type) {
+	case []float32:
+		of, n = unsafe.Pointer(unsafe.SliceData(h)), len(h)
+	case []uint16:
+		of, n = unsafe.Pointer(unsafe.SliceData(h)), len(h)
+	}
+	if d.on == b && d.of == of && d.n == n && d.dt == dt {
 		return d.buf, nil
 	}
 	if d.on != nil {
@@ -79,12 +93,24 @@ func (d *devCopy) get(b backend.Backend, host []float32, dt backend.DType) (back
 	if err != nil {
 		return backend.Buf{}, err
 	}
-	*d = devCopy{on: b, of: unsafe.SliceData(host), n: len(host), dt: dt, buf: buf}
+	*d = devCopy{on: b, of: of, n: n, dt: dt, buf: buf}
 	return buf, nil
 }
 
 // Size is the number of elements.
-func (p *Param) Size() int { return len(p.Data) }
+func (p *Param) Size() int { return len(p.Data) + len(p.BF16) }
+
+// Float32 returns the values as float32: Data, or BF16 widened into a new slice.
+func (p *Param) Float32() []float32 {
+	if p.BF16 == nil {
+		return p.Data
+	}
+	out := make([]float32, len(p.BF16))
+	for i, h := range p.BF16 {
+		out[i] = math.Float32frombits(uint32(h) << 16)
+	}
+	return out
+}
 
 // Norm is a normalisation layer: RMSNorm (B nil) or LayerNorm.
 type Norm struct{ W, B *Param }
@@ -176,8 +202,13 @@ func (m *Model) NewGrads() (*Grads, error) {
 	return &Grads{Data: d, b: b}, nil
 }
 
-// Of returns p's gradient.
-func (g *Grads) Of(p *Param) backend.Buf { return g.Data.Slice(p.Off, len(p.Data)) }
+// Of returns p's gradient: absent for a frozen bf16 tensor (Param.BF16).
+func (g *Grads) Of(p *Param) backend.Buf {
+	if p.BF16 != nil {
+		return backend.Buf{}
+	}
+	return g.Data.Slice(p.Off, len(p.Data))
+}
 
 // Zero clears every gradient.
 func (g *Grads) Zero() { g.b.Zero(g.Data) }
@@ -185,6 +216,9 @@ func (g *Grads) Zero() { g.b.Zero(g.Data) }
 // Buf returns p's values on the model's backend (placed on first use): what an optimizer
 // updates in full-parameter training. On the CPU it is Param.Data itself.
 func (m *Model) Buf(p *Param) (backend.Buf, error) {
+	if p.BF16 != nil {
+		return p.dev.get(m.Backend(), p.BF16, backend.BF16)
+	}
 	return p.dev.get(m.Backend(), p.Data, m.paramType(p))
 }
 
@@ -213,6 +247,9 @@ func (m *Model) Data() []float32 { return m.data }
 // linears included.
 func (m *Model) NumParams() int {
 	n := len(m.data)
+	for _, p := range m.Params {
+		n += len(p.BF16)
+	}
 	for _, l := range m.Linears() {
 		if q, ok := l.W.(*Quantized); ok {
 			n += q.W.Len()
@@ -331,21 +368,34 @@ func layout(c *Config) []paramSpec {
 // linears whose weight name is a key of quantized get that 4-bit weight instead: their dense
 // weight is never allocated and is not among m.Params.
 func build(c *Config, quantized map[string]*quant.Weight) (*Model, error) {
+	return buildBF16(c, quantized, nil)
+}
+
+// buildBF16 is build with the tensors named in bf16 held as bf16 (Param.BF16), outside the
+// parameter buffer.
+func buildBF16(c *Config, quantized map[string]*quant.Weight, bf16 map[string]bool) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	specs := slices.DeleteFunc(layout(c), func(sp paramSpec) bool { return quantized[sp.name] != nil })
 	total := 0
 	for _, sp := range specs {
-		total += numel(sp.shape)
+		if !bf16[sp.name] {
+			total += numel(sp.shape)
+		}
 	}
 	m := &Model{Config: *c, data: make([]float32, total)}
 	byName := make(map[string]*Param, len(specs))
 	off := 0
 	for _, sp := range specs {
 		n := numel(sp.shape)
-		p := &Param{Name: sp.name, Shape: sp.shape, Off: off, Data: m.data[off : off+n : off+n], conv1D: sp.conv1D}
-		off += n
+		p := &Param{Name: sp.name, Shape: sp.shape, Off: off, conv1D: sp.conv1D}
+		if bf16[sp.name] {
+			p.BF16 = make([]uint16, n)
+		} else {
+			p.Data = m.data[off : off+n : off+n]
+			off += n
+		}
 		m.Params = append(m.Params, p)
 		byName[p.Name] = p
 	}
@@ -484,6 +534,12 @@ func (m *Model) ReleaseReplaced() int {
 	if len(drop) == 0 {
 		return 0
 	}
+	return m.compact(drop)
+}
+
+// compact rebuilds the parameter buffer with the float32 tensors of m.Params not in drop
+// (which leave m.Params), and returns the number of floats freed.
+func (m *Model) compact(drop map[*Param]bool) int {
 	total := 0
 	// A new slice: the old one's tail would keep the dropped Params, and through their
 	// Data the whole old buffer, reachable.
@@ -498,6 +554,9 @@ func (m *Model) ReleaseReplaced() int {
 	data := make([]float32, total)
 	off := 0
 	for _, p := range kept {
+		if p.BF16 != nil { // not in the buffer
+			continue
+		}
 		if p.dev.on != nil { // placed from the old buffer, which it would keep alive
 			p.dev.on.Free(p.dev.buf)
 			p.dev = devCopy{}
@@ -515,4 +574,47 @@ func (m *Model) ReleaseReplaced() int {
 	}
 	m.Params, m.data = kept, data
 	return freed
+}
+
+// holdBF16 holds the token embedding and the LM head as bf16 (Param.BF16) when the base is
+// 4-bit, so that they are frozen (adapters do not reach them, and full-parameter training
+// needs the float32 base), and when every value is a bf16, as in released checkpoints: the
+// same values in half the bytes, and half the bytes a decoded token reads for the head. A
+// float32 model (trained here, or with float32 values) keeps them as float32.
+func (m *Model) holdBF16() {
+	quantized := false
+	for _, l := range m.Linears() {
+		if _, ok := l.W.(*Quantized); ok {
+			quantized = true
+			break
+		}
+	}
+	if !quantized {
+		return
+	}
+	changed := false
+	for _, p := range []*Param{m.Embed, m.Head} {
+		if p == nil || p.BF16 != nil || !allBF16(p.Data) {
+			continue
+		}
+		p.BF16 = make([]uint16, len(p.Data))
+		for i, v := range p.Data {
+			p.BF16[i] = uint16(math.Float32bits(v) >> 16)
+		}
+		p.Data = nil
+		changed = true
+	}
+	if changed {
+		m.compact(nil)
+	}
+}
+
+// allBF16 reports whether every value of x is a bfloat16 (its low 16 bits zero).
+func allBF16(x []float32) bool {
+	for _, v := range x {
+		if math.Float32bits(v)&0xffff != 0 {
+			return false
+		}
+	}
+	return len(x) > 0
 }

@@ -82,6 +82,7 @@ func (m *Model) Quantize(opt quant.Options) (dense, packed int64, err error) {
 		j.l.W = &Quantized{W: j.w}
 	}
 	m.ReleaseReplaced()
+	m.holdBF16()
 	return dense, packed, nil
 }
 
@@ -97,13 +98,17 @@ func (m *Model) QuantStats() (params, bytes int64) {
 	return params, bytes
 }
 
-// ResidentBytes is the memory the weights hold: 4 bytes per float32 parameter plus the 4-bit
+// ResidentBytes is the memory the weights hold: 4 bytes per float32 parameter, 2 per bf16
+// one (Param.BF16), plus the 4-bit
 // linears (QuantStats' bytes) and their code books, each distinct table counted once (the 16
 // values of each 4-bit type, the 256 of double quantization's code, which weights share).
 // With NF4, blocks of 64 and double quantization a quantized parameter costs
 // 4 + 8/64 + 32/(64·256) ≈ 4.127 bits.
 func (m *Model) ResidentBytes() int64 {
 	n := 4 * int64(len(m.data))
+	for _, p := range m.Params {
+		n += 2 * int64(len(p.BF16))
+	}
 	types := map[quant.Type]bool{}
 	nested := map[*[256]float32]bool{}
 	for _, l := range m.Linears() {
@@ -146,7 +151,7 @@ func (m *Model) Dequantize() (*Model, error) {
 		if !ok {
 			return nil, fmt.Errorf("dequantize: %s has no place in a float32 %s model", p.Name, m.Config.ModelType)
 		}
-		copy(dp.Data, p.Data)
+		copy(dp.Data, p.Float32())
 	}
 	dl := d.Linears()
 	for i, l := range m.Linears() {

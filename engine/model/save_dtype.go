@@ -31,7 +31,7 @@ func (m *Model) SaveAs(dir string, dtype safetensors.DType) error {
 	}
 	tensors := make([]safetensors.Tensor, 0, len(m.Params)+len(qtensors))
 	for _, p := range m.Params {
-		data, shape := p.Data, p.Shape
+		data, shape := p.Float32(), p.Shape
 		if p.conv1D {
 			out, in := p.Shape[0], p.Shape[1]
 			data = make([]float32, len(p.Data))

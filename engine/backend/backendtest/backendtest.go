@@ -396,6 +396,16 @@ func (e *env) ids(n, below int) []int32 {
 }
 
 // roundBF16 rounds to the nearest bf16 value (ties to even), as a float32.
+// bf16Exact rounds x to bf16 values in place and returns it, and reports whether the
+// backend under test takes frozen matrices as bf16 in this run (role frozen): a backend that
+// computes in float32 throughout, outside the Mixed run.
+func (e *env) bf16Exact(x []float32) bool {
+	for i, v := range x {
+		x[i] = roundBF16(v)
+	}
+	return e.mixed == nil && e.b.Precision().Weight == backend.F32
+}
+
 func roundBF16(f float32) float32 {
 	return math.Float32frombits(uint32(bf16Bits(f)) << 16)
 }

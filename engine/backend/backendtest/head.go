@@ -150,6 +150,12 @@ func headOps(e *env) {
 		rows, dim, vocab := c[0], c[1], c[2]
 		shape := fmt.Sprintf("rows=%d dim=%d vocab=%d", rows, dim, vocab)
 		hidden, head := e.randn(rows*dim, 1), e.randn(vocab*dim, 1/math.Sqrt(float64(dim)))
+		// The head's values are bf16, so that a float32 backend given them in bf16 (role
+		// frozen) computes the same function as from float32.
+		heads := []role{weight}
+		if e.bf16Exact(head) {
+			heads = append(heads, frozen)
+		}
 		targets := targetsFor(e, rows, vocab)
 		dlogp, dent := e.randn(rows, 1), e.randn(rows, 1)
 		switch {
@@ -173,62 +179,68 @@ func headOps(e *env) {
 			}
 			return l
 		}()
-		e.check("Logits", shape, func() {
-			got := e.twin(func(s *side) []backend.Buf {
-				out := s.out(rows * vocab)
-				s.do("Logits", s.b.Logits(out, s.inAs(act, hidden), s.inAs(weight, head), rows, dim, vocab))
-				return []backend.Buf{out}
-			})
-			if got != nil {
-				e.oracle("hidden·headᵀ", got[0], logitsF64, 3e-7*float64(dim)+1e-6, 1e-5)
-			}
-		})
 		invT := float32(1 / 0.9)
 		softcap := float32(0)
 		if rows%2 == 1 { // gemma2's final soft-capping on every other shape, low enough to bite
 			softcap = 2.5
 			shape += fmt.Sprintf(" softcap=%g", softcap)
 		}
-		e.check("HeadLogProbs", shape, func() {
-			got := e.twin(func(s *side) []backend.Buf {
-				lp, ent := s.out(rows), s.out(rows)
-				s.do("HeadLogProbs", s.b.HeadLogProbs(lp, ent, s.inAs(act, hidden), s.inAs(weight, head), s.i32(targets), rows, dim, vocab, invT, softcap))
-				return []backend.Buf{lp, ent}
-			})
-			if got == nil {
-				return
+		for _, hr := range heads {
+			shape := shape
+			if hr == frozen {
+				shape += " head bf16"
 			}
-			wl, we := make([]float64, rows), make([]float64, rows)
-			for r := 0; r < rows; r++ {
-				row := make([]float32, vocab)
-				for j := range row {
-					l := logitsF64[r*vocab+j]
-					if softcap > 0 {
-						l = float64(softcap) * math.Tanh(l/float64(softcap))
-					}
-					row[j] = float32(l)
-				}
-				lp, h := logSoftmaxF64(row, float64(invT))
-				if targets[r] >= 0 {
-					wl[r] = lp[targets[r]]
-				}
-				we[r] = h
-			}
-			e.oracle("log p(target) through the head", got[0], wl, 1e-5+3e-7*float64(dim), 1e-5)
-			e.oracle("entropy through the head", got[1], we, 1e-5+3e-7*float64(dim), 1e-5)
-		})
-		for _, withEnt := range []bool{false, true} {
-			e.check("HeadLogProbsBackward", fmt.Sprintf("%s entropy=%v", shape, withEnt), func() {
-				e.twin(func(s *side) []backend.Buf {
-					dh := s.accAs(act, dh0)
-					var de backend.Buf
-					if withEnt {
-						de = s.in(dent)
-					}
-					s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(weight, head), s.in(dlogp), de, s.i32(targets), rows, dim, vocab, invT, softcap))
-					return []backend.Buf{dh}
+			e.check("Logits", shape, func() {
+				got := e.twin(func(s *side) []backend.Buf {
+					out := s.out(rows * vocab)
+					s.do("Logits", s.b.Logits(out, s.inAs(act, hidden), s.inAs(hr, head), rows, dim, vocab))
+					return []backend.Buf{out}
 				})
+				if got != nil {
+					e.oracle("hidden·headᵀ", got[0], logitsF64, 3e-7*float64(dim)+1e-6, 1e-5)
+				}
 			})
+			e.check("HeadLogProbs", shape, func() {
+				got := e.twin(func(s *side) []backend.Buf {
+					lp, ent := s.out(rows), s.out(rows)
+					s.do("HeadLogProbs", s.b.HeadLogProbs(lp, ent, s.inAs(act, hidden), s.inAs(hr, head), s.i32(targets), rows, dim, vocab, invT, softcap))
+					return []backend.Buf{lp, ent}
+				})
+				if got == nil {
+					return
+				}
+				wl, we := make([]float64, rows), make([]float64, rows)
+				for r := 0; r < rows; r++ {
+					row := make([]float32, vocab)
+					for j := range row {
+						l := logitsF64[r*vocab+j]
+						if softcap > 0 {
+							l = float64(softcap) * math.Tanh(l/float64(softcap))
+						}
+						row[j] = float32(l)
+					}
+					lp, h := logSoftmaxF64(row, float64(invT))
+					if targets[r] >= 0 {
+						wl[r] = lp[targets[r]]
+					}
+					we[r] = h
+				}
+				e.oracle("log p(target) through the head", got[0], wl, 1e-5+3e-7*float64(dim), 1e-5)
+				e.oracle("entropy through the head", got[1], we, 1e-5+3e-7*float64(dim), 1e-5)
+			})
+			for _, withEnt := range []bool{false, true} {
+				e.check("HeadLogProbsBackward", fmt.Sprintf("%s entropy=%v", shape, withEnt), func() {
+					e.twin(func(s *side) []backend.Buf {
+						dh := s.accAs(act, dh0)
+						var de backend.Buf
+						if withEnt {
+							de = s.in(dent)
+						}
+						s.do("HeadLogProbsBackward", s.b.HeadLogProbsBackward(dh, s.inAs(act, hidden), s.inAs(hr, head), s.in(dlogp), de, s.i32(targets), rows, dim, vocab, invT, softcap))
+						return []backend.Buf{dh}
+					})
+				})
+			}
 		}
 		if vocab*rows*dim <= 1<<22 || !e.small {
 			// log p(target) and the entropy through the head, against finite differences

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"rlhfstation/engine/backend"
 )
@@ -210,6 +211,27 @@ func embeddingOps(e *env) {
 				e.oracle("rows of the table", got[0], w, 0, 1e-7)
 			}
 		})
+		if wb := slices.Clone(wte); e.bf16Exact(wb) {
+			e.check("EmbeddingForward", shape+" table bf16", func() {
+				got := e.twin(func(s *side) []backend.Buf {
+					out := s.outAs(stream, c.rows*c.dim)
+					s.do("EmbeddingForward", s.b.EmbeddingForward(out, s.i32(ids), optI(s, pos), s.inAs(frozen, wb), opt(s, wpe, false), c.dim))
+					return []backend.Buf{out}
+				})
+				if got != nil {
+					w := make([]float64, c.rows*c.dim)
+					for r, id := range ids {
+						for j := 0; j < c.dim; j++ {
+							w[r*c.dim+j] = float64(wb[int(id)*c.dim+j])
+							if wpe != nil {
+								w[r*c.dim+j] += float64(wpe[int(pos[r])*c.dim+j])
+							}
+						}
+					}
+					e.oracle("rows of the bf16 table", got[0], w, 0, 1e-7)
+				}
+			})
+		}
 		e.check("EmbeddingBackward", shape, func() {
 			got := e.twin(func(s *side) []backend.Buf {
 				dwte, dwpe := s.acc(dwte0), opt(s, dwpe0, true)

@@ -29,10 +29,17 @@ const (
 	stream
 	act
 	weight
+	// frozen is a frozen matrix that a float32 backend may be given in bf16 (the embedding
+	// and head of a 4-bit base whose values are bf16, model.Param.BF16): bf16 on the backend
+	// under test, float32 on the reference, for values that are bf16 already (bf16Exact).
+	frozen
 )
 
 // dtype is the element type of an operand of role r on this side.
 func (s *side) dtype(r role) backend.DType {
+	if r == frozen && !s.ref {
+		return backend.BF16
+	}
 	if s.prec == nil {
 		return backend.F32
 	}

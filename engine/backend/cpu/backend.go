@@ -101,6 +101,10 @@ func (b *Backend) Place(host any, dt backend.DType) (backend.Buf, error) {
 		if dt == backend.F64 {
 			return backend.HostF64(h), nil
 		}
+	case []uint16: // bf16 bits: a frozen head (model.Param.BF16)
+		if dt == backend.BF16 {
+			return backend.HostBF16(h), nil
+		}
 	}
 	n := lenOf(host)
 	if n < 0 {
@@ -316,17 +320,30 @@ func (b *Backend) Add2D(dst backend.Buf, ldd int, src backend.Buf, lds int, rows
 	return nil
 }
 
-// CopyRows copies row srcRows[i] of src to row dstRows[i] of dst (nil: the identity).
+// CopyRows copies row srcRows[i] of src to row dstRows[i] of dst (nil: the identity), both
+// float32 or both bf16 (rows of a bf16 head).
 func (b *Backend) CopyRows(dst backend.Buf, dstRows []int64, ldd int, src backend.Buf, srcRows []int64, lds int, n, cols int) error {
 	if n == 0 {
 		return nil
 	}
 	var a args
+	if dst.DType() == backend.BF16 && src.DType() == backend.BF16 {
+		d := hostSlice(&a, "dst", dst, cols, backend.BF16, dst.U16)
+		s := hostSlice(&a, "src", src, cols, backend.BF16, src.U16)
+		if a.err != nil {
+			return a.err
+		}
+		return copyRows(d, dstRows, ldd, s, srcRows, lds, n, cols)
+	}
 	d := a.f32("dst", dst, cols)
 	s := a.f32("src", src, cols)
 	if a.err != nil {
 		return a.err
 	}
+	return copyRows(d, dstRows, ldd, s, srcRows, lds, n, cols)
+}
+
+func copyRows[T any](d []T, dstRows []int64, ldd int, s []T, srcRows []int64, lds int, n, cols int) error {
 	if dstRows != nil && len(dstRows) < n || srcRows != nil && len(srcRows) < n {
 		return fmt.Errorf("cpu: CopyRows of %d rows with %d and %d indices", n, len(dstRows), len(srcRows))
 	}

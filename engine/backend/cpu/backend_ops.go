@@ -16,7 +16,7 @@ func (*Backend) EmbeddingForward(out, ids, pos, wte, wpe backend.Buf, dim int) e
 	rows := ids.Len()
 	o := a.f32("out", out, rows*dim)
 	id := a.i32("ids", ids, rows)
-	te := a.f32("wte", wte, 0)
+	te := a.weight("wte", wte, 0)
 	pe := a.optF32("wpe", wpe, 0)
 	var p []int32
 	if pe != nil {
@@ -25,7 +25,7 @@ func (*Backend) EmbeddingForward(out, ids, pos, wte, wpe backend.Buf, dim int) e
 	if a.err != nil {
 		return a.err
 	}
-	vocab := len(te) / max(dim, 1)
+	vocab := te.len() / max(dim, 1)
 	for r, t := range id[:rows] {
 		if t < 0 || int(t) >= vocab {
 			return fmt.Errorf("cpu: embedding of id %d (row %d) outside the table of %d", t, r, vocab)
@@ -34,7 +34,22 @@ func (*Backend) EmbeddingForward(out, ids, pos, wte, wpe backend.Buf, dim int) e
 			return fmt.Errorf("cpu: position %d (row %d) outside the table of %d", p[r], r, len(pe)/max(dim, 1))
 		}
 	}
-	EmbeddingForward(o, id[:rows], p, te, pe, dim)
+	if te.h == nil {
+		EmbeddingForward(o, id[:rows], p, te.f, pe, dim)
+		return nil
+	}
+	For(rows, grainFor(dim)*8, func(lo, hi int) { // a bf16 table widened row by row
+		for r := lo; r < hi; r++ {
+			te.row(o[r*dim:(r+1)*dim], int(id[r]))
+		}
+	})
+	if pe != nil {
+		for r := range rows {
+			for j, v := range pe[int(p[r])*dim : (int(p[r])+1)*dim] {
+				o[r*dim+j] += v
+			}
+		}
+	}
 	return nil
 }
 
@@ -334,17 +349,22 @@ func (*Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.B
 	var a args
 	dx, dw, db := a.optF32("dinp", dinp, rows*in), a.optF32("dweight", dweight, outDim*in), a.optF32("dbias", dbias, outDim)
 	d := a.f32("dout", dout, rows*outDim)
-	var x, w []float32
+	var x []float32
+	var w wmat
 	if dw != nil {
 		x = a.f32("inp", inp, rows*in)
 	}
 	if dx != nil {
-		w = a.f32("weight", weight, outDim*in)
+		w = a.weight("weight", weight, outDim*in) // a frozen bf16 weight (the head's digit rows) too
 	}
 	if a.err != nil {
 		return a.err
 	}
-	MatmulBackward(dx, dw, db, d, x, w, rows, in, outDim)
+	if w.h != nil {
+		w.mulAcc(dx, d, rows, in, outDim)
+		dx = nil
+	}
+	MatmulBackward(dx, dw, db, d, x, w.f, rows, in, outDim)
 	return nil
 }
 
@@ -526,11 +546,11 @@ func (*Backend) Logits(out, hidden, head backend.Buf, rows, dim, vocab int) erro
 		return nil
 	}
 	var a args
-	o, h, w := a.f32("out", out, rows*vocab), a.f32("hidden", hidden, rows*dim), a.f32("head", head, vocab*dim)
+	o, h, w := a.f32("out", out, rows*vocab), a.f32("hidden", hidden, rows*dim), a.weight("head", head, vocab*dim)
 	if a.err != nil {
 		return a.err
 	}
-	MatmulForward(o, h, w, nil, rows, dim, vocab)
+	w.mulT(o, h, rows, dim, vocab)
 	return nil
 }
 
@@ -595,7 +615,7 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf,
 	}
 	var a args
 	lp, t := logProbArgs(&a, logp, targets, rows, vocab)
-	e, h, w := a.optF32("entropy", entropy, rows), a.f32("hidden", hidden, rows*dim), a.f32("head", head, vocab*dim)
+	e, h, w := a.optF32("entropy", entropy, rows), a.f32("hidden", hidden, rows*dim), a.weight("head", head, vocab*dim)
 	if a.err != nil {
 		return a.err
 	}
@@ -603,7 +623,7 @@ func (b *Backend) HeadLogProbs(logp, entropy, hidden, head, targets backend.Buf,
 	buf := b.logitsScratch(min(rows, chunk) * vocab)
 	for r0 := 0; r0 < rows; r0 += chunk {
 		n := min(chunk, rows-r0)
-		MatmulForward(buf, h[r0*dim:(r0+n)*dim], w, nil, n, dim, vocab)
+		w.mulT(buf, h[r0*dim:(r0+n)*dim], n, dim, vocab)
 		if softcap > 0 {
 			SoftcapForward(buf, buf, n*vocab, softcap)
 		}
@@ -623,7 +643,7 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, t
 	var a args
 	dlp, t := logProbArgs(&a, dlogp, targets, rows, vocab)
 	de := a.optF32("dentropy", dentropy, rows)
-	dh, h, w := a.f32("dhidden", dhidden, rows*dim), a.f32("hidden", hidden, rows*dim), a.f32("head", head, vocab*dim)
+	dh, h, w := a.f32("dhidden", dhidden, rows*dim), a.f32("hidden", hidden, rows*dim), a.weight("head", head, vocab*dim)
 	if a.err != nil {
 		return a.err
 	}
@@ -641,7 +661,7 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, t
 		}
 		logits, dl := buf[:n*vocab], buf[half:half+n*vocab]
 		hc := h[r0*dim : (r0+n)*dim]
-		MatmulForward(logits, hc, w, nil, n, dim, vocab)
+		w.mulT(logits, hc, n, dim, vocab)
 		if softcap > 0 {
 			SoftcapForward(logits, logits, n*vocab, softcap)
 		}
@@ -650,7 +670,7 @@ func (b *Backend) HeadLogProbsBackward(dhidden, hidden, head, dlogp, dentropy, t
 		if softcap > 0 { // through the cap: the gradient of the raw logits
 			uncap(dl, logits, softcap)
 		}
-		MatmulBackward(dh[r0*dim:(r0+n)*dim], nil, nil, dl, nil, w, n, dim, vocab)
+		w.mulAcc(dh[r0*dim:(r0+n)*dim], dl, n, dim, vocab)
 	}
 	return nil
 }

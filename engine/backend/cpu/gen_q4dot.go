@@ -1,7 +1,7 @@
 //go:build ignore
 
-// gen_q4dot writes q4dot_amd64.s, the AVX2 kernels of the few-row 4-bit product (q4dot.go)
-// and of the few-row float32 one (f32dot.go).
+// gen_q4dot writes q4dot_amd64.s, the AVX2 kernels of the few-row 4-bit product (q4dot.go),
+// of the few-row float32 one (f32dot.go) and of the few-row bf16 one (bf16dot.go).
 // The kernels differ only in how many rows of x they take and how their accumulators are
 // laid out, so generating them keeps the assembly free of copy-paste slips; run `go generate`
 // after changing a shape here.
@@ -55,6 +55,9 @@ func main() {
 	}
 	for _, s := range shapes {
 		s.emitF32(&w)
+	}
+	for _, s := range shapes {
+		s.emitBF16(&w)
 	}
 	if err := os.WriteFile("q4dot_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
@@ -366,6 +369,82 @@ func (s shape) emitF32(w *bytes.Buffer) {
 	}
 	p("DECQ CX")
 	fmt.Fprintf(w, "\tJNZ floop%d\n", s.t)
+	s.emitStore(w)
+}
+
+// emitBF16 writes
+//
+//	func bf16dotT(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)
+//
+// adding to y[i·ldy], for i < T, the dot product of n chunks of 64 bfloat16 values of w with
+// row i of x (x + i·ldx, in q4dot.go's kernel order: in each 16 values, the 8 even ones then
+// the 8 odd ones). A bf16 value is the top half of its float32, so the 32 bytes of 16 values
+// widen in two instructions: the low halves of each dword (the even values) shifted up, the
+// high halves (the odd values) masked; hence x's order. Accumulators as emitF32's.
+func (s shape) emitBF16(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	xAddr := func(i, off int) string {
+		base := "DI"
+		if i >= 4 {
+			base, i = "BX", i-4
+		}
+		switch i {
+		case 0:
+			return fmt.Sprintf("%d(%s)", off, base)
+		case 1:
+			return fmt.Sprintf("%d(%s)(R8*1)", off, base)
+		case 2:
+			return fmt.Sprintf("%d(%s)(R8*2)", off, base)
+		default:
+			return fmt.Sprintf("%d(%s)(R12*1)", off, base)
+		}
+	}
+	acc := func(i, v int) int {
+		switch s.accs {
+		case 4:
+			return v % 4
+		case 2:
+			return 2*i + v%2
+		}
+		return i
+	}
+	fmt.Fprintf(w, "\n// func bf16dot%d(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)\n", s.t)
+	fmt.Fprintf(w, "TEXT ·bf16dot%d(SB), NOSPLIT, $0-48\n", s.t)
+	p("MOVQ n+0(FP), CX")
+	p("MOVQ w+8(FP), SI")
+	p("MOVQ x+16(FP), DI")
+	p("MOVQ ldx+24(FP), R8")
+	p("SHLQ $2, R8")
+	p("LEAQ (R8)(R8*2), R12")
+	p("LEAQ (DI)(R8*4), BX")
+	p("MOVQ y+32(FP), R9")
+	p("MOVQ ldy+40(FP), R10")
+	p("SHLQ $2, R10")
+	for a := 0; a < s.t*s.accs; a++ {
+		p("VXORPS %s, %s, %s", y(a), y(a), y(a))
+	}
+	p("VPCMPEQD Y15, Y15, Y15")
+	p("VPSLLD $16, Y15, Y15") // 0xffff0000: the odd values' mask
+	fmt.Fprintf(w, "bloop%d:\n", s.t)
+	for g := 0; g < 4; g++ {
+		p("VMOVDQU %d(SI), Y12", 32*g)
+		p("VPSLLD $16, Y12, Y14")
+		p("VPAND Y15, Y12, Y13")
+		for h, r := range []string{"Y14", "Y13"} {
+			v := 2*g + h
+			for i := 0; i < s.t; i++ {
+				p("VFMADD231PS %s, %s, %s", xAddr(i, 32*v), r, y(acc(i, v)))
+			}
+		}
+	}
+	p("ADDQ $128, SI")
+	p("ADDQ $256, DI")
+	if s.t > 4 {
+		p("ADDQ $256, BX")
+	}
+	p("DECQ CX")
+	fmt.Fprintf(w, "\tJNZ bloop%d\n", s.t)
 	s.emitStore(w)
 }
 

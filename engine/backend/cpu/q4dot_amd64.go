@@ -32,7 +32,19 @@ func f32dot4(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
 //go:noescape
 func f32dot8(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
 
-// q4dotKernel is the few-row kernel in use (4-bit and float32): "avx2" or "go" (tests switch it).
+//go:noescape
+func bf16dot1(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)
+
+//go:noescape
+func bf16dot2(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)
+
+//go:noescape
+func bf16dot4(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)
+
+//go:noescape
+func bf16dot8(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)
+
+// q4dotKernel is the few-row kernel in use (4-bit, float32 and bf16): "avx2" or "go" (tests switch it).
 var q4dotKernel = func() string {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		return "avx2"
@@ -85,5 +97,27 @@ func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
 		f32dot1(n, &w[0], &x[0], ldx, &y[0], ldy)
 	default:
 		panic("cpu: f32dot takes 1, 2, 4 or 8 rows")
+	}
+}
+
+// bf16dot runs the bf16 kernel for t ∈ {1, 2, 4, 8} rows of x (in kernel order) over n ≥ 1
+// chunks.
+func bf16dot(t, n int, w []uint16, x []float32, ldx int, y []float32, ldy int) {
+	if q4dotKernel != "avx2" {
+		bf16dotGo(t, n, w, x, ldx, y, ldy)
+		return
+	}
+	_, _, _ = w[n*q4Chunk-1], x[(t-1)*ldx+n*q4Chunk-1], y[(t-1)*ldy]
+	switch t {
+	case 8:
+		bf16dot8(n, &w[0], &x[0], ldx, &y[0], ldy)
+	case 4:
+		bf16dot4(n, &w[0], &x[0], ldx, &y[0], ldy)
+	case 2:
+		bf16dot2(n, &w[0], &x[0], ldx, &y[0], ldy)
+	case 1:
+		bf16dot1(n, &w[0], &x[0], ldx, &y[0], ldy)
+	default:
+		panic("cpu: bf16dot takes 1, 2, 4 or 8 rows")
 	}
 }

@@ -91,3 +91,25 @@ func BenchmarkF32Dot(b *testing.B) {
 func gemmSgemm(m, n, k int, a, b, c []float32) {
 	gemm.Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
 }
+
+// BenchmarkHeadDot: Qwen2.5-0.5B's LM head (151936×896), bf16 (the head of a 4-bit base) against
+// float32, at the rows of a decode step. GB/s counts the weight's bytes (2 or 4 a value).
+// run: go test ./engine/backend/cpu -run X -bench HeadDot
+func BenchmarkHeadDot(b *testing.B) {
+	const out, in = 151936, 896
+	w := randn(out*in, 1)
+	h := make([]uint16, len(w))
+	for i, v := range w {
+		h[i] = ToBF16(v)
+	}
+	for _, rows := range []int{1, 8, 32} {
+		x := randn(rows*in, 2)
+		y := make([]float32, rows*out)
+		b.Run(fmt.Sprintf("rows=%d/bf16", rows), func(b *testing.B) {
+			benchBytes(b, 2*len(h), func() { BF16MulT(y, x, h, rows, in, out) })
+		})
+		b.Run(fmt.Sprintf("rows=%d/f32", rows), func(b *testing.B) {
+			benchBytes(b, 4*len(w), func() { MatmulForward(y, x, w, nil, rows, in, out) })
+		})
+	}
+}

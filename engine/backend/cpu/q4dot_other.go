@@ -14,3 +14,7 @@ func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []
 func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
 	f32dotGo(t, n, w, x, ldx, y, ldy)
 }
+
+func bf16dot(t, n int, w []uint16, x []float32, ldx int, y []float32, ldy int) {
+	bf16dotGo(t, n, w, x, ldx, y, ldy)
+}

@@ -124,3 +124,77 @@ func TestF32DotMatchesFloat64(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16DotMatchesFloat64: the bf16 product, by the few-row kernels (assembly and Go
+// reference) and by the GEMM with widened panels, against float64 sums of the widened values,
+// for every row count the kernels take and past it, widths below one chunk, whole chunks and
+// with a tail; and its input gradient dx += dy·W.
+func TestBF16DotMatchesFloat64(t *testing.T) {
+	kernels := []string{"go"}
+	if q4dotKernel != "go" {
+		kernels = append(kernels, q4dotKernel)
+	}
+	defer func(k string) { q4dotKernel = k }(q4dotKernel)
+	for ci, c := range []struct{ out, in int }{{1, 1}, {5, 63}, {3, 64}, {77, 130}, {300, 896}, {9, 4864 + 17}} {
+		wf := randn(c.out*c.in, uint64(30+ci))
+		w := make([]uint16, len(wf))
+		for i, v := range wf {
+			w[i] = ToBF16(v)
+		}
+		for rows := 1; rows <= f32DotMaxRows+3; rows++ {
+			if rows > 9 && rows%7 != 0 && rows != f32DotMaxRows && rows != f32DotMaxRows+1 {
+				continue
+			}
+			x := randn(rows*c.in, uint64(300+rows))
+			want, scale := make([]float64, rows*c.out), make([]float64, rows*c.out)
+			for r := 0; r < rows; r++ {
+				for o := 0; o < c.out; o++ {
+					for i := 0; i < c.in; i++ {
+						p := float64(x[r*c.in+i]) * float64(FromBF16(w[o*c.in+i]))
+						want[r*c.out+o] += p
+						scale[r*c.out+o] += math.Abs(p)
+					}
+				}
+			}
+			check := func(how string, y []float32) {
+				t.Helper()
+				for j, v := range y {
+					if e := math.Abs(float64(v) - want[j]); e > 1e-6*scale[j]+1e-30 || math.IsNaN(float64(v)) {
+						t.Fatalf("%s %d×%d rows=%d: y[%d] = %v, want %v", how, c.out, c.in, rows, j, v, want[j])
+					}
+				}
+			}
+			for _, k := range kernels {
+				q4dotKernel = k
+				if rows <= f32DotMaxRows {
+					y := randn(rows*c.out, 9) // overwritten
+					bf16Dot(y, x, w, rows, c.in, c.out)
+					check(k, y)
+				}
+				y := randn(rows*c.out, 9)
+				BF16MulT(y, x, w, rows, c.in, c.out)
+				check(k+" BF16MulT", y)
+			}
+			y := randn(rows*c.out, 9)
+			sgemmSource(false, rows, c.out, c.in, 1, x, c.in, bf16Transposed{w, c.in}, 0, y, c.out)
+			check("gemm", y)
+			// dx += dy·W against float64.
+			dy, dx0 := randn(rows*c.out, 11), randn(rows*c.in, 12)
+			dx := append([]float32(nil), dx0...)
+			BF16MulAcc(dx, dy, w, rows, c.in, c.out)
+			for r := 0; r < rows; r++ {
+				for i := 0; i < c.in; i++ {
+					s, a := float64(dx0[r*c.in+i]), math.Abs(float64(dx0[r*c.in+i]))
+					for o := 0; o < c.out; o++ {
+						p := float64(dy[r*c.out+o]) * float64(FromBF16(w[o*c.in+i]))
+						s += p
+						a += math.Abs(p)
+					}
+					if e := math.Abs(float64(dx[r*c.in+i]) - s); e > 1e-6*a+1e-30 {
+						t.Fatalf("BF16MulAcc %d×%d rows=%d: dx[%d,%d] = %v, want %v", c.out, c.in, rows, r, i, dx[r*c.in+i], s)
+					}
+				}
+			}
+		}
+	}
+}
