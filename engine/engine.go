@@ -116,6 +116,8 @@ type Engine struct {
 
 	envs       []*envRun // the environments of multi-turn rollouts (episode.go)
 	episodeSeq int       // episodes started, for their ids
+	prefilled  int       // tokens the episodes' turns prefilled
+	rePrefill  bool      // tests: each turn prefills its whole history (the cache emptied), the reference for the continued cache
 }
 
 type request int

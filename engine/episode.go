@@ -2,7 +2,8 @@ package engine
 
 // Multi-turn, tool-calling rollouts (DESIGN §17): each completion of a batch is an episode of
 // an environment. Every assistant turn of every episode still running is generated together
-// by the model's one batched generation (model.Generate), stopping at the end-of-turn token;
+// by the model's one batched generation (model.GenerateOn, on a key/value cache the episodes
+// keep across their turns), stopping at the end-of-turn token;
 // its tool calls are parsed in the chat template's format and sent to the environment, whose
 // messages are rendered incrementally and appended as tokens the loss masks out.
 
@@ -186,6 +187,14 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, t float32, seed
 			r.prompt = e.encodePrompt(r.example) // a failed reset: no episode; the prompt for the logs
 		}
 	}
+	// One cache for the batch's episodes, kept across their turns: each turn prefills only the
+	// previous turn's last token and the environment's tokens appended since.
+	capacity := 0
+	for i, r := range b.rollouts {
+		capacity = max(capacity, len(r.prompt)+e.envTokens(eps[i].run.spec))
+	}
+	cache := e.model.NewCache(len(b.rollouts), capacity)
+	defer cache.Free()
 	for turnNo := 0; ; turnNo++ {
 		var live []int
 		for i, ep := range eps {
@@ -222,10 +231,14 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, t float32, seed
 				r.digits[at] = slices.Clone(probs)
 			}
 		}
-		gen, err := e.model.Generate(inputs, o)
+		if e.rePrefill {
+			cache.Reset()
+		}
+		gen, err := e.model.GenerateOn(cache, live, inputs, o)
 		if err != nil {
 			return err
 		}
+		e.prefilled += gen.Prefilled
 		var stepping []int
 		for k, i := range live {
 			r, ep := b.rollouts[i], eps[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,56 @@ func TestEpisodesInARun(t *testing.T) {
 	if model == 0 || masked == 0 {
 		t.Fatalf("model tokens %d, masked tokens %d: want both", model, masked)
 	}
+}
+
+// TestEpisodesContinueTheCache: the turns of a batch's episodes continue the key/value cache
+// their earlier turns left, prefilling only the tokens appended since, and give the tokens of
+// the reference that prefills each turn's whole history, with the same seed.
+func TestEpisodesContinueTheCache(t *testing.T) {
+	py := testref.Python3(t)
+	play := func(rePrefill bool) *Engine {
+		c := tinyConfig(t, "math", 1)
+		c.SaveSteps = 0
+		c.MaxCompletionLength = 16
+		c.Environments = []presets.Environment{{Name: "standin", Kind: "command", MaxTurns: 3, MaxTokens: 120, Timeout: 30 * time.Second,
+			Command: []string{py, filepath.Join("env", "testdata", "standin_env.py")}}}
+		ps := prompts(t, "math")
+		for i := range ps {
+			ps[i].Extra = map[string]any{"chat_turns": 3}
+		}
+		e, err := New(c, Options{ModelDir: tinyModelDir(t), ModelName: "tiny", Prompts: ps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.rePrefill = rePrefill
+		done := make(chan error, 1)
+		go func() { done <- e.Run(context.Background()) }()
+		for range e.Events() {
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	cont, ref := play(false), play(true)
+	turns := 0
+	for k, b := range ref.gen.batches {
+		for i, r := range b.rollouts {
+			got := cont.gen.batches[k].rollouts[i]
+			if !slices.Equal(got.tokens, r.tokens) || !slices.Equal(got.mask, r.mask) || got.cut != r.cut {
+				t.Errorf("batch %d episode %d: %v (mask %v) on the kept cache, %v (mask %v) prefilled afresh", k, i, got.tokens, got.mask, r.tokens, r.mask)
+			}
+			for _, tu := range r.ep.turns {
+				if tu.model {
+					turns++
+				}
+			}
+		}
+	}
+	if turns <= 8 || cont.prefilled >= ref.prefilled {
+		t.Fatalf("%d assistant turns for 8 episodes; prefilled %d tokens on the kept cache, %d afresh: want multi-turn episodes and fewer", turns, cont.prefilled, ref.prefilled)
+	}
+	t.Logf("%d assistant turns: %d tokens prefilled on the kept cache, %d when each turn prefills its history", turns, cont.prefilled, ref.prefilled)
 }
 
 // TestEpisodeDigitsFromTheDecodeStep: an episode's NTL digit distributions come from the

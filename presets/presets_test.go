@@ -69,8 +69,12 @@ func TestBuiltInPresets(t *testing.T) {
 			if p.Root != "math" || (name != "math") != (p.Extends == "math") {
 				t.Errorf("%s: root %q extends %q", name, p.Root, p.Extends)
 			}
-			if p.Correctness == nil || p.Correctness.Weight <= 0 {
-				t.Errorf("math correctness: %+v", p.Correctness)
+			// math-tools pays for a right answer through the calculator's answer_via_tool
+			if p.Correctness == nil || (p.Correctness.Weight <= 0) != (name == "math-tools") {
+				t.Errorf("%s correctness: %+v", name, p.Correctness)
+			}
+			if scale, _ := p.GRPO["scale_rewards"].(string); (scale == "none") != (name == "math-tools") {
+				t.Errorf("%s: scale_rewards %q", name, scale)
 			}
 		} else if p.NTL != nil || p.Correctness != nil || p.Format != nil || p.Root != name {
 			t.Errorf("%s has rewards other than perplexity, or root %q", name, p.Root)

@@ -10,7 +10,16 @@
 //	    --warmup 100 --weight-decay 0.1 --clip 1 --seed 1 --eval-every 300 \
 //	    --eval-tokens 32768 --dtype f16
 //
-// The run is deterministic for its seed on one machine; another CPU (other GEMM kernels)
+// and then continued on the corpus with the calculator's tool-call transcripts, so that it
+// sometimes calls calc(expression) in a math-tools episode (model/pretrain.json records both
+// runs, the first as continued_from):
+//
+//	go run . pretrain --from engine/builtin/model --out engine/builtin/model \
+//	    --corpus synthetic+tools --corpus-bytes 3145728 --val-bytes 131072 --steps 400 \
+//	    --batch 8 --lr 1.5e-3 --warmup 20 --weight-decay 0.1 --clip 1 --seed 2 \
+//	    --eval-every 0 --eval-tokens 16384 --dtype f16
+//
+// The runs are deterministic for their seeds on one machine; another CPU (other GEMM kernels)
 // rounds differently and gives a model of the same quality but not the same bytes.
 package builtin
 

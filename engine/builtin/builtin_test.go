@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"rlhfstation/engine/data/synth"
+	"rlhfstation/engine/env"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/pretrain"
 	"rlhfstation/engine/tokenizer"
@@ -141,5 +142,71 @@ func TestBuiltinModel(t *testing.T) {
 		if p.Answer != "" && !strings.Contains(out, "#### ") {
 			t.Errorf("math continuation %q has no #### line", out)
 		}
+	}
+}
+
+// TestBuiltinModelCallsTheCalculator: asked a held-out word problem as a math-tools episode
+// renders it (the prompt, a newline), the shipped model calls calc in some of its sampled first
+// turns, in the plain template's syntax with an expression the calculator evaluates, and with
+// the right numbers in only some of them: what a math-tools run has to learn from.
+func TestBuiltinModelCallsTheCalculator(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompts, samples = 16, 4
+	ps, err := synth.Prompts("math", 1000, prompts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in [][]int
+	var answers []string
+	for _, p := range ps {
+		for range samples {
+			in = append(in, tok.Encode(p.Prompt+"\n", true).IDs)
+			answers = append(answers, p.Answer)
+		}
+	}
+	g, err := m.Generate(in, model.GenerateOptions{MaxNewTokens: 64, Temperature: 1, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls, malformed, right int
+	for i, ids := range g.Tokens {
+		text := tok.Decode(ids, true)
+		if !strings.Contains(text, "<tool_call>") {
+			continue
+		}
+		calls++
+		_, cs, err := env.Parse(env.Hermes, text)
+		if err != nil || len(cs) != 1 || cs[0].Name != "calc" {
+			malformed++
+			t.Logf("malformed: %q", text)
+			continue
+		}
+		expr, _ := cs[0].Arguments["expression"].(string)
+		v, err := env.Eval(expr)
+		if err != nil {
+			malformed++
+			continue
+		}
+		if env.FormatNumber(v) == answers[i] {
+			right++
+		}
+	}
+	n := float64(len(in))
+	t.Logf("%d first turns: %.0f%% call calc, %d of %d calls malformed, %d calls give the answer", len(in), 100*float64(calls)/n, malformed, calls, right)
+	if share := float64(calls) / n; share < 0.2 || share > 0.8 || float64(malformed) > 0.25*float64(calls) || right == 0 || right == calls-malformed {
+		t.Errorf("%.2f of first turns call calc (want 0.2–0.8), %d of %d malformed (want at most a quarter), %d give the answer (want some, not all)",
+			share, malformed, calls, right)
 	}
 }

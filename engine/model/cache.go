@@ -12,6 +12,8 @@ type Cache struct {
 	Batch, Capacity int
 	Len             []int // tokens held per sequence
 
+	ids [][]int // per sequence: the tokens GenerateOn left in it (nil: unknown)
+
 	kvDim  int
 	layers int
 	on     backend.Backend
@@ -26,7 +28,10 @@ func (m *Model) NewCache(batch, capacity int) *Cache {
 }
 
 // Reset empties every sequence.
-func (c *Cache) Reset() { clear(c.Len) }
+func (c *Cache) Reset() {
+	clear(c.Len)
+	clear(c.ids)
+}
 
 // Free releases the cache's memory (a later Forward allocates it again).
 func (c *Cache) Free() {
@@ -35,6 +40,7 @@ func (c *Cache) Free() {
 		c.on.Free(c.v[i])
 	}
 	c.k, c.v, c.on = nil, nil, nil
+	clear(c.ids) // the keys and values are gone
 }
 
 // alloc places the cache on b, once.

@@ -67,6 +67,9 @@ type Generation struct {
 	// that GRPO's log-probs use.
 	LogProbs [][]float32
 	Cut      []bool // ended by MaxNewTokens or the context, not by a stop token
+	// Prefilled counts the tokens the call ran through its prefill: every prompt token with
+	// Generate, only those a cache did not hold yet with GenerateOn.
+	Prefilled int
 }
 
 // Generate continues each prompt, batched over a key/value cache: one prefill of all
@@ -75,48 +78,116 @@ type Generation struct {
 // there, and only the ids and their log-probs cross to the host (and the logits OnLogits
 // asks to see).
 func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error) {
-	B, V := len(prompts), m.Config.Vocab
+	capacity := 0
+	for _, p := range prompts {
+		capacity = max(capacity, len(p)+max(0, min(o.MaxNewTokens, m.Config.Context()-len(p))))
+	}
+	c := m.NewCache(len(prompts), capacity)
+	defer c.Free()
+	slots := make([]int, len(prompts))
+	for i := range slots {
+		slots[i] = i
+	}
+	return m.GenerateOn(c, slots, prompts, o)
+}
+
+// GenerateOn is Generate on a cache the caller keeps from one call to the next, as a
+// multi-turn episode does: inputs[i], the whole history of sequence i, continues cache slot
+// slots[i], and only what the slot does not hold yet is prefilled (the last token of the
+// previous call, never fed, and what was appended since). The slot's held tokens are checked
+// against the history: from the first that differs (or in a slot this function did not fill)
+// the history is prefilled again. A sequence may make at most c.Capacity tokens in all.
+// Sequence i draws from the generator (Seed, Stream+i), whatever its slot, so the tokens are
+// those that Generate gives for the same histories.
+func (m *Model) GenerateOn(c *Cache, slots []int, inputs [][]int, o GenerateOptions) (g *Generation, err error) {
+	B, V := len(inputs), m.Config.Vocab
 	if o.MaxNewTokens < 0 || o.Temperature < 0 || o.TopK < 0 || o.TopP < 0 || o.MinP < 0 || o.RepetitionPenalty < 0 {
 		return nil, fmt.Errorf("generate: negative option (max new tokens %d, temperature %g, top-k %d, top-p %g, min-p %g, repetition penalty %g)",
 			o.MaxNewTokens, o.Temperature, o.TopK, o.TopP, o.MinP, o.RepetitionPenalty)
 	}
-	g := &Generation{Tokens: make([][]int, B), LogProbs: make([][]float32, B), Cut: make([]bool, B)}
+	if len(slots) != B {
+		return nil, fmt.Errorf("generate: %d cache slots for %d sequences", len(slots), B)
+	}
+	if c.ids == nil {
+		c.ids = make([][]int, c.Batch)
+	}
+	seqOf := make([]int, c.Batch) // the sequence in slot s, -1 when it takes no part
+	for s := range seqOf {
+		seqOf[s] = -1
+	}
+	for i, s := range slots {
+		if s < 0 || s >= c.Batch || seqOf[s] >= 0 {
+			return nil, fmt.Errorf("generate: cache slot %d of sequence %d is outside the cache of %d or taken twice", s, i, c.Batch)
+		}
+		seqOf[s] = i
+	}
+	g = &Generation{Tokens: make([][]int, B), LogProbs: make([][]float32, B), Cut: make([]bool, B)}
 	limit := make([]int, B)
-	capacity := 0
-	for i, p := range prompts {
+	for i, p := range inputs {
 		if len(p) == 0 {
 			return nil, fmt.Errorf("generate: prompt %d is empty", i)
 		}
 		if len(p) > m.Config.Context() {
 			return nil, fmt.Errorf("generate: prompt %d has %d tokens, more than the model's context of %d", i, len(p), m.Config.Context())
 		}
-		limit[i] = min(o.MaxNewTokens, m.Config.Context()-len(p))
-		capacity = max(capacity, len(p)+limit[i])
+		if len(p) > c.Capacity {
+			return nil, fmt.Errorf("generate: prompt %d has %d tokens, more than its cache holds (%d)", i, len(p), c.Capacity)
+		}
+		limit[i] = min(o.MaxNewTokens, c.Capacity-len(p))
+	}
+	// What the slots fed hold afterwards; a failed call leaves it unknown, and the next one
+	// prefills them anew.
+	defer func() {
+		for i, s := range slots {
+			switch {
+			case limit[i] <= 0: // not fed: as it was
+			case err != nil:
+				c.ids[s] = nil
+			default:
+				c.ids[s] = append(append(c.ids[s][:0:0], inputs[i]...), g.Tokens[i]...)[:c.Len[s]]
+			}
+		}
+	}()
+	// Callbacks and generators speak of sequences; the passes below, of slots.
+	if f := o.OnLogits; f != nil {
+		o.OnLogits = func(s, step int, l []float32) { f(seqOf[s], step, l) }
+	}
+	if f := o.OnDigits; f != nil {
+		o.OnDigits = func(s, step int, p []float32) { f(seqOf[s], step, p) }
 	}
 	stop := slices.Clone(o.StopIDs)
 	if !o.NoEOS {
 		stop = append(stop, m.Config.EOS...)
 	}
-	rngs := make([]*rand.Rand, B)
-	for i := range rngs {
-		rngs[i] = rand.New(rand.NewPCG(o.Seed, o.Stream+uint64(i)))
+	rngs := make([]*rand.Rand, c.Batch)
+	for i, s := range slots {
+		rngs[s] = rand.New(rand.NewPCG(o.Seed, o.Stream+uint64(i)))
 	}
-	cache := m.NewCache(B, capacity)
-	defer cache.Free()
-	feed := make([][]int, B)
+	feed := make([][]int, c.Batch)
 	active := 0
-	for i, p := range prompts {
-		if limit[i] > 0 {
-			feed[i] = p
-			active++
-		} else {
+	for i, p := range inputs {
+		s := slots[i]
+		if limit[i] <= 0 {
 			g.Cut[i] = true
+			continue
 		}
+		// keep the held prefix, but feed at least the last token: its logits are the first draw's
+		keep := min(c.Len[s], len(p)-1, len(c.ids[s]))
+		for k := 0; k < keep; k++ {
+			if c.ids[s][k] != p[k] {
+				keep = k
+				break
+			}
+		}
+		c.Len[s], feed[s] = keep, p[keep:]
+		g.Prefilled += len(feed[s])
+		active++
 	}
 	var host []float32 // OnLogits' row
 	pen := backend.Penalties{MinP: o.MinP, Repetition: o.RepetitionPenalty}
 	penalties := pen.MinP > 0 || pen.Penalised()
-	seenOf := func(s int) []int { return append(slices.Clone(prompts[s]), g.Tokens[s]...) }
+	// seenOf(s): the tokens the sequence in slot s has so far, for repetition_penalty
+	seenOf := func(s int) []int { return append(slices.Clone(inputs[seqOf[s]]), g.Tokens[seqOf[s]]...) }
 	var digits backend.Buf // the digit tokens' ids, then their values (I32), with OnDigits
 	if o.Digits != nil && o.OnDigits != nil {
 		var err error
@@ -125,19 +196,20 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		}
 		defer m.b.Free(digits)
 	}
-	// take records sequence i's new token and decides whether it continues.
-	take := func(i, tok int, lp float32) {
+	// take records the new token of the sequence in slot s and decides whether it continues.
+	take := func(s, tok int, lp float32) {
+		i := seqOf[s]
 		g.Tokens[i] = append(g.Tokens[i], tok)
 		g.LogProbs[i] = append(g.LogProbs[i], lp)
 		switch {
 		case slices.Contains(stop, tok):
-			feed[i] = nil
+			feed[s] = nil
 		case len(g.Tokens[i]) >= limit[i]:
-			feed[i], g.Cut[i] = nil, true
+			feed[s], g.Cut[i] = nil, true
 		default:
-			feed[i] = []int{tok}
+			feed[s] = []int{tok}
 		}
-		if feed[i] == nil {
+		if feed[s] == nil {
 			active--
 		}
 	}
@@ -210,13 +282,13 @@ func (m *Model) Generate(prompts [][]int, o GenerateOptions) (*Generation, error
 		var err error
 		switch {
 		case step == 0:
-			err = m.prefill(cache, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
+			err = m.prefill(c, feed, o.Adapters, func(lg backend.Buf, p *pass) error { return draw(lg, p, 0) })
 		case capture:
-			dec, err = m.decodeStep(dec, cache, feed, active, o, digits, rngs, step, take, seenOf)
+			dec, err = m.decodeStep(dec, c, feed, active, o, digits, rngs, step, take, seenOf)
 		default:
 			var lg backend.Buf
 			var p *pass
-			if lg, p, err = m.forward(cache, feed, true, o.Adapters); err == nil {
+			if lg, p, err = m.forward(c, feed, true, o.Adapters); err == nil {
 				err = draw(lg, p, step)
 			}
 		}

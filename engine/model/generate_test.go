@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"rlhfstation/engine/backend"
@@ -249,4 +250,81 @@ func boolF(b bool) float32 {
 		return 1
 	}
 	return 0
+}
+
+// TestGenerateOnContinuesTheCache: an episode's second turn on the cache its first turn left
+// (the turn's last token and the appended environment tokens prefilled onto it) gives the
+// tokens and log-probs of a fresh Generate over the whole history, with the same seed, while
+// prefilling only the new tokens; a slot whose history changed is prefilled again from the
+// first difference.
+func TestGenerateOnContinuesTheCache(t *testing.T) {
+	for _, name := range []string{"llama-gqa", "qwen2-bias"} {
+		m := randomModel(t, tinyConfigs()[name], 4)
+		rng := rand.New(rand.NewPCG(4, 4))
+		for _, o := range []GenerateOptions{
+			{MaxNewTokens: 8, NoEOS: true},
+			{MaxNewTokens: 8, Temperature: 0.9, TopK: 20, Seed: 11, NoEOS: true},
+			{MaxNewTokens: 8, Temperature: 1.1, MinP: 0.05, RepetitionPenalty: 1.3, Seed: 12, NoEOS: true},
+		} {
+			prompts := [][]int{randomIDs(rng, 5, m.Config.Vocab), randomIDs(rng, 9, m.Config.Vocab), randomIDs(rng, 3, m.Config.Vocab)}
+			c := m.NewCache(len(prompts), 64)
+			first, err := m.GenerateOn(c, []int{0, 1, 2}, prompts, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 5 + 9 + 3; first.Prefilled != want {
+				t.Errorf("first turn prefilled %d tokens, want %d", first.Prefilled, want)
+			}
+			// The second turn: sequences 2 and 0 (1 is done), each history with 4 environment
+			// tokens appended; the generators as a fresh batch of those two would have them.
+			var hist [][]int
+			for _, s := range []int{2, 0} {
+				h := append(append(slices.Clone(prompts[s]), first.Tokens[s]...), randomIDs(rng, 4, m.Config.Vocab)...)
+				hist = append(hist, h)
+			}
+			o2 := o
+			o2.Stream = 1 << 32
+			cont, err := m.GenerateOn(c, []int{2, 0}, hist, o2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := m.Generate(hist, o2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 2 * (1 + 4); cont.Prefilled != want || fresh.Prefilled != len(hist[0])+len(hist[1]) {
+				t.Errorf("prefilled %d tokens on the cache (want %d), %d afresh (want %d)", cont.Prefilled, want, fresh.Prefilled, len(hist[0])+len(hist[1]))
+			}
+			sameGeneration(t, fmt.Sprintf("%s %+v", name, o), cont, fresh)
+
+			// A history that differs from what slot 2 holds at token 6: prefilled from there.
+			hist[0][6]++
+			hist[0][6] %= m.Config.Vocab
+			again, err := m.GenerateOn(c, []int{2}, hist[:1], o2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _ = m.Generate(hist[:1], o2)
+			if want := len(hist[0]) - 6; again.Prefilled != want {
+				t.Errorf("a changed history prefilled %d tokens, want %d", again.Prefilled, want)
+			}
+			sameGeneration(t, fmt.Sprintf("%s %+v, changed history", name, o), again, fresh)
+			c.Free()
+		}
+	}
+}
+
+func sameGeneration(t *testing.T, what string, got, want *Generation) {
+	t.Helper()
+	for i := range want.Tokens {
+		if !slices.Equal(got.Tokens[i], want.Tokens[i]) || got.Cut[i] != want.Cut[i] {
+			t.Errorf("%s seq %d: %v (cut %v) on the cache, %v (cut %v) afresh", what, i, got.Tokens[i], got.Cut[i], want.Tokens[i], want.Cut[i])
+			continue
+		}
+		for j := range want.LogProbs[i] {
+			if d := math.Abs(float64(got.LogProbs[i][j] - want.LogProbs[i][j])); d > 1e-5 {
+				t.Errorf("%s seq %d token %d: log-prob %g on the cache, %g afresh", what, i, j, got.LogProbs[i][j], want.LogProbs[i][j])
+			}
+		}
+	}
 }
