@@ -17,6 +17,7 @@ import (
 	"rlhfstation/engine/memory"
 	"rlhfstation/engine/model"
 	"rlhfstation/internal/testmodel"
+	"rlhfstation/internal/testref"
 	"rlhfstation/safetensors"
 )
 
@@ -30,8 +31,9 @@ type memShape struct {
 }
 
 // shapedDir writes a random model of the published config (bf16 weights, as released) beside
-// the test model's tokenizer.
-func shapedDir(t *testing.T, cfgJSON string) string {
+// the tokenizer tok (the test model's when ""): the estimate counts a tokenizer of the
+// vocabulary's size, so a shape whose peak it bounds closely needs its real one.
+func shapedDir(t *testing.T, cfgJSON, tok string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfgJSON), 0o644); err != nil {
@@ -50,7 +52,10 @@ func shapedDir(t *testing.T, cfgJSON string) string {
 	}
 	m = nil
 	debug.FreeOSMemory()
-	raw, err := os.ReadFile(filepath.Join(testmodel.Dir(t), "tokenizer.json"))
+	if tok == "" {
+		tok = filepath.Join(testmodel.Dir(t), "tokenizer.json")
+	}
+	raw, err := os.ReadFile(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +145,8 @@ func TestMemoryEstimateMatchesPeakRSS(t *testing.T) {
 	}
 	shapes := []memShape{
 		{Name: "built-in", Batch: 2, Gens: 8, Completion: 48, Prompt: 128},
-		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, layers[0])), Batch: 1, Gens: 4, Completion: 16, Prompt: 64},
-		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, layers[1])), Batch: 1, Gens: 4, Completion: 16, Prompt: 64},
+		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, layers[0]), ""), Batch: 1, Gens: 4, Completion: 16, Prompt: 64},
+		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, layers[1]), testref.SharedData(t, "tokenizers/gemma3/tokenizer.json")), Batch: 1, Gens: 4, Completion: 16, Prompt: 64},
 	}
 	for _, s := range shapes {
 		spec, _ := json.Marshal(s)

@@ -59,22 +59,71 @@ func (w *Weight) Nested() bool { return w.QAbsmax != nil }
 // Quantize quantizes a [rows, cols] float32 weight (row-major). dtype names the weight's
 // original dtype for the quant state ("float32", "float16" or "bfloat16"; "" means float32).
 func Quantize(x []float32, rows, cols int, dtype string, opt Options) (*Weight, error) {
-	if err := opt.Check(); err != nil {
-		return nil, err
-	}
 	if rows <= 0 || cols <= 0 || len(x) != rows*cols {
 		return nil, fmt.Errorf("quant: weight of %d values is not [%d, %d]", len(x), rows, cols)
 	}
-	if i := firstNonFinite(x); i >= 0 {
-		return nil, fmt.Errorf("quant: weight value %d (row %d, column %d) is %v", i, i/cols, i%cols, x[i])
+	return quantizeChunks(rows, cols, dtype, opt, rows, func(r0, r1 int) ([]float32, error) { return x, nil })
+}
+
+// StagingLen is the size of the float32 buffer QuantizeRows stages a weight's rows in.
+const StagingLen = 1 << 20
+
+// QuantizeRows is Quantize for a weight read a chunk of rows at a time: read fills dst (whole
+// rows) with the rows from r0 on. The chunks are staged in scratch (reused from call to call:
+// pass a buffer of StagingLen or more; a smaller one, or a row too long for it, makes the
+// chunk a buffer of its own), so a weight's float32 copy never exists. The result is
+// Quantize's, byte for byte: chunks end on block boundaries.
+func QuantizeRows(rows, cols int, dtype string, opt Options, scratch []float32, read func(dst []float32, r0 int) error) (*Weight, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("quant: weight shape [%d, %d]", rows, cols)
+	}
+	if err := opt.Check(); err != nil {
+		return nil, err
+	}
+	// a whole number of blocks per chunk: step rows hold lcm(cols, BlockSize) values
+	step := opt.BlockSize / gcd(cols, opt.BlockSize)
+	per := max(step, len(scratch)/cols/step*step)
+	if per*cols > len(scratch) {
+		scratch = make([]float32, min(per, rows)*cols)
+	}
+	return quantizeChunks(rows, cols, dtype, opt, per, func(r0, r1 int) ([]float32, error) {
+		dst := scratch[:(r1-r0)*cols]
+		return dst, read(dst, r0)
+	})
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// quantizeChunks quantizes the weight chunk by chunk: chunk returns rows [r0, r1), per rows at
+// a time (per·cols a multiple of the block size, or per ≥ rows).
+func quantizeChunks(rows, cols int, dtype string, opt Options, per int, chunk func(r0, r1 int) ([]float32, error)) (*Weight, error) {
+	if err := opt.Check(); err != nil {
+		return nil, err
 	}
 	if dtype == "" {
 		dtype = "float32"
 	}
 	w := &Weight{Type: opt.Type, BlockSize: opt.BlockSize, Rows: rows, Cols: cols, DType: dtype,
-		Packed: make([]byte, (len(x)+1)/2)}
+		Packed: make([]byte, (rows*cols+1)/2)}
 	absmax := make([]float32, w.Blocks())
-	Quantize4(w.Packed, absmax, x, opt.Type, opt.BlockSize)
+	for r0 := 0; r0 < rows; r0 += per {
+		r1 := min(rows, r0+per)
+		x, err := chunk(r0, r1)
+		if err != nil {
+			return nil, err
+		}
+		if i := firstNonFinite(x); i >= 0 {
+			i += r0 * cols
+			return nil, fmt.Errorf("quant: weight value %d (row %d, column %d) is %v", i, i/cols, i%cols, x[i-r0*cols])
+		}
+		lo, hi := r0*cols, r1*cols
+		Quantize4(w.Packed[lo/2:(hi+1)/2], absmax[lo/opt.BlockSize:NumBlocks(hi, opt.BlockSize)], x, opt.Type, opt.BlockSize)
+	}
 	if !opt.DoubleQuant {
 		w.Absmax = absmax
 		return w, nil

@@ -447,3 +447,49 @@ func TestLoadRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizeRows: quantizing a chunk of rows at a time through a small staging buffer gives
+// Quantize's weight exactly (chunks end on block boundaries, also where a row is not a whole
+// number of blocks and the length is odd), reads every row once in order, and a non-finite
+// value in a later chunk is named by its place in the whole weight.
+func TestQuantizeRows(t *testing.T) {
+	for _, shape := range [][2]int{{37, 50}, {33, 45}, {300, 128}, {5, 4096}} {
+		rows, cols := shape[0], shape[1]
+		x := gaussian(rows*cols, uint64(rows), 0.3)
+		for _, opt := range []Options{Default(), {FP4, 128, false}, {NF4, 32, true}} {
+			want, err := Quantize(x, rows, cols, "bfloat16", opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, staging := range []int{0, 100, 5000, StagingLen} {
+				next, reads := 0, 0
+				got, err := QuantizeRows(rows, cols, "bfloat16", opt, make([]float32, staging), func(dst []float32, r0 int) error {
+					if r0 != next || len(dst)%cols != 0 {
+						t.Fatalf("read rows from %d (%d values), want from %d", r0, len(dst), next)
+					}
+					next, reads = r0+len(dst)/cols, reads+1
+					copy(dst, x[r0*cols:])
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next != rows || !reflect.DeepEqual(got, want) {
+					t.Errorf("[%d %d] %+v staging %d: %d rows read in %d chunks; the weight differs from Quantize's", rows, cols, opt, staging, next, reads)
+				}
+				if rows == 300 && staging == 5000 && reads != 8 { // 39 rows of 128 at a time
+					t.Errorf("[300 128] staging 5000: %d chunks, want 8", reads)
+				}
+			}
+		}
+	}
+	x := gaussian(300*128, 1, 0.3)
+	x[250*128+7] = float32(math.Inf(1))
+	_, err := QuantizeRows(300, 128, "", Default(), make([]float32, 1024), func(dst []float32, r0 int) error {
+		copy(dst, x[r0*128:])
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "weight value 32007 (row 250, column 7) is +Inf") {
+		t.Errorf("QuantizeRows error = %v", err)
+	}
+}

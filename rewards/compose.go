@@ -191,6 +191,11 @@ func (p PPL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 		}
 	}
 	metrics := map[string]float64{"rewards/ppl/empty": float64(empty)}
+	if len(logs[0]) == 0 {
+		// No completion has a word (an untrained model sampling ids the tokenizer has no
+		// text for, say): the levels have nothing to measure, which is not a NaN to alert on.
+		return values, metrics, nil
+	}
 	var batch Levels
 	for k, dst := range []*float64{&batch.Word, &batch.Phrase, &batch.Sentence} {
 		m, _ := stats.NaNMeanStd(logs[k])
@@ -227,7 +232,6 @@ func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	metrics := map[string]float64{
 		"ntl/total_digits":   float64(total),
 		"ntl/correct_digits": float64(correct),
-		"ntl/digit_accuracy": math.NaN(),
 		"ntl/temperature":    n.Tau,
 	}
 	if total > 0 {
@@ -238,6 +242,11 @@ func (n NTL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	if n.Mode == HybridMode {
 		metrics["ntl/answer_loss"], _ = stats.NaNMeanStd(answer)
 		metrics["ntl/confidence_loss"], _ = stats.NaNMeanStd(confidence)
+	}
+	for k, v := range metrics {
+		if math.IsNaN(v) { // no sample it applies to: absent, not a NaN the monitor alerts on
+			delete(metrics, k)
+		}
 	}
 	return values, metrics, nil
 }

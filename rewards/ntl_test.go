@@ -269,6 +269,20 @@ func TestNTLBatchMetrics(t *testing.T) {
 	near(t, "ntl/digit_accuracy", m["ntl/digit_accuracy"], 0.75)
 	near(t, "ntl/loss", m["ntl/loss"], 2.25)
 	near(t, "ntl/reward", m["ntl/reward"], (1+math.Exp(-4.5))/2)
+
+	// A batch it applies to nowhere logs counts, never a NaN for the monitor to alert on.
+	_, m, err = n.Score(samples[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range m {
+		if math.IsNaN(v) {
+			t.Errorf("not applicable anywhere: %s = NaN", k)
+		}
+	}
+	if _, ok := m["ntl/digit_accuracy"]; ok || m["ntl/total_digits"] != 0 {
+		t.Errorf("not applicable anywhere: %v", m)
+	}
 }
 
 func TestNTLHybrid(t *testing.T) {

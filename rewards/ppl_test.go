@@ -182,6 +182,21 @@ func TestOneWordAndEmpty(t *testing.T) {
 	}
 	near(t, "ppl/word (geometric)", metrics["ppl/word"], 8)
 	near(t, "ppl/improvement of the batch levels", metrics["ppl/improvement"], 0.2)
+
+	// A batch without a word (a random model sampling ids its tokenizer has no text for) has
+	// no levels: they are absent, not NaN, so the monitor raises no non_finite alert.
+	vals, metrics, err = p.Score([]Sample{{Completion: ""}, {Completion: " ", Spans: []Span{{0, 1}}, NLL: []float64{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range metrics {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Errorf("all empty: %s = %v", k, v)
+		}
+	}
+	if _, ok := metrics["ppl/word"]; ok || metrics["rewards/ppl/empty"] != 2 || vals[0] != 0 || vals[1] != 0 {
+		t.Errorf("all empty: metrics %v, rewards %v", metrics, vals)
+	}
 }
 
 func TestAggregateAndImprovement(t *testing.T) {

@@ -180,6 +180,36 @@ func (f *File) Float32Into(name string, dst []float32) error {
 	return nil
 }
 
+// Float32RangeInto converts the len(dst) elements of a tensor from element lo on into dst: a
+// large tensor can be read a chunk at a time into one buffer.
+func (f *File) Float32RangeInto(name string, lo int, dst []float32) error {
+	t, ok := f.infos[name]
+	if !ok {
+		return fmt.Errorf("safetensors: %s: no tensor %q", f.Path, name)
+	}
+	if !isFloat(t.DType) {
+		return fmt.Errorf("safetensors: %s: tensor %q has dtype %s; only F32, F16, BF16 and F64 convert to float32", f.Path, name, t.DType)
+	}
+	if lo < 0 || lo+len(dst) > t.NumElements() {
+		return fmt.Errorf("safetensors: %s: tensor %q has %d elements, not [%d, %d)", f.Path, name, t.NumElements(), lo, lo+len(dst))
+	}
+	size := t.DType.Size()
+	if f.data != nil {
+		begin := t.Begin + int64(lo*size)
+		decodeFloats(t.DType, f.data[begin:begin+int64(len(dst)*size)], dst)
+		return nil
+	}
+	if f.f == nil {
+		return fmt.Errorf("safetensors: %s: file is closed", f.Path)
+	}
+	b := make([]byte, len(dst)*size)
+	if _, err := f.f.ReadAt(b, f.dataStart+t.Begin+int64(lo*size)); err != nil && !(err == io.EOF && len(b) == 0) {
+		return fmt.Errorf("safetensors: %s: tensor %q: %w", f.Path, name, err)
+	}
+	decodeFloats(t.DType, b, dst)
+	return nil
+}
+
 func isFloat(d DType) bool { return d == F32 || d == F16 || d == BF16 || d == F64 }
 
 // decodeFloats converts little-endian elements of a float dtype; len(b) = len(dst)·size.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -82,6 +83,16 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(shape, []int{2, 3}) ||
 			!reflect.DeepEqual(v, []float32{1, -2, 3.5, 0, float32(math.Inf(1)), 1e-30}) {
 			t.Errorf("Float32(z.weight) = %v %v %v", v, shape, err)
+		}
+		part := make([]float32, 3)
+		if err := f.Float32RangeInto("z.weight", 2, part); err != nil || !reflect.DeepEqual(part, []float32{3.5, 0, float32(math.Inf(1))}) {
+			t.Errorf("Float32RangeInto(z.weight, 2) = %v %v", part, err)
+		}
+		if err := f.Float32RangeInto("z.weight", 4, part); err == nil || !strings.Contains(err.Error(), "has 6 elements, not [4, 7)") {
+			t.Errorf("Float32RangeInto past the end: %v", err)
+		}
+		if err := f.Float32RangeInto("m.bf", 1, part[:1]); err != nil || part[0] != -2 {
+			t.Errorf("Float32RangeInto(m.bf, 1) = %v %v", part[0], err)
 		}
 		if v, _, _ := f.Float32("a.half"); !reflect.DeepEqual(v, []float32{1, -0.5, 65504}) {
 			t.Errorf("Float32(a.half) = %v", v)
@@ -537,4 +548,46 @@ func FuzzParseHeader(f *testing.F) {
 			t.Fatalf("accepted tensors covering %d of %d bytes", total, bufSize)
 		}
 	})
+}
+
+// TestWriteStreamed: tensors whose bytes come from Fill are laid out as Write lays them out,
+// and a Fill that writes the wrong number of bytes fails the write and leaves no file.
+func TestWriteStreamed(t *testing.T) {
+	dir := t.TempDir()
+	want, got := filepath.Join(dir, "want.safetensors"), filepath.Join(dir, "got.safetensors")
+	if err := Write(want, sampleTensors(), map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	var streamed []Streamed
+	for _, tt := range sampleTensors() {
+		data := tt.Data
+		streamed = append(streamed, Streamed{Name: tt.Name, DType: tt.DType, Shape: tt.Shape, Fill: func(w io.Writer) error {
+			for len(data) > 0 { // a byte at a time: Fill may write in any pieces
+				if _, err := w.Write(data[:1]); err != nil {
+					return err
+				}
+				data = data[1:]
+			}
+			return nil
+		}})
+	}
+	if err := WriteStreamed(got, streamed, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(want)
+	b, _ := os.ReadFile(got)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("WriteStreamed wrote %d bytes unlike Write's %d", len(b), len(a))
+	}
+	short := filepath.Join(dir, "short.safetensors")
+	err := WriteStreamed(short, []Streamed{{Name: "a", DType: F32, Shape: []int{2}, Fill: func(w io.Writer) error {
+		_, err := w.Write(make([]byte, 4))
+		return err
+	}}}, nil)
+	if err == nil || !strings.Contains(err.Error(), `tensor "a": 4 data bytes but F32 [2] needs 8`) || !strings.Contains(err.Error(), short) {
+		t.Errorf("WriteStreamed with a short Fill: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%d files in the folder, want 2", len(entries))
+	}
 }

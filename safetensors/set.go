@@ -176,15 +176,34 @@ func (s *Set) Float32Into(name string, dst []float32) error {
 	return f.Float32Into(name, dst)
 }
 
+// Float32RangeInto converts part of a tensor into dst (see File.Float32RangeInto).
+func (s *Set) Float32RangeInto(name string, lo int, dst []float32) error {
+	f, ok := s.where[name]
+	if !ok {
+		return s.missing(name)
+	}
+	return f.Float32RangeInto(name, lo, dst)
+}
+
 // Release says that a tensor's data will not be read again soon: where the file is mapped,
 // its whole pages leave the process's resident memory (the page cache keeps them), so reading
 // a large model tensor by tensor holds one tensor's pages at a time, not the file's. Reading it
 // again later still works.
 func (s *Set) Release(name string) {
+	if info, ok := s.Info(name); ok {
+		s.ReleaseRange(name, 0, info.NumElements())
+	}
+}
+
+// ReleaseRange is Release for the elements [lo, hi) of a tensor: a tensor read a chunk at a
+// time holds one chunk's pages.
+func (s *Set) ReleaseRange(name string, lo, hi int) {
 	f, ok := s.where[name]
 	if !ok || f.mapping == nil {
 		return
 	}
 	t := f.infos[name]
-	dropPages(f.mapping, int(f.dataStart+t.Begin), int(f.dataStart+t.End))
+	size := int64(t.DType.Size())
+	begin, end := f.dataStart+t.Begin+int64(lo)*size, f.dataStart+t.Begin+int64(hi)*size
+	dropPages(f.mapping, int(begin), int(min(end, f.dataStart+t.End)))
 }

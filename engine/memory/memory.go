@@ -129,15 +129,15 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		e.Weights = 4 * total
 	default:
 		// The loader quantizes each linear as it reads it from the mapped file (model.LoadWith):
-		// first the 4-bit linears with one linear's float32 and its pages at a time, then the
-		// float32 embeddings, head and norms with one tensor's pages at a time.
+		// first the 4-bit linears, staging a chunk of rows in float32 with one linear's pages at
+		// a time, then the float32 embeddings, head and norms with a chunk's pages at a time.
 		var maxLinear int64
 		for _, s := range model.LoRAShapes(mc, nil) {
 			maxLinear = max(maxLinear, int64(s[0])*int64(s[1]))
 		}
 		perParam := float64(file) / float64(total) // bytes a parameter takes in the files
-		e.Load = max(q4+maxLinear*4+int64(float64(maxLinear)*perParam),
-			rest+q4+int64(float64(embed)*perParam))
+		e.Load = max(q4+4*quant.StagingLen+int64(float64(maxLinear)*perParam),
+			rest+q4+int64(float64(min(embed, quant.StagingLen))*perParam))
 		e.Weights = rest + q4
 	}
 	prompt := c.MaxPromptLength

@@ -20,17 +20,17 @@ import (
 // `rlhfstation quantize` or transformers write it) loads without the original: each linear
 // stored 4-bit (its packed codes under <module>.weight, the quant state's tensors beside it)
 // becomes a Quantized weight and is never expanded to float32; linears stored plainly
-// (bitsandbytes' skipped modules) load as usual.
+// (bitsandbytes' skipped modules) load as usual and stay dense (Model.Prequantized).
 func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
 
 // LoadOptions say how LoadWith reads a folder.
 type LoadOptions struct {
 	// Quantize, when set, quantizes each dense linear of the blocks as it is read, tensor by
 	// tensor from the mapped file, so the float32 copy of the base never exists: loading needs
-	// the 4-bit base, the float32 embeddings, head and norms, and one tensor's float32 at a
-	// time. The result is the one Load then Model.Quantize give, byte for byte. GPT-2's Conv1D
+	// the 4-bit base, the float32 embeddings, head and norms, one tensor's pages and a
+	// quant.StagingLen buffer of float32 rows. The result is the one Load then Model.Quantize give, byte for byte. GPT-2's Conv1D
 	// linears are read densely (Model.Quantize takes them after).
-	Quantize *quant.Options
+	Quantize *quant.Options // ignored for a bitsandbytes 4-bit folder: its plain linears stay 16-bit
 }
 
 // LoadWith is Load with options.
@@ -91,24 +91,25 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 		}
 		names[sp.name] = name
 	}
-	if o.Quantize != nil {
-		// After every shape is checked: a tensor at a time, its float32 dropped once quantized.
+	if o.Quantize != nil && !declared {
+		// After every shape is checked: each linear straight from the mapped file, a chunk of
+		// rows at a time through one staging buffer, so no tensor's float32 copy is made (nor
+		// left for the collector: an 8B load would peak gigabytes above what it keeps).
+		staging := make([]float32, quant.StagingLen)
 		for _, sp := range layout(cfg) {
 			if !sp.linear || sp.conv1D || quantized[sp.name] != nil {
 				continue
 			}
-			x, _, err := set.Float32(names[sp.name])
+			name, cols := names[sp.name], sp.shape[1]
+			w, err := quant.QuantizeRows(sp.shape[0], cols, "float32", *o.Quantize, staging, func(dst []float32, r0 int) error {
+				return set.Float32RangeInto(name, r0*cols, dst)
+			})
+			set.Release(name)
 			if err != nil {
-				return nil, err
-			}
-			set.Release(names[sp.name])
-			w, err := quant.Quantize(x, sp.shape[0], sp.shape[1], "float32", *o.Quantize)
-			if err != nil {
-				return nil, fmt.Errorf("%s: quantizing %s: %w", weightFiles(set, dir), names[sp.name], err)
+				return nil, fmt.Errorf("%s: quantizing %s: %w", weightFiles(set, dir), name, err)
 			}
 			quantized[sp.name] = w
-			m := weightBytes(w)
-			loadStats[0], loadStats[1] = loadStats[0]+4*int64(len(x)), loadStats[1]+m
+			loadStats[0], loadStats[1] = loadStats[0]+4*int64(w.Len()), loadStats[1]+weightBytes(w)
 		}
 	}
 	// Over a 4-bit base the embedding and head stored in bf16 are read as they are (holdBF16).
@@ -124,13 +125,10 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	m.QuantizedAtLoad = loadStats
+	m.QuantizedAtLoad, m.Prequantized = loadStats, declared
 	for _, p := range m.Params {
-		if err := loadParam(set, p, names[p.Name]); err != nil {
+		if err := loadParam(set, p, names[p.Name], o.Quantize != nil); err != nil {
 			return nil, err
-		}
-		if o.Quantize != nil {
-			set.Release(names[p.Name])
 		}
 		if i := FirstNonFinite(p.Data); i >= 0 {
 			return nil, fmt.Errorf("%s: tensor %s holds %v at index %d: a model with non-finite weights computes nothing usable",
@@ -217,20 +215,40 @@ func findTensor(set *safetensors.Set, sp paramSpec, dir string) (string, error) 
 }
 
 // loadParam fills p from the set's tensor of that name (shape already checked; a BF16 tensor
-// when p is held so).
-func loadParam(set *safetensors.Set, p *Param, name string) error {
+// when p is held so). With release, it reads a chunk at a time and drops each chunk's pages
+// once read, so an embedding holds a chunk's pages, not the tensor's.
+func loadParam(set *safetensors.Set, p *Param, name string, release bool) error {
+	if release {
+		defer set.Release(name)
+	}
 	if p.BF16 != nil {
 		raw, err := set.Bytes(name)
 		if err != nil {
 			return err
 		}
-		for i := range p.BF16 {
-			p.BF16[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+		for lo := 0; lo < len(p.BF16); lo += quant.StagingLen {
+			hi := min(len(p.BF16), lo+quant.StagingLen)
+			for i := lo; i < hi; i++ {
+				p.BF16[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+			}
+			if release {
+				set.ReleaseRange(name, lo, hi)
+			}
 		}
 		return nil
 	}
 	if !p.conv1D {
-		return set.Float32Into(name, p.Data)
+		if !release {
+			return set.Float32Into(name, p.Data)
+		}
+		for lo := 0; lo < len(p.Data); lo += quant.StagingLen {
+			hi := min(len(p.Data), lo+quant.StagingLen)
+			if err := set.Float32RangeInto(name, lo, p.Data[lo:hi]); err != nil {
+				return err
+			}
+			set.ReleaseRange(name, lo, hi)
+		}
+		return nil
 	}
 	src, _, err := set.Float32(name)
 	if err != nil {

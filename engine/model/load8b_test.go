@@ -1,11 +1,7 @@
-package model
+package model_test
 
 import (
-	"bufio"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"rlhfstation/engine/model"
+	"rlhfstation/internal/testmodel"
 	"rlhfstation/quant"
 )
 
@@ -29,15 +27,20 @@ func TestLoad8B(t *testing.T) {
 	if dir == "" {
 		t.Skip("set RLHFSTATION_8B_DIR to a folder to write (once) and load an 8B-shaped checkpoint")
 	}
-	c := Config{ModelType: "llama", Vocab: 128256, Dim: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128,
-		Hidden: 14336, MaxPos: 131072, NormEps: 1e-5, RopeTheta: 500000, BOS: 128000, EOS: []int{128001, 128009},
-		RopeScaling: &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
 		t0 := time.Now()
-		writeRandomBF16(t, dir, &c, 4)
+		// Llama-3.1-8B-Instruct's config.json as published, in four shards as it is
+		cfg := map[string]any{"architectures": []any{"LlamaForCausalLM"}, "attention_bias": false, "attention_dropout": 0.0,
+			"bos_token_id": 128000, "eos_token_id": []any{128001, 128008, 128009}, "hidden_act": "silu", "hidden_size": 4096,
+			"initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072, "mlp_bias": false,
+			"model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+			"pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": map[string]any{"factor": 8.0, "low_freq_factor": 1.0,
+				"high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+			"rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.42.3",
+			"use_cache": true, "vocab_size": 128256}
+		if err := testmodel.WriteRandomFolder(dir, cfg, 5<<30, 8); err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("wrote the 8B folder in %.0f s", time.Since(t0).Seconds())
 	}
 	runtime.GC()
@@ -47,7 +50,7 @@ func TestLoad8B(t *testing.T) {
 	before := procStatus(t, "VmRSS")
 	opt := quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}
 	t0, cpu0 := time.Now(), cpuSeconds()
-	m, err := LoadWith(dir, LoadOptions{Quantize: &opt})
+	m, err := model.LoadWith(dir, model.LoadOptions{Quantize: &opt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,76 +79,6 @@ func procStatus(t *testing.T, field string) int64 {
 		}
 	}
 	return 0
-}
-
-// writeRandomBF16 writes config.json and shards of c's layout in bf16, streamed: values of
-// magnitude 1/64 to 1/32 with random signs and mantissas, never the whole model in memory.
-func writeRandomBF16(t *testing.T, dir string, c *Config, shards int) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := json.MarshalIndent(c.hfJSON(), "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	layout := Layout(c)
-	var total int64
-	for _, ts := range layout {
-		total += 2 * int64(numel(ts.Shape))
-	}
-	weightMap := map[string]string{}
-	rng := rand.New(rand.NewPCG(8, 8))
-	i := 0
-	for s := 0; s < shards; s++ {
-		file := fmt.Sprintf("model-%05d-of-%05d.safetensors", s+1, shards)
-		header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
-		var off int64
-		start := i
-		for ; i < len(layout) && (off < total/int64(shards) || s == shards-1); i++ {
-			n := 2 * int64(numel(layout[i].Shape))
-			header[layout[i].Name] = map[string]any{"dtype": "BF16", "shape": layout[i].Shape, "data_offsets": []int64{off, off + n}}
-			weightMap[layout[i].Name] = file
-			off += n
-		}
-		h, _ := json.Marshal(header)
-		for len(h)%8 != 0 {
-			h = append(h, ' ')
-		}
-		f, err := os.Create(filepath.Join(dir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := bufio.NewWriterSize(f, 1<<22)
-		binary.Write(w, binary.LittleEndian, uint64(len(h)))
-		w.Write(h)
-		var buf [8]byte
-		for _, ts := range layout[start:i] {
-			n := numel(ts.Shape)
-			norm := strings.HasSuffix(ts.Name, "norm.weight")
-			for j := 0; j < n; j += 4 {
-				r := rng.Uint64()
-				for k := 0; k < 4 && j+k < n; k++ {
-					v := uint16(r>>(16*k)) & 0x807f // sign and mantissa
-					v |= (127 - 6) << 7             // times 2^-6
-					if norm {
-						v = 0x3f80 // 1.0
-					}
-					binary.LittleEndian.PutUint16(buf[2*k:], v)
-				}
-				w.Write(buf[:2*min(4, n-j)])
-			}
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap})
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // cpuSeconds is the process's user and system CPU time so far: on a busy machine the wall time

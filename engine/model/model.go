@@ -151,7 +151,11 @@ type Model struct {
 	// QuantizedAtLoad are the float32 bytes of the linears LoadWith quantized as it read
 	// them, and the bytes of their 4-bit form; zero when it quantized none.
 	QuantizedAtLoad [2]int64
-	scratch         scratch
+	// Prequantized: the folder is bitsandbytes 4-bit (its config.json has a quantization_config).
+	// Its linears stored plainly are the modules llm_int8_skip_modules kept in 16 bits; they
+	// stay dense, as transformers keeps them (Quantize leaves them).
+	Prequantized bool
+	scratch      scratch
 }
 
 // Adapters chooses whether a pass runs the linears' adapters; the zero value runs them.

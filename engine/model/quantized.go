@@ -53,12 +53,16 @@ func (q *Quantized) MulAcc(b backend.Backend, dx, dy backend.Buf, rows int) erro
 
 // Quantize replaces the dense weight of every linear of the blocks by its 4-bit form (never
 // the LM head or the embeddings, as bitsandbytes does) and frees the float32 copies (see
-// ReleaseReplaced). Linears already quantized, as loaded from a quantized folder, are kept.
+// ReleaseReplaced). Linears already quantized, as loaded from a quantized folder, are kept,
+// and so are the 16-bit linears of such a folder (Prequantized: its skipped modules).
 // It returns the bytes of the dense weights replaced and of their 4-bit form (packed codes
 // and scales, code books not counted). On error the model is unchanged.
 func (m *Model) Quantize(opt quant.Options) (dense, packed int64, err error) {
 	if err := opt.Check(); err != nil {
 		return 0, 0, err
+	}
+	if m.Prequantized {
+		return 0, 0, nil
 	}
 	type job struct {
 		l *Linear
