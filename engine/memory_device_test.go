@@ -89,8 +89,8 @@ func TestDeviceEstimateMatchesAllocatorPeak(t *testing.T) {
 	// the 152k- and 262k-token heads on the CPU.
 	shapes := []memShape{
 		{Name: "built-in", Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2},
-		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, 2)), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
-		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, 2)), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
+		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, 2), ""), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
+		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, 2), ""), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
 	}
 	for _, s := range shapes {
 		spec, _ := json.Marshal(s)
