@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rlhfstation/engine"
+	"rlhfstation/presets"
 	"rlhfstation/rewards"
 )
 
@@ -16,19 +17,22 @@ func init() {
 }
 
 func runBaseline(s streams, args []string) error {
-	fs := newFlagSet("baseline", "baseline --model DIR --data FILE [--out baselines.json] [--max-samples N] [--json]\n\n"+
+	fs := newFlagSet("baseline", "baseline --model DIR --data FILE [--preset P] [--out baselines.json] [--max-samples N] [--json]\n\n"+
 		"Scores reference texts with the model (adapters off) and writes the baselines B_word, B_phrase,\n"+
 		"B_sentence (geometric means over samples) that the perplexity reward compares completions with.\n"+
 		"FILE: GSM8K JSONL (answers scored after their question), JSONL with \"prompt\" and \"answer\"\n"+
 		"(answers after prompts; prompts alone when there is no answer), JSONL with \"text\", or plain text\n"+
 		"(documents separated by blank lines). Documents longer than 256 tokens are cut into chunks, each\n"+
-		"a sample scored after the text before it.", s.stderr)
+		"a sample scored after the text before it. With --preset, the samples are the text that preset's\n"+
+		"perplexity reward measures: for math, the reasoning (each answer without its final `#### N` line,\n"+
+		"and answers that are bare numbers left out).", s.stderr)
 	modelFlag := fs.String("model", "", modelFlagHelp)
 	dataPath := fs.String("data", "", "reference texts `FILE` (required)")
 	out := fs.String("out", "baselines.json", "output `FILE`")
 	maxSamples := fs.Int("max-samples", 0, "stop after `N` samples (0: all)")
 	chunk := fs.Int("chunk-tokens", engine.BaselineChunkTokens, "largest sample in tokens")
 	asJSON := fs.Bool("json", false, "print the baselines document on stdout too")
+	presetName := fs.String("preset", "", "measure the text preset `P`'s perplexity reward measures (math: the reasoning); default every word")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -46,8 +50,19 @@ func runBaseline(s streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	text := rewards.CompletionText
+	if *presetName != "" {
+		p, err := presets.Load(*presetName)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		if p.PPL == nil {
+			return usagef("preset %s has no perplexity reward: it needs no baselines", p.Name)
+		}
+		text = p.PPL.Text
+	}
 	b, err := engine.BaselinesOfFile(dir, *dataPath, engine.BaselineOptions{MaxSamples: *maxSamples, ChunkTokens: *chunk,
-		Progress: newBaselineProgress(s.stderr, "scoring")})
+		Progress: newBaselineProgress(s.stderr, "scoring"), Text: text})
 	if err != nil {
 		return err
 	}
@@ -64,6 +79,9 @@ func runBaseline(s streams, args []string) error {
 
 func printBaselines(w io.Writer, b rewards.Baselines) {
 	fmt.Fprintf(w, "baselines over %d samples of %s\n", b.Samples, b.Source)
+	if b.Text == rewards.ReasoningText {
+		fmt.Fprintln(w, "measuring the reasoning: each text without its final `#### N` line")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "level\tB\tstd\tp5\tp25\tp50\tp75\tp95\t")
 	row := func(name string, v, std float64, p rewards.Percentiles) {

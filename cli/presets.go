@@ -67,6 +67,9 @@ func printPresetsTable(stdout, stderr io.Writer, infos []presets.Info) {
 		ppl := "—"
 		if p.PPL != nil {
 			ppl = fmt.Sprintf("%s/%s/%s ×%s %s", num(p.PPL.Levels.Word), num(p.PPL.Levels.Phrase), num(p.PPL.Levels.Sentence), num(p.PPL.Weight), p.PPL.Shape)
+			if p.PPL.Text == rewards.ReasoningText {
+				ppl += ", reasoning" // the completion without its final #### line
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Name, source, ppl, otherRewards(p), p.Description)
 	}
@@ -112,7 +115,8 @@ func printPresetsJSON(w io.Writer, infos []presets.Info) error {
 				Levels     rewards.Weights    `json:"levels"`
 				Shape      rewards.Shape      `json:"shape"`
 				Thresholds rewards.Thresholds `json:"thresholds"`
-			}{p.PPL.Weight, p.PPL.Levels, p.PPL.Shape, p.PPL.Thresholds}
+				Text       rewards.PPLText    `json:"text"`
+			}{p.PPL.Weight, p.PPL.Levels, p.PPL.Shape, p.PPL.Thresholds, p.PPL.Text}
 		}
 		if p.NTL != nil {
 			pj.Rewards["ntl"] = struct {

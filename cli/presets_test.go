@@ -17,9 +17,9 @@ func TestPresetsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"story            built-in  0.1/0.3/0.6 ×1 step", "code", "technical",
-		"math             built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 1), correctness ×1 (flexible)",
-		"math-aggressive  built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 0.5), correctness ×1 (flexible)",
-		"math-forgiving   built-in  0.2/0.3/0.5 ×1 step       ntl ×1 (final_answer, wasserstein, tau 2), correctness ×1 (flexible)"} {
+		"math             built-in  0.2/0.3/0.5 ×1 step, reasoning  ntl ×1 (final_answer, wasserstein, tau 1), correctness ×1 (flexible)    Math word problems: perplexity of the reasoning (not the final #### line)",
+		"math-aggressive  built-in  0.2/0.3/0.5 ×1 step, reasoning  ntl ×1 (final_answer, wasserstein, tau 0.5), correctness ×1 (flexible)",
+		"math-forgiving   built-in  0.2/0.3/0.5 ×1 step, reasoning  ntl ×1 (final_answer, wasserstein, tau 2), correctness ×1 (flexible)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

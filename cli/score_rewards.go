@@ -90,12 +90,12 @@ func newScoreRewards(modelDir, name, baselinesPath string, accept bool, stderr i
 	}
 	s := &scoreRewards{preset: p}
 	if p.PPL != nil {
-		s.ppl = rewards.PPL{Weights: p.PPL.Levels, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds}
+		s.ppl = rewards.PPL{Weights: p.PPL.Levels, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds, Text: p.PPL.Text}
 	}
 	if baselinesPath == "" {
 		return s, nil
 	}
-	b, err := loadBaselines(modelDir, baselinesPath, accept, stderr)
+	b, err := loadBaselines(modelDir, baselinesPath, p, accept, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func newScoreRewards(modelDir, name, baselinesPath string, accept bool, stderr i
 
 // loadBaselines reads a baselines.json, refusing baselines made with another model or
 // tokenizer than the folder's unless accept; a warning goes to stderr.
-func loadBaselines(modelDir, path string, accept bool, stderr io.Writer) (*rewards.Baselines, error) {
+func loadBaselines(modelDir, path string, p presets.Preset, accept bool, stderr io.Writer) (*rewards.Baselines, error) {
 	b, err := rewards.LoadBaselines(path)
 	if err != nil {
 		return nil, err
@@ -121,6 +121,13 @@ func loadBaselines(modelDir, path string, accept bool, stderr io.Writer) (*rewar
 	}
 	if warning != "" {
 		fmt.Fprintln(stderr, "rlhfstation: warning:", warning)
+	}
+	if p.PPL != nil {
+		if warning, err = b.CheckText(p.PPL.Text, accept); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		} else if warning != "" {
+			fmt.Fprintln(stderr, "rlhfstation: warning:", warning)
+		}
 	}
 	return &b, nil
 }

@@ -81,7 +81,7 @@ func serveReward(ctx context.Context, s streams, args []string, ready func(addr 
 	var levels rewards.Levels
 	if p.PPL != nil && p.PPL.Weight > 0 {
 		if *baselinesPath != "" {
-			b, err := loadBaselines(dir, *baselinesPath, *accept, s.stderr)
+			b, err := loadBaselines(dir, *baselinesPath, p, *accept, s.stderr)
 			if err != nil {
 				return err
 			}

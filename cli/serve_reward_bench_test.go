@@ -42,7 +42,7 @@ func BenchmarkServeRewardLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	p, _ := presets.Load("math")
-	bl, err := loadBaselines(dir, baselines, false, nil)
+	bl, err := loadBaselines(dir, baselines, p, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -26,25 +27,47 @@ type BaselineOptions struct {
 	ChunkTokens int                   // largest sample, in tokens; 0 for BaselineChunkTokens
 	MaxSamples  int                   // 0: all
 	Progress    func(done, total int) // may be nil
+	// Text is what is measured, as the preset's perplexity reward measures completions:
+	// with rewards.ReasoningText each sample's final `####` line is left out, and texts that
+	// are answers alone are no reference (ErrNoReasoning when nothing is left).
+	Text rewards.PPLText
 }
 
+// ErrNoReasoning is ComputeBaselines' error when reasoning baselines are asked of examples
+// that hold no reasoning text: answers that are bare numbers or `#### N` lines alone.
+var ErrNoReasoning = errors.New("no reference text has reasoning to measure (answers are bare numbers or `#### N` lines alone): the perplexity of the reasoning does not apply to this data")
+
 // ComputeBaselines scores reference examples with the scorer (m with adapters off) and
-// aggregates the samples' levels into baselines (DESIGN §6.1). The caller fills the model and
+// aggregates the samples' levels into baselines (DESIGN §6.1) of the text o.Text asks for. The caller fills the model and
 // tokenizer hashes, the time and the source.
 func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.Example, o BaselineOptions) (rewards.Baselines, error) {
 	chunk := o.ChunkTokens
 	if chunk <= 0 {
 		chunk = BaselineChunkTokens
 	}
-	samples := BaselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, o.Format, o.Separator, chunk, o.MaxSamples)
-	if len(samples) == 0 {
-		return rewards.Baselines{}, fmt.Errorf("no reference text to score")
-	}
-	levels, err := BaselineLevels(m, samples, o.Progress)
+	text, err := rewards.ParsePPLText(string(o.Text))
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
+	if text == rewards.ReasoningText {
+		examples = worked(examples)
+	}
+	samples := BaselineSamples(tok, m.Config.BOS, m.Config.MaxPos, examples, o.Format, o.Separator, chunk, o.MaxSamples)
+	if len(samples) == 0 && text == rewards.ReasoningText {
+		return rewards.Baselines{}, ErrNoReasoning
+	}
+	if len(samples) == 0 {
+		return rewards.Baselines{}, fmt.Errorf("no reference text to score")
+	}
+	levels, err := BaselineLevels(m, samples, text, o.Progress)
+	if err != nil {
+		return rewards.Baselines{}, err
+	}
+	if text == rewards.ReasoningText && !anyWords(levels) {
+		return rewards.Baselines{}, ErrNoReasoning
+	}
 	b, err := rewards.ComputeBaselines(levels)
+	b.Text = text
 	var se *rewards.SampleError
 	if errors.As(err, &se) {
 		text := []rune(samples[se.Sample].Text)
@@ -54,6 +77,27 @@ func ComputeBaselines(m *model.Model, tok *tokenizer.Tokenizer, examples []data.
 		return b, fmt.Errorf("baseline text %q: %w", string(text), err)
 	}
 	return b, err
+}
+
+// worked keeps the examples whose reference text holds reasoning (a worked solution, a
+// document): an answer that is only a number, or a prompt without an answer, holds none.
+func worked(examples []data.Example) []data.Example {
+	var out []data.Example
+	for _, x := range examples {
+		if rewards.HasReasoning(x.Text) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func anyWords(levels []rewards.Levels) bool {
+	for _, l := range levels {
+		if !math.IsNaN(l.Word) {
+			return true
+		}
+	}
+	return false
 }
 
 // BaselinesOfFile computes the baselines of the reference texts in the file dataPath (GSM8K,
@@ -167,9 +211,9 @@ func BaselineSamples(tok *tokenizer.Tokenizer, bos, maxPos int, examples []data.
 	return out
 }
 
-// baselineLevels runs the scorer (the model, adapters off) over samples in batches and gives
+// BaselineLevels runs the scorer (the model, adapters off) over samples in batches and gives
 // each sample's three levels (NaN levels for a sample without words).
-func BaselineLevels(m *model.Model, samples []BaselineSample, progress func(done, total int)) ([]rewards.Levels, error) {
+func BaselineLevels(m *model.Model, samples []BaselineSample, text rewards.PPLText, progress func(done, total int)) ([]rewards.Levels, error) {
 	levels := make([]rewards.Levels, 0, len(samples))
 	for lo := 0; lo < len(samples); lo += baselineBatch {
 		batch := samples[lo:min(lo+baselineBatch, len(samples))]
@@ -178,7 +222,7 @@ func BaselineLevels(m *model.Model, samples []BaselineSample, progress func(done
 			return nil, err
 		}
 		for i, s := range batch {
-			words, err := rewards.Words(s.Text, s.Spans, nlls[i])
+			words, err := text.Words(s.Text, s.Spans, nlls[i])
 			if err != nil {
 				return nil, err
 			}

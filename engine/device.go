@@ -80,28 +80,39 @@ func deviceBytes(b backend.Backend) uint64 {
 	return 0
 }
 
+// devicePeakBytes is the most device memory b's buffers held at once (0 for the CPU).
+func devicePeakBytes(b backend.Backend) uint64 {
+	if d, ok := b.(interface{ PeakBytes() int64 }); ok {
+		return uint64(max(0, d.PeakBytes()))
+	}
+	return 0
+}
+
 // checkDeviceMemory refuses a run that cannot fit the GPU, before any of it is put there:
 // the model as loaded (its linears 4-bit or not), the adapters c asks for, and the batch's
 // sequences. Nothing to check on the CPU (checkMemory did).
-func checkDeviceMemory(b backend.Backend, m *model.Model, c *config.Config) error {
+func checkDeviceMemory(b backend.Backend, m *model.Model, c *config.Config, promptTokens int) error {
 	cb, ok := b.(*cuda.Backend)
 	if !ok {
 		return nil
 	}
-	if err := cb.CheckFits(runShape(m, c)); err != nil {
+	if err := cb.CheckFits(runShape(m, c, promptTokens, cb.Precision())); err != nil {
 		return &ConfigError{err}
 	}
 	return nil
 }
 
-// runShape is what the device memory of a GRPO run of c on m depends on.
-func runShape(m *model.Model, c *config.Config) cuda.RunShape {
+// runShape is what the device memory of a GRPO run of c on m depends on, on a backend of
+// precision p. promptTokens is the longest prompt in tokens when the prompts are known (0:
+// max_prompt_length).
+func runShape(m *model.Model, c *config.Config, promptTokens int, p backend.Precision) cuda.RunShape {
 	mc := &m.Config
 	s := cuda.RunShape{Vocab: mc.Vocab, Dim: mc.Dim, Layers: mc.Layers, Heads: mc.Heads, QDim: mc.QDim(), KVDim: mc.KVDim(),
 		Hidden: mc.Hidden, TiedHead: mc.TieEmbed, Quantized: c.Quant.Type != "none",
-		Seqs: c.PerDeviceTrainBatchSize * c.NumGenerations}
+		Seqs: c.PerDeviceTrainBatchSize * c.NumGenerations, Completion: c.MaxCompletionLength}
 	for _, l := range m.Linears() {
 		s.LinearParams += int64(l.In) * int64(l.Out)
+		s.LargestLinear = max(s.LargestLinear, int64(l.In)*int64(l.Out))
 		if _, q := l.W.(*model.Quantized); q {
 			s.Quantized = true
 		}
@@ -110,9 +121,11 @@ func runShape(m *model.Model, c *config.Config) cuda.RunShape {
 		}
 	}
 	prompt := c.MaxPromptLength
-	if prompt <= 0 {
-		prompt = 256
+	if promptTokens > 0 {
+		prompt = min(prompt, promptTokens)
 	}
-	s.SeqLen = min(prompt+c.MaxCompletionLength, mc.MaxPos)
+	s.SeqLen = min(prompt+c.MaxCompletionLength, mc.Context())
+	f := model.FootprintOf(mc, s.Seqs, s.SeqLen, c.MaxCompletionLength, p)
+	s.Tape, s.Grads, s.Passes, s.KVCache = f.Tape, f.Grads, f.Scratch, f.KVCache
 	return s
 }

@@ -48,6 +48,11 @@ func prompts(t *testing.T, domain string) []data.Example {
 	out := make([]data.Example, len(ps))
 	for i, p := range ps {
 		out[i] = data.Example{Prompt: p.Prompt, Answer: p.Answer}
+		if domain == "math" {
+			// Worked solutions, as math data has them: the math preset's perplexity of the
+			// reasoning makes its baselines of them (bare numbers have none).
+			out[i].Text = p.Reference
+		}
 	}
 	return out
 }

@@ -134,8 +134,9 @@ func (e *Engine) envFor(extra map[string]any) *envRun {
 	return e.envs[0]
 }
 
-// generateEpisodes plays one episode per completion of b (its rollouts made, prompts unset).
-func (e *Engine) generateEpisodes(ctx context.Context, b *batch, seed uint64) error {
+// generateEpisodes plays one episode per completion of b (its rollouts made, prompts unset),
+// sampling every turn at temperature t (0: greedy, as evaluation's greedy pass asks).
+func (e *Engine) generateEpisodes(ctx context.Context, b *batch, t float32, seed uint64) error {
 	eps := make([]*episode, len(b.rollouts))
 	byRun := map[*envRun][]int{}
 	for i, r := range b.rollouts {
@@ -216,7 +217,7 @@ func (e *Engine) generateEpisodes(ctx context.Context, b *batch, seed uint64) er
 		for k, i := range live {
 			start[k] = len(b.rollouts[i].tokens)
 		}
-		o := model.GenerateOptions{MaxNewTokens: most, Temperature: float32(e.cfg.Temperature), TopK: e.cfg.TopK,
+		o := model.GenerateOptions{MaxNewTokens: most, Temperature: t, TopK: e.cfg.TopK,
 			TopP: float32(e.cfg.TopP), MinP: float32(e.cfg.MinP), RepetitionPenalty: float32(e.cfg.RepetitionPenalty),
 			Seed: seed, Stream: uint64(turnNo) << 32, Adapters: model.AdaptersOn}
 		if e.digits != nil { // NTL's digit distributions, formed on the backend

@@ -27,6 +27,7 @@ type memShape struct {
 	Dir                string // "" = the built-in model
 	Batch, Gens        int
 	Completion, Prompt int
+	Steps              int // 0: one
 }
 
 // shapedDir writes a random model of the published config (bf16 weights, as released) beside

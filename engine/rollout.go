@@ -107,7 +107,7 @@ func (e *Engine) generateWith(ctx context.Context, prompts []data.Example, g int
 		}
 	}
 	if len(e.envs) > 0 {
-		if err := e.generateEpisodes(ctx, b, seed); err != nil {
+		if err := e.generateEpisodes(ctx, b, t, seed); err != nil {
 			return nil, err
 		}
 		for _, r := range b.rollouts {

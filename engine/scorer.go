@@ -188,7 +188,7 @@ func BuiltinBaselines(m *model.Model, tok *tokenizer.Tokenizer, modelDir string,
 	if err != nil {
 		return rewards.Baselines{}, err
 	}
-	b, err := ComputeBaselines(m, tok, referenceTexts(ps), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512, Progress: progress})
+	b, err := ComputeBaselines(m, tok, referenceTexts(ps, p.PPL.Text), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512, Progress: progress, Text: p.PPL.Text})
 	if err != nil {
 		return rewards.Baselines{}, fmt.Errorf("computing baselines: %w", err)
 	}

@@ -139,7 +139,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 	// The model computes on the device from here: its weights go there on the first pass,
 	// after the device said the run fits.
-	if err := checkDeviceMemory(e.dev, e.model, cfg); err != nil {
+	if err := checkDeviceMemory(e.dev, e.model, cfg, longestPrompt(opts.ModelDir, e.prompts, cfg.MaxPromptLength)); err != nil {
 		return nil, err
 	}
 	if err := e.model.Use(e.dev); err != nil {
@@ -359,6 +359,11 @@ func (e *Engine) readBaselines() (bool, error) {
 	if warn != "" {
 		e.logf("%s", warn)
 	}
+	if warn, err = b.CheckText(e.preset.PPL.Text, e.cfg.AcceptBaselines); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	} else if warn != "" {
+		e.logf("%s", warn)
+	}
 	if path != e.cfg.Baselines {
 		e.logf("baselines from the run's %s", path)
 	}
@@ -377,12 +382,22 @@ func (e *Engine) computeBaselines() error {
 		return err
 	}
 	e.logf("computing perplexity baselines from %d reference texts", len(e.prompts))
-	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512,
+	b, err := ComputeBaselines(e.model, e.tok, referenceTexts(e.prompts, e.preset.PPL.Text), BaselineOptions{Format: data.PromptJSONL, ChunkTokens: BaselineChunkTokens, MaxSamples: 512,
+		Text: e.preset.PPL.Text,
 		Progress: func(done, total int) {
 			if done == total || done%64 == 0 {
 				e.logf("baselines: %d/%d samples", done, total)
 			}
 		}})
+	if errors.Is(err, ErrNoReasoning) {
+		// Bare-number answers: scoring completions against the perplexity of single numbers
+		// would reward anything wordy. The term is left out of r, and the run says so.
+		ppl := *e.preset.PPL
+		ppl.Inapplicable = "the data's answers hold no reasoning to make baselines of"
+		e.preset.PPL = &ppl
+		e.logf("perplexity (ppl) not applicable: %v; rewards/ppl is logged as not applicable and adds nothing to the reward (give worked solutions ending in `#### N`, or --baselines FILE)", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("computing baselines: %w", err)
 	}
@@ -422,11 +437,18 @@ func (e *Engine) reportTruncation() {
 }
 
 // referenceTexts are what the baselines are computed on: the reference answers where the data
-// has them (scored after their prompt), else the prompts themselves.
-func referenceTexts(ex []data.Example) []data.Example {
+// has them (scored after their prompt), else the prompts themselves; for a perplexity of the
+// reasoning, the reference answers alone.
+func referenceTexts(ex []data.Example, text rewards.PPLText) []data.Example {
 	var out []data.Example
 	for _, x := range ex {
 		switch {
+		case text == rewards.ReasoningText:
+			// Only a reference answer can hold reasoning (ComputeBaselines keeps those that
+			// do): neither a bare ground truth nor the prompt stands in for it.
+			if x.Text != "" {
+				out = append(out, data.Example{Prompt: x.Prompt, Messages: x.Messages, Text: x.Text})
+			}
 		case x.Text != "":
 			out = append(out, data.Example{Prompt: x.Prompt, Messages: x.Messages, Text: x.Text})
 		case x.Answer != "":
@@ -495,7 +517,7 @@ func (e *Engine) createRunFolder() error {
 	if err := e.cfg.Write(filepath.Join(dir, "config.toml")); err != nil {
 		return err
 	}
-	if e.preset.PPL != nil && e.preset.PPL.Weight > 0 && e.cfg.Baselines == "" {
+	if e.preset.PPL != nil && e.preset.PPL.Weight > 0 && e.preset.PPL.Inapplicable == "" && e.cfg.Baselines == "" {
 		if err := e.base.Save(filepath.Join(dir, "baselines.json")); err != nil {
 			return err
 		}

@@ -310,7 +310,7 @@ func (e *Engine) stepMetrics(roll *stepRollout, loss float64, lossStats grpo.Sta
 	metrics["completions/clipped_ratio"] = cut / float64(n)
 	episodeMetrics(roll.distinct, metrics)
 	res := e.sampler.Sample(time.Now(), int64(roll.tokens))
-	res.GPUBytes = deviceBytes(e.dev)
+	res.GPUBytes, res.GPUPeakBytes = deviceBytes(e.dev), devicePeakBytes(e.dev)
 	for k, v := range res.Metrics() {
 		metrics[k] = v
 	}

@@ -25,6 +25,7 @@ type fileLayout struct {
 		Sentence   *float64            `toml:"sentence"`
 		Shape      *string             `toml:"shape"`
 		Thresholds *rewards.Thresholds `toml:"thresholds"`
+		Text       *string             `toml:"text"`
 	} `toml:"ppl"`
 	NTL *struct {
 		Weight              *float64 `toml:"weight"`
@@ -144,7 +145,14 @@ func decode(name, source string, data []byte, depth int) (Preset, *fileLayout, e
 		return *w
 	}
 	if s := f.PPL; s != nil {
-		p.PPL = &PPL{Weight: weight("ppl.weight", s.Weight), Shape: rewards.Step, Thresholds: rewards.DefaultThresholds}
+		p.PPL = &PPL{Weight: weight("ppl.weight", s.Weight), Shape: rewards.Step, Thresholds: rewards.DefaultThresholds, Text: rewards.CompletionText}
+		if s.Text != nil {
+			t, err := rewards.ParsePPLText(*s.Text)
+			if err != nil {
+				bad("ppl.text", "%v", err)
+			}
+			p.PPL.Text = t
+		}
 		for _, lv := range []struct {
 			key string
 			v   *float64

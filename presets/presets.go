@@ -61,6 +61,10 @@ type PPL struct {
 	Levels     rewards.Weights // word, phrase, sentence
 	Shape      rewards.Shape
 	Thresholds rewards.Thresholds
+	Text       rewards.PPLText // what is measured: the whole completion, or the reasoning (math)
+	// Inapplicable is set by a caller that has no reference text of the Text kind to make
+	// baselines of (see rewards.PPL); it is not a preset key.
+	Inapplicable string
 }
 
 // NTL is the number token loss reward's settings.
@@ -298,7 +302,8 @@ func (p Preset) weights() []sectionWeight {
 func (p Preset) Funcs(baselines rewards.Levels, vocab *rewards.DigitVocab) ([]rewards.Weighted, error) {
 	var fs []rewards.Weighted
 	if p.PPL != nil && p.PPL.Weight > 0 {
-		f := rewards.PPL{Weights: p.PPL.Levels, Baselines: baselines, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds}
+		f := rewards.PPL{Weights: p.PPL.Levels, Baselines: baselines, Shape: p.PPL.Shape, Thresholds: p.PPL.Thresholds,
+			Text: p.PPL.Text, Inapplicable: p.PPL.Inapplicable}
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}

@@ -41,6 +41,10 @@ func TestBuiltInPresets(t *testing.T) {
 		if p.Source != SourceBuiltIn || p.Description == "" || p.PPL == nil {
 			t.Fatalf("%s: %+v", name, p)
 		}
+		// Math measures the reasoning, the variants by inheritance; prose the whole completion.
+		if text := map[bool]rewards.PPLText{true: rewards.ReasoningText, false: rewards.CompletionText}[strings.HasPrefix(name, "math")]; p.PPL.Text != text {
+			t.Errorf("%s: ppl text %q, want %q", name, p.PPL.Text, text)
+		}
 		if p.PPL.Levels != want[name] || p.PPL.Weight != 1 || p.PPL.Shape != rewards.Step {
 			t.Errorf("%s: ppl %+v, want levels %+v", name, *p.PPL, want[name])
 		}
@@ -156,6 +160,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"[ppl]\nweight = -1\nword = 1\n", []string{`f.toml:2: ppl.weight: weight -1`}},
 		{"[ppl]\nword = -0.5\nphrase = 1\n", []string{`f.toml:2: ppl.word: level weight -0.5`}},
 		{"[ppl]\nword = 1\nshape = \"cubic\"\n", []string{`f.toml:3: ppl.shape: unknown reward shape "cubic"`}},
+		{"[ppl]\nword = 1\ntext = \"answer\"\n", []string{`f.toml:3: ppl.text: perplexity text "answer": want "completion" or "reasoning"`}},
 		{"[ntl]\nmode = \"digits\"\nloss = \"l1\"\ntau = 0\n", []string{
 			`f.toml:2: ntl.mode: unknown NTL mode "digits"`, `f.toml:3: ntl.loss: unknown NTL loss "l1"`, `f.toml:4: ntl.tau: tau 0`}},
 		{"[ntl]\ntemperature_schedule = \"step\"\nconfidence_weight = 2.0\n", []string{

@@ -153,3 +153,17 @@ func FormatReward(completion string) float64 {
 	}
 	return 0
 }
+
+// AnswerLine is the bytes [start, end) of the completion's final answer: from its last `####`
+// to the end of that line. ok is false when the text has no `####`.
+func AnswerLine(text string) (start, end int, ok bool) {
+	start = strings.LastIndex(text, "####")
+	if start < 0 {
+		return 0, 0, false
+	}
+	end = len(text)
+	if i := strings.IndexByte(text[start:], '\n'); i >= 0 {
+		end = start + i
+	}
+	return start, end, true
+}

@@ -47,6 +47,25 @@ type Baselines struct {
 	TokenizerHash string           `json:"tokenizer_hash"`
 	Created       time.Time        `json:"created"`
 	Source        string           `json:"source"` // the reference data the samples came from
+	// Text is what was measured (the preset's `[ppl] text`); absent in files that predate it,
+	// which measured whole texts.
+	Text PPLText `json:"text,omitempty"`
+}
+
+// CheckText refuses baselines of another kind of text than want (whole completions against
+// a preset that measures the reasoning, or the reverse) unless accept, in which case it
+// returns a warning to show instead of an error.
+func (b Baselines) CheckText(want PPLText, accept bool) (warning string, err error) {
+	got, _ := ParsePPLText(string(b.Text))
+	want, _ = ParsePPLText(string(want))
+	if got == want {
+		return "", nil
+	}
+	what := fmt.Sprintf("the baselines measured %s but the preset's perplexity reward measures %s", got.describe(), want.describe())
+	if accept {
+		return "using baselines of another kind of text (--accept-baselines): " + what, nil
+	}
+	return "", fmt.Errorf("%s; recompute them with `rlhfstation baseline --preset PRESET` or pass --accept-baselines to use them anyway", what)
 }
 
 // SampleError names the reference sample whose level cannot make a baseline.

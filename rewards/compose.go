@@ -82,10 +82,13 @@ func Compose(funcs []Weighted, samples []Sample) (Result, error) {
 		for k, v := range metrics {
 			res.Metrics[k] = v
 		}
-		// After the function's own metrics, so that a command's cannot replace these.
-		mean, std := stats.NaNMeanStd(values)
-		res.Metrics["rewards/"+name+"/mean"] = mean
-		res.Metrics["rewards/"+name+"/std"] = std
+		// After the function's own metrics, so that a command's cannot replace these. A
+		// function that applies to no sample of the batch (perplexity without baselines of its
+		// kind, correctness without answers) logs none: NaN would read as broken numbers.
+		if mean, std := stats.NaNMeanStd(values); !math.IsNaN(mean) {
+			res.Metrics["rewards/"+name+"/mean"] = mean
+			res.Metrics["rewards/"+name+"/std"] = std
+		}
 	}
 	return res, nil
 }
@@ -96,6 +99,11 @@ type PPL struct {
 	Baselines  Levels
 	Shape      Shape
 	Thresholds Thresholds
+	Text       PPLText // what is measured; "" is CompletionText
+	// Inapplicable says why there are no baselines of the measured kind of text (reasoning
+	// asked of data whose answers are bare numbers): every value is then NaN, not applicable,
+	// and Baselines are not read.
+	Inapplicable string
 }
 
 // PPLScore is one completion's multi-level perplexity and reward.
@@ -113,8 +121,11 @@ func (p PPL) Validate() error {
 	if err := p.Weights.Validate(); err != nil {
 		return err
 	}
+	if _, err := ParsePPLText(string(p.Text)); err != nil {
+		return err
+	}
 	b := p.Baselines
-	if !positiveFinite(b.Word) || !positiveFinite(b.Phrase) || !positiveFinite(b.Sentence) {
+	if p.Inapplicable == "" && (!positiveFinite(b.Word) || !positiveFinite(b.Phrase) || !positiveFinite(b.Sentence)) {
 		return fmt.Errorf("perplexity baselines %+v must be finite numbers above 0", b)
 	}
 	if _, err := ParseShape(string(p.Shape)); err != nil {
@@ -124,23 +135,26 @@ func (p PPL) Validate() error {
 }
 
 // ScoreText scores one completion given its token spans and the scorer's per-token NLLs.
+// An Inapplicable PPL gives the levels with a NaN improvement and reward.
 func (p PPL) ScoreText(text string, spans []Span, nll []float64) (PPLScore, error) {
-	words, err := Words(text, spans, nll)
+	words, err := p.Text.Words(text, spans, nll)
 	if err != nil {
 		return PPLScore{}, err
 	}
 	l, ok := MultiLevel(words)
 	if !ok {
-		return PPLScore{Levels: l, Aggregate: math.NaN(), Improvement: math.NaN(), Reward: 0, Empty: true}, nil
+		sc := PPLScore{Levels: l, Aggregate: math.NaN(), Improvement: math.NaN(), Reward: 0, Empty: true}
+		if p.Inapplicable != "" {
+			sc.Reward = notApplicable
+		}
+		return sc, nil
 	}
-	imp := Improvement(l, p.Baselines, p.Weights)
-	return PPLScore{
-		Words:       words,
-		Levels:      l,
-		Aggregate:   Aggregate(l, p.Weights),
-		Improvement: imp,
-		Reward:      p.Shape.Reward(imp, p.Thresholds),
-	}, nil
+	sc := PPLScore{Words: words, Levels: l, Aggregate: Aggregate(l, p.Weights), Improvement: math.NaN(), Reward: notApplicable}
+	if p.Inapplicable == "" {
+		sc.Improvement = Improvement(l, p.Baselines, p.Weights)
+		sc.Reward = p.Shape.Reward(sc.Improvement, p.Thresholds)
+	}
+	return sc, nil
 }
 
 // Name is "ppl".
@@ -150,9 +164,16 @@ func (PPL) Name() string { return "ppl" }
 // ppl/sentence and ppl/aggregate are geometric means over the non-empty completions (as the
 // baselines aggregate their samples, and so that one wild completion does not swamp the
 // batch), ppl/improvement is the improvement of those batch levels over the baselines, and
-// rewards/ppl/empty counts the completions without a word.
+// rewards/ppl/empty counts the completions without a word. An Inapplicable PPL gives NaN
+// values and no metrics.
 func (p PPL) Score(samples []Sample) ([]float64, map[string]float64, error) {
 	values := make([]float64, len(samples))
+	if p.Inapplicable != "" {
+		for i := range values {
+			values[i] = notApplicable
+		}
+		return values, nil, nil
+	}
 	var logs [3][]float64
 	empty := 0
 	for i, s := range samples {

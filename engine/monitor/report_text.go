@@ -123,7 +123,16 @@ func (r *Report) WriteText(w io.Writer, top int, more string) error {
 		if r.Drift != nil {
 			head += "\t‖Δ(s·B·A)‖\tchange"
 		}
-		fmt.Fprintln(tw, head+"\t  issues")
+		// The issues column only when a row fills it: a header wider than every row would
+		// wrap on its own in a pane sized to the rows (the TUI's inspector at 120 columns).
+		head += "\t"
+		for _, m := range rows {
+			if len(m.Issues) > 0 {
+				head += "  issues"
+				break
+			}
+		}
+		fmt.Fprintln(tw, head)
 		med := kindMedians(g.Modules, func(m *Module) (float64, bool) { return m.NormBA, true })
 		for _, m := range rows {
 			x := "-"

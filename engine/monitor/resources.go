@@ -16,12 +16,15 @@ type Resources struct {
 	RSSBytes    uint64 // resident set size, from /proc/self/statm (0 where there is none)
 	GoHeapBytes uint64 // bytes of live and not yet swept Go heap objects
 	// GPUBytes is the device memory in use; the engine fills it when it runs on a GPU.
-	GPUBytes        uint64
+	GPUBytes uint64
+	// GPUPeakBytes is the most device memory the run's buffers held at once (the allocator's
+	// peak, as torch.cuda.max_memory_allocated); the engine fills it on a GPU.
+	GPUPeakBytes    uint64
 	TokensPerSecond float64 // generated tokens per wall-clock second since the previous sample
 }
 
 // Metrics are the sample under the DESIGN §5 names (mem/gpu_bytes only when set), plus
-// mem/go_heap_bytes.
+// mem/go_heap_bytes and, on a GPU, mem/gpu_peak_bytes.
 func (r Resources) Metrics() events.Metrics {
 	m := events.Metrics{
 		"mem/rss_bytes":          float64(r.RSSBytes),
@@ -30,6 +33,9 @@ func (r Resources) Metrics() events.Metrics {
 	}
 	if r.GPUBytes > 0 {
 		m["mem/gpu_bytes"] = float64(r.GPUBytes)
+	}
+	if r.GPUPeakBytes > 0 {
+		m["mem/gpu_peak_bytes"] = float64(r.GPUPeakBytes)
 	}
 	return m
 }

@@ -24,6 +24,10 @@ import (
 type Series struct {
 	Metric string
 	Label  string
+	// Held marks a metric logged at some steps only (eval/* every eval_steps): it is drawn at
+	// the steps of the chart's first series, holding its latest value, and left out until it
+	// has one.
+	Held bool
 }
 
 // Model is a chart pane.
@@ -45,7 +49,7 @@ func New(ctx *context.Context, title string, series []Series, caption func(*stat
 // KL is the KL-divergence chart: kl per step, with the latest and largest values and the
 // alert threshold of the monitor's rule (DESIGN §15).
 func KL(ctx *context.Context) Model {
-	return New(ctx, "KL divergence", []Series{{"kl", "kl"}}, func(r *state.Run) []string {
+	return New(ctx, "KL divergence", []Series{{Metric: "kl", Label: "kl"}}, func(r *state.Run) []string {
 		v, ok := r.Last("kl")
 		if !ok {
 			return nil
@@ -62,7 +66,8 @@ func KL(ctx *context.Context) Model {
 // reward's reliability over the monitor's window (DESIGN §15: stability = mean/std,
 // consistency = the share within mean ± 2σ).
 func Reward(ctx *context.Context) Model {
-	m := New(ctx, "reward", []Series{{"reward", "mean"}, {"reward_std", "std"}}, func(r *state.Run) []string {
+	m := New(ctx, "reward", []Series{{Metric: "reward", Label: "mean"}, {Metric: "reward_std", Label: "std"},
+		{Metric: "eval/reward", Label: "eval", Held: true}}, func(r *state.Run) []string {
 		v, ok := r.Last("reward")
 		if !ok {
 			return nil
@@ -128,7 +133,7 @@ func reliability(r *state.Run) (monitor.Reliability, bool) {
 // Entropy is the policy's entropy per step (shown for other tools' runs, which log no
 // perplexity), with the entropy-collapse rule's bound (DESIGN §15).
 func Entropy(ctx *context.Context) Model {
-	return New(ctx, "entropy", []Series{{"entropy", "entropy"}}, func(r *state.Run) []string {
+	return New(ctx, "entropy", []Series{{Metric: "entropy", Label: "entropy"}}, func(r *state.Run) []string {
 		v, ok := r.Last("entropy")
 		if !ok {
 			return nil
@@ -140,7 +145,7 @@ func Entropy(ctx *context.Context) Model {
 // Length is the mean completion length per step (shown for other tools' runs, which log no
 // number token loss).
 func Length(ctx *context.Context) Model {
-	return New(ctx, "completion length", []Series{{"completions/mean_length", "mean tokens"}}, func(r *state.Run) []string {
+	return New(ctx, "completion length", []Series{{Metric: "completions/mean_length", Label: "mean tokens"}}, func(r *state.Run) []string {
 		v, ok := r.Last("completions/mean_length")
 		if !ok {
 			return nil
@@ -161,11 +166,18 @@ func (m Model) View() string {
 	}
 	return m.Frame(title, func(w, h int) string {
 		r := m.Ctx.Run
-		data := make([][]float64, len(m.series))
-		labels := make([]string, len(m.series))
-		for i, s := range m.series {
-			data[i] = r.Series(s.Metric)
-			labels[i] = s.Label
+		var data [][]float64
+		var labels []string
+		for _, s := range m.series {
+			switch {
+			case !s.Held:
+				data = append(data, r.Series(s.Metric))
+			case r.Has(s.Metric):
+				data = append(data, held(r, s.Metric, m.series[0].Metric))
+			default:
+				continue
+			}
+			labels = append(labels, s.Label)
 		}
 		var caption []string
 		if m.caption != nil {
@@ -173,6 +185,20 @@ func (m Model) View() string {
 		}
 		return Plot(m.Ctx.Styles, data, labels, caption, w, h)
 	})
+}
+
+// held is metric at each step of the series of base: its value there or the latest before
+// (NaN before its first).
+func held(r *state.Run, metric, base string) []float64 {
+	ps := r.Points(base)
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		out[i] = math.NaN()
+		if v, ok := r.At(metric, p.Step); ok {
+			out[i] = v
+		}
+	}
+	return out
 }
 
 // offset is asciigraph's gap between the y labels and the plot.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/lipgloss/v2"
+
 	"rlhfstation/tui/charts"
 	"rlhfstation/tui/component"
 	"rlhfstation/tui/context"
@@ -77,6 +79,11 @@ const rowFixed = 9 + 1 + 8 + 1 + 8 + 1 + 7 + 1
 func (m Model) body(w, h int) string {
 	st, r := m.Ctx.Styles, m.Ctx.Run
 	if !Used(r) {
+		if r.Has("reward") {
+			// Steps without perplexity: the term does not apply (a math run on bare-number
+			// answers says so in its log) or the preset gives it no weight.
+			return st.Muted.Render(lipgloss.Wrap("no perplexity in this run's steps: not applicable to its data or not in its preset (the log says which)", w, " "))
+		}
 		return st.Muted.Render("waiting for perplexity metrics…")
 	}
 	// A narrow pane (80 columns) drops the baseline column before the sparkline: the

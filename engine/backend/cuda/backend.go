@@ -82,6 +82,14 @@ func (b *Backend) PeakBytes() int64 {
 	return b.d.mem.peak
 }
 
+// WorkingPeakBytes is PeakBytes without the 4-bit weights' kept bf16 expansions, which take
+// only spare memory: the most the run needed at once, what EstimateMemory predicts.
+func (b *Backend) WorkingPeakBytes() int64 {
+	b.d.mem.mu.Lock()
+	defer b.d.mem.mu.Unlock()
+	return b.d.mem.working
+}
+
 // CheckFits refuses a run whose estimated peak memory exceeds 90% of the device's free
 // memory, before anything of it is allocated (see EstimateMemory).
 func (b *Backend) CheckFits(s RunShape) error { return b.d.CheckFits(s) }

@@ -550,6 +550,7 @@ func (b *Backend) FreeQ4(w *Q4) {
 		b.d.enqueue(func(o *owner) error {
 			o.expandedBytes -= 2 * int64(w.Rows) * int64(w.Cols)
 			o.kept = slices.DeleteFunc(o.kept, func(x *q4State) bool { return x == st })
+			o.d.mem.keepExpansion(2*w.Rows*w.Cols, true)
 			return o.d.mem.free(p)
 		})
 	}
@@ -684,6 +685,7 @@ func (o *owner) expandedQ4(st *q4State) (uintptr, func(), error) {
 		st.expanded = p
 		o.expandedBytes += n
 		o.kept = append(o.kept, st)
+		o.d.mem.keepExpansion(int(n), false)
 		return p, func() {}, nil
 	}
 	return p, func() { o.done(p) }, nil
@@ -698,6 +700,7 @@ func (o *owner) dropExpanded() int64 {
 			_ = o.d.mem.free(st.expanded)
 			st.expanded = 0
 			n += 2 * int64(st.q.rows) * int64(st.q.cols)
+			o.d.mem.keepExpansion(2*st.q.rows*st.q.cols, true)
 		}
 	}
 	o.kept, o.expandedBytes = nil, 0

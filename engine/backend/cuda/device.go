@@ -149,15 +149,21 @@ func (o *owner) start() error {
 		return err
 	}
 	// A workspace of our own: cuBLAS then allocates nothing while a CUDA graph is captured.
-	const ws = 32 << 20
-	if err := dr.check("cuMemAlloc(cuBLAS workspace)", call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&o.workspace)), ws)); err != nil {
+	if err := dr.check("cuMemAlloc(cuBLAS workspace)", call(dr.cuMemAlloc, uintptr(unsafe.Pointer(&o.workspace)), blasWorkspaceBytes)); err != nil {
 		return err
 	}
-	if err := b.check("cublasSetWorkspace", call(b.cublasSetWorkspace, o.blasHandle, o.workspace, ws)); err != nil {
+	if err := b.check("cublasSetWorkspace", call(b.cublasSetWorkspace, o.blasHandle, o.workspace, blasWorkspaceBytes)); err != nil {
 		return err
 	}
-	return o.staging.init(dr, 16<<20)
+	return o.staging.init(dr, stagingBytes)
 }
+
+// The device memory held outside the allocator: cuBLAS's workspace and the staging buffer
+// of uploads.
+const (
+	blasWorkspaceBytes = 32 << 20
+	stagingBytes       = 16 << 20
+)
 
 func (o *owner) stop() {
 	dr := o.d.drv

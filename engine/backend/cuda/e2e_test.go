@@ -176,11 +176,13 @@ func TestBatchOnTheDevice(t *testing.T) {
 	onDevice(t)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	out := t.TempDir()
-	// A few prompts of the built-in model's kind: its baselines are computed from them, on the
-	// device too (the 512 of the built-in prompts take minutes on the stand-in).
+	// A few prompts of the built-in model's kind with worked answers: the math preset's
+	// baselines of the reasoning are computed from them, on the device too (the 512 of the
+	// built-in prompts take minutes on the stand-in).
 	var data strings.Builder
 	for i := range 12 {
-		fmt.Fprintf(&data, "{\"prompt\": \"Sam has %d marbles and finds %d more. How many marbles does Sam have now?\", \"answer\": \"#### %d\"}\n", i+3, 2*i+1, 3*i+4)
+		fmt.Fprintf(&data, "{\"prompt\": \"Sam has %d marbles and finds %d more. How many marbles does Sam have now?\", \"answer\": \"Sam has %d + %d = %d marbles.\\n#### %d\"}\n",
+			i+3, 2*i+1, i+3, 2*i+1, 3*i+4, 3*i+4)
 	}
 	dataFile := filepath.Join(t.TempDir(), "prompts.jsonl")
 	if err := os.WriteFile(dataFile, []byte(data.String()), 0o644); err != nil {

@@ -11,25 +11,36 @@ type RunShape struct {
 	Vocab, Dim, Layers, Heads, QDim, KVDim, Hidden int
 	TiedHead                                       bool
 	LinearParams                                   int64 // the blocks' linear weights
+	LargestLinear                                  int64 // the largest one's: a 4-bit linear is expanded to bf16 for its product
 	Quantized                                      bool  // linears held 4-bit (NF4/FP4, ≈4.13 bits with double quantization)
 	LoRAParams                                     int64
 	Seqs                                           int // completions of a micro-batch (prompts × num_generations)
 	SeqLen                                         int // prompt + completion tokens of the longest
+	Completion                                     int // completion tokens: the rows the heads of scoring and training run on
+	// The model's own buffers for the micro-batch at this backend's precision, as its passes
+	// carve them (model.FootprintOf): the training tape, the backward's scratch, the inference
+	// passes' buffers, the KV cache. The caller fills them; the rest is this backend's own.
+	Tape, Grads, Passes, KVCache int64
 }
 
 // Estimate is a run's peak device memory by part, in bytes.
 type Estimate struct {
 	Weights     int64 // embeddings and head (bf16), norms, the linears (4-bit or bf16)
-	LoRA        int64 // float32 masters, gradients, two moments
-	KVCache     int64 // bf16 keys and values of every completion
-	Activations int64 // the training forward's tape: float32 residual stream, bf16 products' inputs
-	Scratch     int64 // the largest transient: attention's scores of a sequence, a chunk of logits, a dequantized linear
-	Fixed       int64 // cuBLAS workspace
+	LoRA        int64 // float32 weights, gradients, two moments
+	KVCache     int64 // keys and values of every completion
+	Activations int64 // the training forward's tape and the backward's scratch
+	Scratch     int64 // the inference passes' buffers and the largest transient: a chunk of the head's logits (or attention's scores) and a dequantized linear
+	Fixed       int64 // the cuBLAS workspace and the upload staging buffer, outside the allocator
 }
 
 // Total adds the parts.
 func (e Estimate) Total() int64 {
-	return e.Weights + e.LoRA + e.KVCache + e.Activations + e.Scratch + e.Fixed
+	return e.Buffers() + e.Fixed
+}
+
+// Buffers is what the allocator hands out at its peak (Backend.PeakBytes): all but Fixed.
+func (e Estimate) Buffers() int64 {
+	return e.Weights + e.LoRA + e.KVCache + e.Activations + e.Scratch
 }
 
 func (e Estimate) String() string {
@@ -37,31 +48,39 @@ func (e Estimate) String() string {
 		human.Bytes(e.KVCache), human.Bytes(e.Activations), human.Bytes(e.Scratch+e.Fixed))
 }
 
-// EstimateMemory predicts a run's peak device memory on this backend, generously (every
-// buffer of the tape counted, attention's scratch at the longest sequence).
+// EstimateMemory predicts a run's peak device memory on this backend: every buffer rounded
+// to the allocator's size class, as it hands them out; the model's buffers all live at once
+// (they are allocated once per run), with the largest transient of a pass beside them.
 func EstimateMemory(s RunShape) Estimate {
+	round := func(n int64) int64 {
+		if n <= 0 {
+			return 0
+		}
+		return int64(sizeClass(int(n)))
+	}
 	var e Estimate
 	embed := int64(s.Vocab) * int64(s.Dim)
-	heads := embed
+	e.Weights = round(2 * embed)
 	if !s.TiedHead {
-		heads *= 2
+		e.Weights += round(2 * embed)
 	}
-	e.Weights = 2*heads + 4*int64(s.Layers)*int64(4*s.Dim) // bf16 tables; norm weights and biases in float32
+	e.Weights += 4 * int64(s.Layers) * int64(4*s.Dim) // norm weights and biases in float32
 	if s.Quantized {
 		e.Weights += s.LinearParams * 413 / 800
 	} else {
 		e.Weights += 2 * s.LinearParams
 	}
 	e.LoRA = s.LoRAParams * (4 + 4 + 8)
-	rows := int64(s.Seqs) * int64(s.SeqLen)
-	e.KVCache = rows * int64(s.Layers) * 2 * int64(s.KVDim) * 2
-	perRow := int64(4*s.Dim+2*s.Dim+4*s.Dim+2*s.Dim) + int64(2*(2*s.QDim+2*s.KVDim)) + int64(6*s.Hidden) + 4*4
-	e.Activations = rows*int64(s.Layers)*perRow + rows*int64(4*s.Dim+2*s.Dim)
-	attn := int64(s.Heads) * int64(s.SeqLen) * int64(s.SeqLen) * (4 + 4 + 2 + 2)
-	logits := int64(headChunk(int(rows), s.Vocab)) * int64(s.Vocab) * (4 + 2)
-	linear := int64(max(s.Hidden, s.QDim)) * int64(s.Dim) * 2
-	e.Scratch = max(attn, logits) + linear + rows*int64(4*s.Dim)*2 // plus the backward's gradient buffers
-	e.Fixed = 32<<20 + 64<<20
+	e.KVCache = round(s.KVCache)
+	e.Activations = round(s.Tape) + round(s.Grads)
+	// The head's float32 logits, a chunk of rows at a time: over every position when scoring,
+	// over the completions' with their bf16 gradient when training.
+	chunk := func(rows int) int64 { return int64(headChunk(rows, s.Vocab)) * int64(s.Vocab) }
+	trained := chunk(s.Seqs * min(max(s.Completion, 1), max(s.SeqLen, 1)))
+	logits := max(round(4*chunk(s.Seqs*s.SeqLen)), round(4*trained)+round(2*trained))
+	attn := round(int64(s.Heads) * int64(s.SeqLen) * int64(s.SeqLen) * (4 + 4 + 2 + 2))
+	e.Scratch = round(s.Passes) + max(attn, logits) + round(2*s.LargestLinear)
+	e.Fixed = blasWorkspaceBytes + stagingBytes
 	return e
 }
 

@@ -2,10 +2,14 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"rlhfstation/engine/memory"
+	"rlhfstation/engine/model"
 )
 
 // fakeEnv is a file system of the given files and an environment.
@@ -125,17 +129,26 @@ func TestSizeClass(t *testing.T) {
 
 // TestEstimateQwen05: the Qwen2.5-0.5B shape of the benchmark (1 prompt × 8 completions of
 // 96 tokens, NF4, LoRA r 16 on every linear) needs about 1.5 GiB; 64 completions of 4096
-// tokens do not fit a 24 GiB card.
+// tokens do not fit a 24 GiB card. The model's buffers are its passes' (model.FootprintOf).
 func TestEstimateQwen05(t *testing.T) {
-	s := RunShape{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, QDim: 896, KVDim: 128, Hidden: 4864, TiedHead: true,
-		LinearParams: 24 * (896*(896+2*128+896) + 3*896*4864), Quantized: true, LoRAParams: 8798208, Seqs: 8, SeqLen: 96}
-	e := EstimateMemory(s)
+	mc, err := model.ParseConfig([]byte(fmt.Sprintf(memory.Qwen05Config, 24)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := func(seqs, seqLen, completion int) RunShape {
+		s := RunShape{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, QDim: 896, KVDim: 128, Hidden: 4864, TiedHead: true,
+			LinearParams: 24 * (896*(896+2*128+896) + 3*896*4864), LargestLinear: 896 * 4864, Quantized: true, LoRAParams: 8798208,
+			Seqs: seqs, SeqLen: seqLen, Completion: completion}
+		f := model.FootprintOf(mc, seqs, seqLen, completion, (&Backend{}).Precision())
+		s.Tape, s.Grads, s.Passes, s.KVCache = f.Tape, f.Grads, f.Scratch, f.KVCache
+		return s
+	}
+	e := EstimateMemory(shape(8, 96, 64))
 	t.Logf("qwen0.5b, 8×96: %s = %d MiB", e, e.Total()>>20)
 	if e.Total() < 1<<30 || e.Total() > 5<<29 {
 		t.Errorf("estimate %d MiB, want between 1 and 2.5 GiB", e.Total()>>20)
 	}
-	s.Seqs, s.SeqLen = 64, 4096
-	if e := EstimateMemory(s); e.Total() < 24<<30 {
+	if e := EstimateMemory(shape(64, 4096, 2048)); e.Total() < 24<<30 {
 		t.Errorf("64 × 4096 tokens estimated at %d MiB, below 24 GiB", e.Total()>>20)
 	}
 }

@@ -22,6 +22,10 @@ type allocator struct {
 	inUse    int64             // bytes handed out
 	reserved int64             // bytes held from the driver
 	peak     int64             // most bytes handed out at once
+	// kept is the bytes of the 4-bit weights' kept bf16 expansions (expandedQ4): a cache
+	// that takes only spare memory and is dropped when an allocation fails. working is the
+	// most bytes handed out at once without it: what the run needs.
+	kept, working int64
 }
 
 // sizeClass rounds n up to 512 bytes below 1 MiB, else to one of four steps per power of
@@ -91,6 +95,19 @@ func (a *allocator) allocOn(o *owner, n int) (uintptr, error) {
 func (a *allocator) handOut(c int) {
 	a.inUse += int64(c)
 	a.peak = max(a.peak, a.inUse)
+	a.working = max(a.working, a.inUse-a.kept)
+}
+
+// keepExpansion counts the buffer of n bytes just handed out as a kept expansion, or, with
+// gone, one given back.
+func (a *allocator) keepExpansion(n int, gone bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if gone {
+		a.kept -= int64(sizeClass(n))
+	} else {
+		a.kept += int64(sizeClass(n))
+	}
 }
 
 // free returns p to the cache.
