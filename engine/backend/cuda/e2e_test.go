@@ -133,13 +133,13 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-// TestScoreOnTheDevice: the check, one text within 0.05 of the CPU; and texts of each
-// kind within bf16's envelope: PyTorch's own bf16 autocast differs from its float32 on the
-// built-in model by up to 0.042, 0.087 and 0.082 (means 0.013, 0.016, 0.029) on these three
+// TestScoreOnTheDevice: one text within bf16's envelope, and texts of each kind within it:
+// PyTorch's own bf16 autocast differs from its float32 on the built-in model (the
+// tool-calling one) by up to 0.070, 0.113 and 0.083 (means 0.028, 0.015, 0.025) on these three
 // texts (torch.autocast("cpu", torch.bfloat16) over engine/model/testdata/reference.py), so
-// there a bf16 computation is held to 0.1 at most and 0.02 on average, where this backend
-// measures 0.036, 0.055 and 0.029 (means 0.015, 0.011, 0.013). The random qwen2 and gpt2
-// (matrices scaled ×8: log-probs from −5 to −11) are held to 0.05.
+// the first text is held to 0.075, and all three to 0.1 at most and 0.02 on average, where
+// this backend measures 0.056 on the first and 0.078 at most, 0.015 on average over all. The
+// random qwen2 and gpt2 (matrices scaled ×8: log-probs from −5 to −11) are held to 0.05.
 func TestScoreOnTheDevice(t *testing.T) {
 	onDevice(t)
 	texts := []string{"The little robot found a key under the old tree.",
@@ -149,8 +149,8 @@ func TestScoreOnTheDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if worst, _, n := scoreBoth(t, builtinDir, texts[0]); n == 0 || !(worst <= 0.05) {
-		t.Errorf("built-in llama, %q: log-probs on the device differ from the CPU's by up to %.4f (tolerance 0.05)", texts[0], worst)
+	if worst, _, n := scoreBoth(t, builtinDir, texts[0]); n == 0 || !(worst <= 0.075) {
+		t.Errorf("built-in llama, %q: log-probs on the device differ from the CPU's by up to %.4f (tolerance 0.075)", texts[0], worst)
 	}
 	for _, c := range []struct {
 		name            string

@@ -257,11 +257,16 @@ func TestModelBuiltin(t *testing.T) {
 	m, err := model.Load(dir)
 	must(t, err)
 	seqs := textSeqs(t, dir)
-	checkModel(t, "built-in llama", m, seqs, 0.05)
+	// bf16 products against float32: PyTorch's own bf16 autocast differs from its float32 on
+	// these 331 log-probs of the built-in model (the tool-calling one) by up to 0.075 (mean
+	// 0.0033); this backend measures 0.026. The 4-bit base, a further rounding of every
+	// weight the bf16 products then amplify, measures 0.126: it is held to the 4-bit bound of
+	// the families' checks (0.15).
+	checkModel(t, "built-in llama", m, seqs, 0.075)
 	if _, _, err := m.Quantize(quant.Default()); err != nil {
 		t.Fatal(err)
 	}
-	checkModel(t, "built-in llama, NF4", m, seqs, 0.05)
+	checkModel(t, "built-in llama, NF4", m, seqs, 0.15)
 }
 
 func TestModelQwen2AndGPT2(t *testing.T) {
