@@ -89,8 +89,15 @@ func TestDeviceEstimateMatchesAllocatorPeak(t *testing.T) {
 	// the 152k- and 262k-token heads on the CPU.
 	shapes := []memShape{
 		{Name: "built-in", Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2},
-		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, 2), ""), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
-		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, 2), ""), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
+	}
+	// The published shapes take 4.6 and 1.9 min on the stand-in (2 cores, quiet): with
+	// RLHFSTATION_FULL_SHAPES=1 only, as the full-shape layouts (0.94× and 0.98× at 4c36478).
+	if os.Getenv("RLHFSTATION_FULL_SHAPES") == "1" {
+		shapes = append(shapes,
+			memShape{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, 2), ""), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2},
+			memShape{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, 2), ""), Batch: 1, Gens: 2, Completion: 8, Prompt: 64, Steps: 2})
+	} else {
+		t.Log("the qwen2.5-0.5b and gemma-3-270m shapes run with RLHFSTATION_FULL_SHAPES=1")
 	}
 	for _, s := range shapes {
 		spec, _ := json.Marshal(s)
