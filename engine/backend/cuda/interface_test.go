@@ -8,6 +8,7 @@ import (
 
 	"rlhfstation/engine/backend"
 	"rlhfstation/engine/backend/cpu"
+	"rlhfstation/engine/model"
 	"rlhfstation/quant"
 )
 
@@ -300,11 +301,19 @@ func TestSelectCUDA(t *testing.T) {
 // completions of 4096 tokens, saying what to lower; DeviceBytes counts what the backend holds.
 func TestCheckFits(t *testing.T) {
 	b := testBackend(t)
-	s := RunShape{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, QDim: 896, KVDim: 128, Hidden: 4864, TiedHead: true,
-		LinearParams: 24 * (896*(896+2*128+896) + 3*896*4864), Quantized: true, LoRAParams: 8798208, Seqs: 8, SeqLen: 96}
-	must(t, b.CheckFits(s))
-	s.Seqs, s.SeqLen = 64, 4096
-	err := b.CheckFits(s)
+	// The passes' buffers come from the model's own layout, as the engine's runShape takes them.
+	cfg := model.Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2, Hidden: 4864,
+		MaxPos: 32768, NormEps: 1e-6, RopeTheta: 1e6, QKVBias: true, TieEmbed: true}
+	shape := func(seqs, seqLen, completion int) RunShape {
+		s := RunShape{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, QDim: 896, KVDim: 128, Hidden: 4864, TiedHead: true,
+			LinearParams: 24 * (896*(896+2*128+896) + 3*896*4864), LargestLinear: 896 * 4864, Quantized: true, LoRAParams: 8798208,
+			Seqs: seqs, SeqLen: seqLen, Completion: completion}
+		f := model.FootprintOf(&cfg, seqs, seqLen, completion, b.Precision())
+		s.Tape, s.Grads, s.Passes, s.KVCache = f.Tape, f.Grads, f.Scratch, f.KVCache
+		return s
+	}
+	must(t, b.CheckFits(shape(8, 96, 64)))
+	err := b.CheckFits(shape(64, 4096, 3584))
 	if err == nil || !strings.Contains(err.Error(), "per_device_train_batch_size") {
 		t.Errorf("64 × 4096 tokens of Qwen2.5-0.5B on 16 GiB: %v, want a refusal naming what to lower", err)
 	}
