@@ -11,35 +11,13 @@ import (
 
 	"rlhfstation/engine/backend/cuda"
 	"rlhfstation/engine/backend/cuda/cudasim/standin"
-	"rlhfstation/engine/config"
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/memory"
 	"rlhfstation/internal/testref"
 )
 
 func TestDevicePeakChild(t *testing.T) {
-	spec := os.Getenv("RLHFSTATION_DEVICE_MEMORY_CHILD")
-	if spec == "" {
-		t.Skip("the child of TestDeviceEstimateMatchesAllocatorPeak")
-	}
-	var s memShape
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		t.Fatal(err)
-	}
-	dir := s.Dir
-	if dir == "" {
-		var err error
-		if dir, err = ModelDir(""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := config.Default()
-	c.Preset, c.OutputDir, c.RunName, c.Device = "story", t.TempDir(), "run", "cuda"
-	c.MaxSteps, c.PerDeviceTrainBatchSize, c.NumGenerations = max(s.Steps, 1), s.Batch, s.Gens
-	c.MaxCompletionLength, c.MaxPromptLength = s.Completion, s.Prompt
-	if err := c.Finish(); err != nil {
-		t.Fatal(err)
-	}
+	s, dir, c := peakChildRun(t, "RLHFSTATION_DEVICE_MEMORY_CHILD", "TestDeviceEstimateMatchesAllocatorPeak", "cuda")
 	ps := prompts(t, "story")[:4]
 	e, err := New(c, Options{ModelDir: dir, ModelName: s.Name, Prompts: ps, Log: func(string, ...any) {}})
 	if err != nil {

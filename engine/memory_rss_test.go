@@ -65,10 +65,12 @@ func shapedDir(t *testing.T, cfgJSON, tok string) string {
 	return dir
 }
 
-func TestMemoryPeakChild(t *testing.T) {
-	spec := os.Getenv("RLHFSTATION_MEMORY_CHILD")
+// peakChildRun is the run of a peak-measuring child test: the shape its parent passed in
+// env (it skips without one), the model folder, and the run's configuration on device.
+func peakChildRun(t *testing.T, env, parent, device string) (memShape, string, *config.Config) {
+	spec := os.Getenv(env)
 	if spec == "" {
-		t.Skip("the child of TestMemoryEstimateMatchesPeakRSS")
+		t.Skip("the child of " + parent)
 	}
 	var s memShape
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
@@ -82,12 +84,17 @@ func TestMemoryPeakChild(t *testing.T) {
 		}
 	}
 	c := config.Default()
-	c.Preset, c.OutputDir, c.RunName, c.Device = "story", t.TempDir(), "run", "cpu"
-	c.MaxSteps, c.PerDeviceTrainBatchSize, c.NumGenerations = 1, s.Batch, s.Gens
+	c.Preset, c.OutputDir, c.RunName, c.Device = "story", t.TempDir(), "run", device
+	c.MaxSteps, c.PerDeviceTrainBatchSize, c.NumGenerations = max(s.Steps, 1), s.Batch, s.Gens
 	c.MaxCompletionLength, c.MaxPromptLength = s.Completion, s.Prompt
 	if err := c.Finish(); err != nil {
 		t.Fatal(err)
 	}
+	return s, dir, c
+}
+
+func TestMemoryPeakChild(t *testing.T) {
+	s, dir, c := peakChildRun(t, "RLHFSTATION_MEMORY_CHILD", "TestMemoryEstimateMatchesPeakRSS", "cpu")
 	logf := func(format string, a ...any) {
 		hwm, rss := procStatus("VmHWM"), procStatus("VmRSS")
 		fmt.Fprintf(os.Stderr, "[rss %6.0f MB hwm %6.0f MB] %s\n", float64(rss)/1e6, float64(hwm)/1e6, fmt.Sprintf(format, a...))
