@@ -5,7 +5,11 @@
 // devices exist.
 package backend
 
-import "rlhfstation/quant"
+import (
+	"fmt"
+
+	"rlhfstation/quant"
+)
 
 // Backend runs the model's ops on one device. The contract every implementation keeps:
 //
@@ -57,6 +61,13 @@ type Backend interface {
 	Sync() error
 	// Cast converts src into dst (same length) between F32 and BF16 (or copies, same type).
 	Cast(dst, src Buf) error
+	// NewCasts readies the casts dst[i] ← src[i] (Cast's pairs) to be run together by
+	// CastAll, as often as needed, while the buffers live.
+	NewCasts(dst, src []Buf) (*Casts, error)
+	// CastAll runs every cast of c (queued; on a device, one launch for all of them).
+	CastAll(c *Casts) error
+	// FreeCasts releases what NewCasts made.
+	FreeCasts(c *Casts)
 	// Copy2D copies rows×cols values between row-major views with leading dimensions (the
 	// split of a fused QKV projection).
 	Copy2D(dst Buf, ldd int, src Buf, lds int, rows, cols int) error
@@ -322,6 +333,32 @@ func (r *RoPETable) Width() int {
 		return r.HeadDim
 	}
 	return 2 * r.Half
+}
+
+// Casts is a set of casts readied by a backend's NewCasts: the model's bf16 copies of its
+// LoRA factors (hundreds of small tensors), refreshed after each optimizer update in one
+// launch over a device table made once, not one launch per tensor.
+type Casts struct {
+	Dst, Src []Buf
+	State    any // the backend's own form (a device table)
+}
+
+// CheckCasts reports the first pair NewCasts cannot take: lists of unequal lengths, pairs
+// of unequal lengths, or types Cast does not convert between.
+func CheckCasts(dst, src []Buf) error {
+	if len(dst) != len(src) {
+		return fmt.Errorf("casts of %d buffers into %d", len(src), len(dst))
+	}
+	for i := range dst {
+		d, s := dst[i].DType(), src[i].DType()
+		switch {
+		case dst[i].Len() != src[i].Len():
+			return fmt.Errorf("cast %d: %d values into %d", i, src[i].Len(), dst[i].Len())
+		case d != s && !(d == BF16 && s == F32) && !(d == F32 && s == BF16):
+			return fmt.Errorf("cast %d: %s to %s", i, s, d)
+		}
+	}
+	return nil
 }
 
 // Q4 is a 4-bit weight [Rows, Cols] readied by a backend's UploadQ4.

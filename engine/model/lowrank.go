@@ -55,8 +55,9 @@ type lowRank struct {
 	lin       map[*Linear]*lrLinear
 	groups    [][]*lrGroup // each block's groups with an adapter
 	bufs      []backend.Buf
-	stale     bool // an update since the copies were made: cast again before the next use
-	refreshes int  // the casts of every factor made (tests)
+	casts     *backend.Casts // every factor into its copy: one launch on a device
+	stale     bool           // an update since the copies were made: cast again before the next use
+	refreshes int            // the casts of every factor made (tests)
 }
 
 // sharedInputs lists block l's linears by shared input: each group's x·Aᵀ is one product.
@@ -185,14 +186,36 @@ func (m *Model) sameAdapters() bool {
 	return n == len(m.lr.lin)
 }
 
-// refresh casts every factor into its copy.
+// refresh casts every factor into its copy, all in one CastAll; the pairs are readied once
+// (again only if an adapter's factors moved to other buffers).
 func (lr *lowRank) refresh(b backend.Backend) error {
-	for l, c := range lr.lin {
-		a, bb, r, _ := l.Adapter.(LowRank).Factors()
-		in := l.In
-		if err := first(b.Cast(c.g.a.Slice(c.off*in, r*in), a), func() error { return b.Cast(c.b, bb) }); err != nil {
+	var dst, src []backend.Buf
+	for li := range lr.groups {
+		for _, g := range lr.groups[li] {
+			for _, l := range g.ls {
+				c := lr.lin[l]
+				if c == nil {
+					continue
+				}
+				a, bb, r, _ := l.Adapter.(LowRank).Factors()
+				dst = append(dst, c.g.a.Slice(c.off*l.In, r*l.In), c.b)
+				src = append(src, a, bb)
+			}
+		}
+	}
+	if lr.casts == nil || !slices.Equal(lr.casts.Src, src) || !slices.Equal(lr.casts.Dst, dst) {
+		if lr.casts != nil {
+			b.FreeCasts(lr.casts)
+			lr.casts = nil
+		}
+		c, err := b.NewCasts(dst, src)
+		if err != nil {
 			return fmt.Errorf("the adapters' copies: %w", err)
 		}
+		lr.casts = c
+	}
+	if err := b.CastAll(lr.casts); err != nil {
+		return fmt.Errorf("the adapters' copies: %w", err)
 	}
 	lr.stale = false
 	lr.refreshes++
@@ -200,10 +223,13 @@ func (lr *lowRank) refresh(b backend.Backend) error {
 }
 
 func (lr *lowRank) free() {
+	if lr.casts != nil {
+		lr.on.FreeCasts(lr.casts)
+	}
 	for _, x := range lr.bufs {
 		lr.on.Free(x)
 	}
-	lr.bufs, lr.lin, lr.groups = nil, nil, nil
+	lr.bufs, lr.lin, lr.groups, lr.casts = nil, nil, nil, nil
 }
 
 // fastGroup reports whether the linears ls sharing an input run grouped in a pass with

@@ -41,6 +41,10 @@ func memoryOps(e *env) {
 		})
 	}
 
+	if e.mixed == nil {
+		e.check("CastAll", "5 tensors, twice", func() { castAll(e) })
+	}
+
 	for _, c := range pick(e, []struct{ rows, cols, ldd, lds int }{{1, 1, 1, 1}, {5, 7, 9, 7}, {33, 65, 65, 200}, {3, 4097, 4100, 4097}}) {
 		shape := fmt.Sprintf("%d×%d ldd=%d lds=%d", c.rows, c.cols, c.ldd, c.lds)
 		src := e.randn((c.rows-1)*c.lds+c.cols, 1)
@@ -233,6 +237,84 @@ func casts(e *env, n int) {
 		if got[i] != roundBF16(v) {
 			e.errorf("Cast of bf16 %#04x to float32: %v, want %v", bits[i], got[i], roundBF16(v))
 			return
+		}
+	}
+}
+
+// castAll checks NewCasts and CastAll against Cast, bit for bit: float32 → bf16 pairs of
+// several sizes (the batched path), a bf16 → float32 and a float32 copy beside them, run
+// twice with new sources in between (the table made once serves every refresh).
+func castAll(e *env) {
+	b := e.b
+	type pair struct {
+		n      int
+		dt, st backend.DType
+	}
+	pairs := []pair{{1, backend.BF16, backend.F32}, {300, backend.BF16, backend.F32}, {4097, backend.BF16, backend.F32},
+		{33, backend.F32, backend.BF16}, {17, backend.F32, backend.F32}, {64, backend.BF16, backend.F32}}
+	var dst, src, ref []backend.Buf
+	alloc := func(dt backend.DType, n int) backend.Buf {
+		x, err := b.Alloc(dt, n)
+		if !e.must("Alloc", err) {
+			return backend.Buf{}
+		}
+		return x
+	}
+	for _, p := range pairs {
+		dst, src, ref = append(dst, alloc(p.dt, p.n)), append(src, alloc(p.st, p.n)), append(ref, alloc(p.dt, p.n))
+	}
+	defer func() {
+		for _, x := range slices.Concat(dst, src, ref) {
+			b.Free(x)
+		}
+	}()
+	if _, err := b.NewCasts(dst[:2], src[:1]); err == nil {
+		e.errorf("NewCasts of 1 source into 2 destinations: no error")
+	}
+	if _, err := b.NewCasts([]backend.Buf{ref[1]}, []backend.Buf{src[2]}); err == nil {
+		e.errorf("NewCasts of %d values into %d: no error", src[2].Len(), ref[1].Len())
+	}
+	c, err := b.NewCasts(dst, src)
+	if !e.must("NewCasts", err) {
+		return
+	}
+	defer b.FreeCasts(c)
+	for round := range 2 {
+		for i, p := range pairs {
+			f := make([]float32, p.n)
+			for j := range f {
+				f[j] = float32(e.rng.NormFloat64() * math.Pow(2, float64(e.rng.IntN(40)-20)))
+				if j%4 == 0 { // a tie
+					f[j] = math.Float32frombits(uint32(e.rng.Uint32())&0xbfff0000 | 0x8000)
+				}
+			}
+			if !e.must("Upload", b.Upload(src[i], f)) || !e.must("Cast", b.Cast(ref[i], src[i])) {
+				return
+			}
+		}
+		if !e.must("CastAll", b.CastAll(c)) {
+			return
+		}
+		for i, p := range pairs {
+			if p.dt == backend.BF16 {
+				got, want := make([]uint16, p.n), make([]uint16, p.n)
+				if !e.must("Download", b.Download(got, dst[i])) || !e.must("Download", b.Download(want, ref[i])) {
+					return
+				}
+				if j := slices.Compare(got, want); j != 0 {
+					e.errorf("CastAll, round %d, tensor %d (%d values): differs from Cast", round, i, p.n)
+					return
+				}
+				continue
+			}
+			got, want := make([]float32, p.n), make([]float32, p.n)
+			if !e.must("Download", b.Download(got, dst[i])) || !e.must("Download", b.Download(want, ref[i])) {
+				return
+			}
+			if !slices.Equal(got, want) {
+				e.errorf("CastAll, round %d, tensor %d (%s → %s): differs from Cast", round, i, p.st, p.dt)
+				return
+			}
 		}
 	}
 }

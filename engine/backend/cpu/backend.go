@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"rlhfstation/engine/backend"
 )
@@ -278,6 +279,27 @@ func (b *Backend) Cast(dst, src backend.Buf) error {
 	}
 	return nil
 }
+
+// NewCasts checks the pairs; the CPU runs them one by one.
+func (b *Backend) NewCasts(dst, src []backend.Buf) (*backend.Casts, error) {
+	if err := backend.CheckCasts(dst, src); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	return &backend.Casts{Dst: slices.Clone(dst), Src: slices.Clone(src)}, nil
+}
+
+// CastAll runs c's casts.
+func (b *Backend) CastAll(c *backend.Casts) error {
+	for i := range c.Dst {
+		if err := b.Cast(c.Dst[i], c.Src[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FreeCasts has nothing to release.
+func (*Backend) FreeCasts(*backend.Casts) {}
 
 // Copy2D copies rows×cols float32 values between row-major views.
 func (b *Backend) Copy2D(dst backend.Buf, ldd int, src backend.Buf, lds int, rows, cols int) error {

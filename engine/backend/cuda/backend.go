@@ -19,6 +19,7 @@ type (
 	Q4         = backend.Q4
 	LinearGrad = backend.LinearGrad
 	Penalties  = backend.Penalties
+	Casts      = backend.Casts
 )
 
 const (

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"rlhfstation/engine/backend"
 	"rlhfstation/quant"
 )
 
@@ -724,6 +725,73 @@ func (b *Backend) Cast(dst, src Buf) error {
 		return b.Copy(dst, src)
 	}
 	return fmt.Errorf("cuda: cast of %s to %s", src.DType(), dst.DType())
+}
+
+// casts is the CUDA form of a backend.Casts: the float32 → bf16 pairs as one device table
+// (cast_multi_bf16's), the others cast one by one.
+type casts struct {
+	table   Buf
+	words   []uint64
+	largest int
+	rest    []int // the pairs outside the table
+}
+
+// NewCasts uploads the table of c's float32 → bf16 pairs once.
+func (b *Backend) NewCasts(dst, src []Buf) (*Casts, error) {
+	if err := backend.CheckCasts(dst, src); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	st := &casts{}
+	for i := range dst {
+		if err := firstErr(onDevice("dst", dst[i], 0), onDevice("src", src[i], 0)); err != nil {
+			return nil, fmt.Errorf("cuda: cast %d: %w", i, err)
+		}
+		if dst[i].DType() != BF16 || src[i].DType() != F32 || dst[i].Len() == 0 {
+			st.rest = append(st.rest, i)
+			continue
+		}
+		st.words = append(st.words, uint64(dst[i].Addr()), uint64(src[i].Addr()), uint64(src[i].Len()))
+		st.largest = max(st.largest, src[i].Len())
+	}
+	if n := len(st.words) / 3; n > maxGridY {
+		return nil, fmt.Errorf("cuda: %d casts (at most %d together)", n, maxGridY)
+	}
+	if len(st.words) > 0 {
+		var err error
+		if st.table, err = b.table(st.words); err != nil {
+			return nil, err
+		}
+	}
+	return &Casts{Dst: slices.Clone(dst), Src: slices.Clone(src), State: st}, nil
+}
+
+// CastAll queues c's table in one launch, then any other pairs.
+func (b *Backend) CastAll(c *Casts) error {
+	st, ok := c.State.(*casts)
+	if !ok {
+		return fmt.Errorf("cuda: casts not made by this backend")
+	}
+	if n := len(st.words) / 3; n > 0 {
+		d := dims{grid: [3]uint32{uint32(b.multiBlocks(n, st.largest)), uint32(n), 1}, block: [3]uint32{threads, 1, 1}}
+		b.d.enqueue(func(o *owner) error {
+			o.hint = tableElems(st.words, 3)
+			return o.castMultiBF16(d, devptr[uint64](st.table.Addr()))
+		})
+	}
+	for _, i := range st.rest {
+		if err := b.Cast(c.Dst[i], c.Src[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FreeCasts releases c's table.
+func (b *Backend) FreeCasts(c *Casts) {
+	if st, ok := c.State.(*casts); ok {
+		b.Free(st.table)
+		c.State = nil
+	}
 }
 
 // Copy2D copies rows×cols values between row-major views with leading dimensions (the

@@ -197,8 +197,9 @@ var kernelCosts = map[string]costFunc{
 	"sumsq_multi": func(a *costArgs) Count {
 		return Count{Read: 4 * a.hint, Written: 4 * int64(a.d.grid[0]) * int64(a.d.grid[1]), Flops: 2 * a.hint}
 	},
-	"scale_multi":   func(a *costArgs) Count { return Count{Read: 4 * a.hint, Written: 4 * a.hint, Flops: a.hint} },
-	"dequant4_bf16": dequant, "dequant4_f32": dequant,
+	"scale_multi":     func(a *costArgs) Count { return Count{Read: 4 * a.hint, Written: 4 * a.hint, Flops: a.hint} },
+	"cast_multi_bf16": func(a *costArgs) Count { return Count{Read: 4 * a.hint, Written: 2 * a.hint} },
+	"dequant4_bf16":   dequant, "dequant4_f32": dequant,
 	"gemv4_bf16": func(a *costArgs) Count {
 		rows, cols, m := a.i("rows"), a.i("cols"), a.i("m")
 		w := rows * cols

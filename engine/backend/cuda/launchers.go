@@ -22,6 +22,7 @@ const (
 	kDropoutBackwardF32
 	kCastF32BF16
 	kCastBF16F32
+	kCastMultiBF16
 	kResidualForward
 	kResidualForwardBF16
 	kResidualForwardF32
@@ -116,6 +117,7 @@ var kernelNames = [numKernels]string{
 	"dropout_backward_f32",
 	"cast_f32_bf16",
 	"cast_bf16_f32",
+	"cast_multi_bf16",
 	"residual_forward",
 	"residual_forward_bf16",
 	"residual_forward_f32",
@@ -209,6 +211,7 @@ var kernelArgs = [numKernels]int{
 	6,
 	3,
 	3,
+	1,
 	4,
 	4,
 	4,
@@ -303,6 +306,7 @@ var kernelParams = [numKernels][]kparam{
 	{{"dx", pOut, 4}, {"dout", pIn, 4}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
 	{{"out", pOut, 2}, {"in", pIn, 4}, {"n", pInt, 8}},
 	{{"out", pOut, 4}, {"in", pIn, 2}, {"n", pInt, 8}},
+	{{"table", pIn, 8}},
 	{{"out", pOut, 4}, {"a", pIn, 4}, {"b", pIn, 2}, {"n", pInt, 8}},
 	{{"out", pOut, 2}, {"a", pIn, 2}, {"b", pIn, 2}, {"n", pInt, 8}},
 	{{"out", pOut, 4}, {"a", pIn, 4}, {"b", pIn, 4}, {"n", pInt, 8}},
@@ -575,6 +579,13 @@ func (o *owner) castBF16F32(d dims, out devptr[float32], in devptr[bf16], n int6
 	s[1] = uint64(in)
 	s[2] = uint64(n)
 	return o.launch(kCastBF16F32, d)
+}
+
+// castMultiBF16 launches cast_multi_bf16(const u64* table).
+func (o *owner) castMultiBF16(d dims, table devptr[uint64]) error {
+	s := &o.args.slots
+	s[0] = uint64(table)
+	return o.launch(kCastMultiBF16, d)
 }
 
 // residualForward launches residual_forward(float* out, const float* a, const bf16* b, i64 n).

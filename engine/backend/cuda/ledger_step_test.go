@@ -316,6 +316,10 @@ var decodeBudgets = decodeBudget{graphLaunches: 2, copies: 2, syncs: 1, nodesPer
 // backward together) may make.
 const trainingLaunchBudget = 40
 
+// refreshCastBudget is the most cast launches of the update's refresh of the adapters' bf16
+// copies (two a linear, 336 at 0.5B): one batched launch.
+const refreshCastBudget = 1
+
 // TestLedgerGRPOStep is the ledger of the model's own GRPO step on the Qwen2.5-0.5B
 // structure: per decode token at 8 and 32 sequences, the graph launches and nodes, kernels
 // outside graphs, cuBLAS calls, host↔device copies, syncs and cast kernels; the launches a
@@ -354,7 +358,12 @@ func TestLedgerGRPOStep(t *testing.T) {
 		linears := int64(qwen05Structure.Layers * 7)
 		t.Logf("%s, %d sequences, training pass (forward + backward): %d kernel launches, %d cuBLAS calls, %d device copies and fills: %.1f launches a layer (budget %d); 4-bit dequantizations in the step's reference, forward and backward passes: %d, in the run's first step %d (budget: one per linear a step, %d)",
 			sh.name, seqs, train.Launches(), train.BLAS.N, train.DtoD.N+train.Memset.N, perLayer, trainingLaunchBudget, deq, sl.expansions, linears)
-		t.Logf("  reference scoring: %.1f launches a layer; optimizer: %d launches, %d syncs", float64(sl.reference.HostCalls())/float64(L), sl.optimizer.HostCalls(), sl.optimizer.Syncs)
+		casts = sl.optimizer.LaunchedPrefix("cast_")
+		t.Logf("  reference scoring: %.1f launches a layer; optimizer: %d launches, %d syncs, %d cast launches (the adapters' %d bf16 copies refreshed; budget %d)",
+			float64(sl.reference.HostCalls())/float64(L), sl.optimizer.HostCalls(), sl.optimizer.Syncs, casts, 2*linears, refreshCastBudget)
+		if casts > refreshCastBudget || sl.optimizer.Launched("cast_multi_bf16") != 1 {
+			t.Errorf("the update's refresh of the adapters' bf16 copies: %d cast launches (%d batched), want one batched launch", casts, sl.optimizer.Launched("cast_multi_bf16"))
+		}
 		if testing.Verbose() {
 			for _, p := range []struct {
 				name string

@@ -11,6 +11,19 @@ extern "C" __global__ void cast_bf16_f32(float* out, const bf16* in, i64 n) {
         out[i] = bf16_to_f32(in[i]);
 }
 
+// cast_f32_bf16 over many tensors in one launch: table holds, per tensor, three 8-byte words,
+// the addresses of out (bf16) and in (float32) and the element count. Grid (blocks per
+// tensor, tensors). The model's bf16 copies of its LoRA factors, two per adapted linear,
+// refreshed after every update: one launch instead of hundreds.
+extern "C" __global__ void cast_multi_bf16(const u64* table) {
+    const u64* e = table + 3 * (i64)blockIdx.y;
+    bf16* out = (bf16*)e[0];
+    const float* in = (const float*)e[1];
+    i64 n = (i64)e[2];
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        out[i] = f32_to_bf16(in[i]);
+}
+
 // out = a + b (out may alias a or b): the residual stream (a, out: float32) plus a
 // projection's output (b: bf16); or all bf16; or all float32.
 template <typename TO, typename TA, typename TB>
