@@ -229,11 +229,17 @@ func check(t *testing.T, name string, want, got familyRun) {
 		}
 	}
 	t.Logf("%s: log-probs within %.4f, LoRA gradients within %.2f%%, greedy tokens equal %d of %d", name, worst, 100*gradWorst, same, total)
-	// The 4-bit runs round differently on the device (the fused 4-bit linears round each
-	// output once, the LoRA term inside; x·Aᵀ kept in bf16): over seeds 11–14 of smollm3-nope
-	// and gemma3-local the device's 4-bit runs ranged to 0.095 (log-probs) and 9.6%
-	// (gradients) before the fusion and to 0.142 and 18% after, the same spread either side
-	// of the CPU's: these bounds hold the seed the test uses, as 0.1 and 8% held before.
+	// The 4-bit bounds are wider, and the gap is bf16's, not a bug (issue 31, traced op by op
+	// against the CPU on gemma3-local seed 12, whose layer-3 q gradients reach 15–18%):
+	// every device op on the device's own inputs matches the CPU's op within 0.15–0.23%
+	// (one bf16 rounding: Q4Linear, the norms and their backwards), and the forward's error
+	// grows to 1.5% by the last layer, as in the float32-weight run. One row carries 95% of
+	// the error of the last layer's q_norm backward: token 40's head 0, whose q is 3.6 times
+	// smaller than a typical head's (q = W·x cancels there), so the input's 1.5% becomes 9.5%
+	// in that head's direction, which the per-head RMSNorm rescales to unit size; its gradient
+	// is the layer's largest. The CPU computes it in float32. Over seeds 11–14 the 4-bit runs
+	// reach 0.142 (smollm3-nope's log-probs) and 18% (gemma3-local's gradients), the test's
+	// seed 11 0.118 and 9.3%: 0.1 and 8% cannot hold for a 4-bit base in bf16.
 	logpTol, gradTol := 0.1, 0.08
 	if strings.HasSuffix(name, " NF4") {
 		logpTol, gradTol = 0.15, 0.10
