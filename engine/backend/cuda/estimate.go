@@ -78,11 +78,31 @@ func EstimateMemory(s RunShape) Estimate {
 	chunk := func(rows int) int64 { return int64(headChunk(rows, s.Vocab)) * int64(s.Vocab) }
 	trained := chunk(s.Seqs * min(max(s.Completion, 1), max(s.SeqLen, 1)))
 	logits := max(round(4*chunk(s.Seqs*s.SeqLen)), round(4*trained)+round(2*trained))
-	attn := round(int64(s.Heads) * int64(s.SeqLen) * int64(s.SeqLen) * (4 + 4 + 2 + 2))
-	e.Scratch = round(s.Passes) + max(attn, logits) + round(2*s.LargestLinear)
+	table, attn := attentionScratch(s)
+	e.Scratch = round(s.Passes) + round(table) + max(round(attn), logits) + round(2*s.LargestLinear)
 	e.Fixed = blasWorkspaceBytes + stagingBytes
 	return e
 }
+
+// attentionScratch is what attention allocates for a micro-batch's passes beside the
+// model's buffers: the index table the ragged kernels keep between passes (ragged.go:
+// kbase and position per row, five values per key entry, a key entry per position of
+// every sequence), and the largest transient, the backward's log-sum-exp and D per row and
+// head (float32 each). Flash-style, no [T×T] is held. Heads wider than the ragged kernels
+// take (HeadDim > 256) go through cuBLAS a span at a time (attention.go), whose backward
+// holds a span's scores and their gradient (float32, heads × T × T) and its keys' and
+// values' gradients expanded to every head (bf16).
+func attentionScratch(s RunShape) (table, transient int64) {
+	rows := int64(s.Seqs) * int64(s.SeqLen)
+	heads, T := int64(s.Heads), int64(s.SeqLen)
+	if s.Heads > 0 && s.QDim/s.Heads > maxRaggedHeadDim {
+		return 0, heads*T*T*(4+4) + 2*2*T*int64(s.QDim)
+	}
+	return 4 * (2*rows + 5*rows), 8 * rows * heads
+}
+
+// maxRaggedHeadDim is the widest head the ragged kernels take (raggedPlanOf).
+const maxRaggedHeadDim = 256
 
 // CheckFits refuses a run whose estimate exceeds 90% of the device's free memory, saying
 // what to lower.
