@@ -29,7 +29,7 @@ type Estimate struct {
 	LoRA        int64 // float32 weights, gradients, two moments
 	KVCache     int64 // keys and values of every completion
 	Activations int64 // the training forward's tape and the backward's scratch
-	Scratch     int64 // the inference passes' buffers and the largest transient: a chunk of the head's logits (or attention's scores) and a dequantized linear
+	Scratch     int64 // the inference passes' buffers, attention's index table and the largest transient: a chunk of the head's logits (or the attention backward's statistics) and a dequantized linear
 	Fixed       int64 // the cuBLAS workspace and the upload staging buffer, outside the allocator
 }
 
