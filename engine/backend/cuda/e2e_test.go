@@ -178,9 +178,10 @@ func TestBatchOnTheDevice(t *testing.T) {
 	out := t.TempDir()
 	// A few prompts of the built-in model's kind with worked answers: the math preset's
 	// baselines of the reasoning are computed from them, on the device too (the 512 of the
-	// built-in prompts take minutes on the stand-in).
+	// built-in prompts take minutes on the stand-in). Two steps: the second runs after an
+	// update, on the refreshed bf16 copies of the adapters.
 	var data strings.Builder
-	for i := range 12 {
+	for i := range 4 {
 		fmt.Fprintf(&data, "{\"prompt\": \"Sam has %d marbles and finds %d more. How many marbles does Sam have now?\", \"answer\": \"Sam has %d + %d = %d marbles.\\n#### %d\"}\n",
 			i+3, 2*i+1, i+3, 2*i+1, 3*i+4, 3*i+4)
 	}
@@ -188,9 +189,9 @@ func TestBatchOnTheDevice(t *testing.T) {
 	if err := os.WriteFile(dataFile, []byte(data.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, _ := run(t, "--batch", "--device", "cuda", "--steps", "3", "--out", out, "--run-name", "r", "--preset", "math",
+	stdout, _ := run(t, "--batch", "--device", "cuda", "--steps", "2", "--out", out, "--run-name", "r", "--preset", "math",
 		"--data", dataFile, "--batch-size", "1", "--num-generations", "4", "--max-completion-length", "16", "--save-steps", "0")
-	if !strings.Contains(stdout, "run r completed after 3 steps") {
+	if !strings.Contains(stdout, "run r completed after 2 steps") {
 		t.Errorf("the run did not complete:\n%s", stdout)
 	}
 	evs, err := events.ReadFile(filepath.Join(out, "r", "events.jsonl"))
@@ -222,8 +223,8 @@ func TestBatchOnTheDevice(t *testing.T) {
 			}
 		}
 	}
-	if steps != 3 {
-		t.Errorf("%d step events, want 3", steps)
+	if steps != 2 {
+		t.Errorf("%d step events, want 2", steps)
 	}
 }
 
