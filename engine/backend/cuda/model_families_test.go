@@ -229,8 +229,8 @@ func check(t *testing.T, name string, want, got familyRun) {
 		}
 	}
 	t.Logf("%s: log-probs within %.4f, LoRA gradients within %.2f%%, greedy tokens equal %d of %d", name, worst, 100*gradWorst, same, total)
-	// The 4-bit bounds are wider, and the gap is bf16's, not a bug (issue 31, traced op by op
-	// against the CPU on gemma3-local seed 12, whose layer-3 q gradients reach 15–18%):
+	// The 4-bit bounds are wider, and the gap is bf16's, not a bug (issue 31, traced op by op,
+	// TestOpTraceGemma3NF4, on gemma3-local seed 12, whose layer-3 q gradients reach 15–18%):
 	// every device op on the device's own inputs matches the CPU's op within 0.15–0.23%
 	// (one bf16 rounding: Q4Linear, the norms and their backwards), and the forward's error
 	// grows to 1.5% by the last layer, as in the float32-weight run. One row carries 95% of
