@@ -9,7 +9,10 @@ import "golang.org/x/sys/cpu"
 // The AVX2 kernels (q4dot_amd64.s): q4dotT takes T rows of x; see q4dotGo for the contract.
 
 //go:noescape
-func q4dot1(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
+
+//go:noescape
+func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
 func q4dot2(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
@@ -52,12 +55,38 @@ var q4dotKernel = func() string {
 	return "go"
 }()
 
+// q4row512 picks the AVX-512 one-row kernel where the CPU has AVX-512 (tests switch it).
+var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2"
+
+// q4row1Order is the order of x the one-row kernel in use reads (see q4Row1AVX2).
+func q4row1Order() *[q4Chunk]uint8 {
+	if q4row512 && q4dotKernel != "go" {
+		return &q4Row1AVX512
+	}
+	return &q4Row1AVX2
+}
+
+// q4row runs the one-row kernel over len(y) weight rows of n ≥ 1 chunks each, x in the order
+// of q4row1Order.
+func q4row(rows, n int, packed []byte, scales []float32, x []float32, y []float32, code *q4Tables) {
+	if q4dotKernel != "avx2" {
+		q4row1Go(n, packed, scales, x, y[:rows], code, q4row1Order())
+		return
+	}
+	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[n*q4Chunk-1], y[rows-1]
+	if q4row512 {
+		q4row1AVX512(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+		return
+	}
+	q4row1(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+}
+
 // f32DotOn sends A·Bᵀ with few rows of A to f32Dot instead of the GEMM: on AVX2, whose GEMM
 // has no dot-product path and would copy B into its panels first. The AVX-512 GEMM reads B in
 // place for few rows already.
 var f32DotOn = q4dotKernel == "avx2" && !cpu.X86.HasAVX512F
 
-// q4dot runs the kernel for t ∈ {1, 2, 4, 8} rows of x over n ≥ 1 chunks.
+// q4dot runs the kernel for t ∈ {2, 4, 8} rows of x over n ≥ 1 chunks (one row: q4row).
 func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
 	if q4dotKernel != "avx2" {
 		q4dotGo(t, n, packed, scales, x, ldx, y, ldy, code)
@@ -72,10 +101,8 @@ func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []
 		q4dot4(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
 	case 2:
 		q4dot2(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
-	case 1:
-		q4dot1(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
 	default:
-		panic("cpu: q4dot takes 1, 2, 4 or 8 rows")
+		panic("cpu: q4dot takes 2, 4 or 8 rows")
 	}
 }
 

@@ -7,6 +7,12 @@ var q4dotKernel = "go"
 // f32DotOn: the GEMM takes every product here.
 var f32DotOn = false
 
+func q4row1Order() *[q4Chunk]uint8 { return &q4Row1AVX2 }
+
+func q4row(rows, n int, packed []byte, scales []float32, x []float32, y []float32, code *q4Tables) {
+	q4row1Go(n, packed, scales, x, y[:rows], code, &q4Row1AVX2)
+}
+
 func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
 	q4dotGo(t, n, packed, scales, x, ldx, y, ldy, code)
 }
