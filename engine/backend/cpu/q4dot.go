@@ -94,8 +94,8 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 	}
 	clear(y[:rows*out])
 	code := d.tables
-	// Split by output rows: about 64k decoded values a goroutine at least.
-	For(out, max(1, (1<<16)/in), func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
+	// Split by output rows: about 64k decoded values a piece at least.
+	ForPieces(out, max(1, (1<<16)/in), 4, func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
 	xScratch.Put(bp)
 }
 
