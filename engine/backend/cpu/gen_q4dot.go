@@ -45,6 +45,8 @@ func main() {
 	fmt.Fprintf(&w, "GLOBL q4c<>(SB), RODATA|NOPTR, $64\n")
 	emitRow1(&w)
 	emitRow1AVX512(&w)
+	emitRowDense(&w, false)
+	emitRowDense(&w, true)
 	for _, s := range shapes {
 		if s.t == 1 {
 			continue // one row of x: emitRow1's kernels
@@ -425,6 +427,79 @@ func emitRow1AVX512(w *bytes.Buffer) {
 	p("ADDQ $4, R9")
 	p("DECQ BX")
 	p("JNZ row512")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// emitRowDense writes the one-row float32 or bf16 kernel
+//
+//	func f32row1(rows, n int, w *float32, ldw int, x *float32, y *float32)
+//	func bf16row1(rows, n int, w *uint16, ldw int, x *float32, y *float32)
+//
+// adding to y[r], for r < rows, the dot product of the first n chunks of weight row r (w +
+// r·ldw values) with one row of x (natural order for float32, emitBF16's order for bf16).
+// As emitRow1, it walks the rows itself: a decoded token's head is 150k rows or so, and a
+// call a row cost as much as a tenth of the product.
+func emitRowDense(w *bytes.Buffer, bf16 bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	name, typ, size := "f32row1", "float32", 4
+	if bf16 {
+		name, typ, size = "bf16row1", "uint16", 2
+	}
+	fmt.Fprintf(w, "\n// func %s(rows, n int, w *%s, ldw int, x *float32, y *float32)\n", name, typ)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ w+16(FP), SI")
+	p("MOVQ ldw+24(FP), R11")
+	p("SHLQ $%d, R11", size/2)
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ y+40(FP), R9")
+	if bf16 {
+		p("VPCMPEQD Y15, Y15, Y15")
+		p("VPSLLD $16, Y15, Y15") // 0xffff0000: the odd values' mask
+	}
+	fmt.Fprintf(w, "%s_row:\n", name)
+	p("MOVQ R10, CX")
+	p("MOVQ SI, R12")
+	p("MOVQ R8, DI")
+	for a := 0; a < 4; a++ {
+		p("VXORPS %s, %s, %s", y(a), y(a), y(a))
+	}
+	fmt.Fprintf(w, "%s_chunk:\n", name)
+	if bf16 {
+		for g := 0; g < 4; g++ {
+			p("VMOVDQU %d(R12), Y12", 32*g)
+			p("VPSLLD $16, Y12, Y14")
+			p("VPAND Y15, Y12, Y13")
+			p("VFMADD231PS %d(DI), Y14, %s", 64*g, y((2*g)%4))
+			p("VFMADD231PS %d(DI), Y13, %s", 64*g+32, y((2*g+1)%4))
+		}
+	} else {
+		for v := 0; v < 8; v++ {
+			r := y(14 - v%2)
+			p("VMOVUPS %d(R12), %s", 32*v, r)
+			p("VFMADD231PS %d(DI), %s, %s", 32*v, r, y(v%4))
+		}
+	}
+	p("ADDQ $%d, R12", 64*size)
+	p("ADDQ $256, DI")
+	p("DECQ CX")
+	fmt.Fprintf(w, "\tJNZ %s_chunk\n", name)
+	p("VADDPS Y1, Y0, Y0")
+	p("VADDPS Y3, Y2, Y2")
+	p("VADDPS Y2, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPS X1, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VADDSS (R9), X0, X0")
+	p("VMOVSS X0, (R9)")
+	p("ADDQ $4, R9")
+	p("ADDQ R11, SI")
+	p("DECQ BX")
+	fmt.Fprintf(w, "\tJNZ %s_row\n", name)
 	p("VZEROUPPER")
 	p("RET")
 }

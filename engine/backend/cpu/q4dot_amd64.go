@@ -24,6 +24,12 @@ func q4dot4(n int, packed *byte, scales *float32, x *float32, ldx int, y *float3
 func q4dot8(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
 
 //go:noescape
+func f32row1(rows, n int, w *float32, ldw int, x *float32, y *float32)
+
+//go:noescape
+func bf16row1(rows, n int, w *uint16, ldw int, x *float32, y *float32)
+
+//go:noescape
 func f32dot1(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
 
 //go:noescape
@@ -125,6 +131,33 @@ func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
 	default:
 		panic("cpu: f32dot takes 1, 2, 4 or 8 rows")
 	}
+}
+
+// f32row adds to y[r], for r < len(y), the dot product of the first n ≥ 1 chunks of weight
+// row r (w[r·ldw:]) with x.
+func f32row(n int, w []float32, ldw int, x, y []float32) {
+	if q4dotKernel != "avx2" {
+		for r := range y {
+			f32dotGo(1, n, w[r*ldw:], x, 0, y[r:], 0)
+		}
+		return
+	}
+	rows := len(y)
+	_, _ = w[(rows-1)*ldw+n*q4Chunk-1], x[n*q4Chunk-1]
+	f32row1(rows, n, &w[0], ldw, &x[0], &y[0])
+}
+
+// bf16row is f32row for bf16 weights, x in the kernels' order.
+func bf16row(n int, w []uint16, ldw int, x, y []float32) {
+	if q4dotKernel != "avx2" {
+		for r := range y {
+			bf16dotGo(1, n, w[r*ldw:], x, 0, y[r:], 0)
+		}
+		return
+	}
+	rows := len(y)
+	_, _ = w[(rows-1)*ldw+n*q4Chunk-1], x[n*q4Chunk-1]
+	bf16row1(rows, n, &w[0], ldw, &x[0], &y[0])
 }
 
 // bf16dot runs the bf16 kernel for t ∈ {1, 2, 4, 8} rows of x (in kernel order) over n ≥ 1

@@ -24,3 +24,15 @@ func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
 func bf16dot(t, n int, w []uint16, x []float32, ldx int, y []float32, ldy int) {
 	bf16dotGo(t, n, w, x, ldx, y, ldy)
 }
+
+func f32row(n int, w []float32, ldw int, x, y []float32) {
+	for r := range y {
+		f32dotGo(1, n, w[r*ldw:], x, 0, y[r:], 0)
+	}
+}
+
+func bf16row(n int, w []uint16, ldw int, x, y []float32) {
+	for r := range y {
+		bf16dotGo(1, n, w[r*ldw:], x, 0, y[r:], 0)
+	}
+}
