@@ -178,7 +178,7 @@ func (w Workload) layerPass(p Path, rows, seqs, T, ctx float64, adapters, decode
 // of T tokens, its forward or its backward. Kept probabilities: the full [T × T] products
 // (two forward, four backward). Flash-style (ragged.go): the causal (query tile, key tile)
 // pairs of 16×16 that the tensor-core kernels form, nt(nt+1)/2 with nt = ⌈T/16⌉, on head
-// dims padded to the kernels' instance, with the products of attnTC (costs.go): 2 forward;
+// dims padded to the kernels' instance, with the products of attnTC (costs.go): 3 forward;
 // 4z+1 and 2z+2 backward, z the blocks of 128 gradient dims.
 func (w Workload) attnFlops(p Path, seqs, T float64, backward bool) float64 {
 	Q := w.qdim()
@@ -195,7 +195,7 @@ func (w Workload) attnFlops(p Path, seqs, T float64, backward bool) float64 {
 	if backward {
 		return (4*z + 1 + 2*z + 2) * tile
 	}
-	return 2 * tile
+	return 3 * tile
 }
 
 // head is the LM head over rows rows, its weight read once per chunk of rows.

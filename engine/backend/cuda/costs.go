@@ -123,8 +123,8 @@ const (
 	attnDkv
 )
 
-// attnTC is the cost of a tensor-core attention kernel: its m16n8k16 products (S and P·V in
-// the forward; S and dP twice per block of dq's dims and dS·K in attn_bwd_dq; S and dP per
+// attnTC is the cost of a tensor-core attention kernel: its m16n8k16 products (S, and P·V
+// as P_hi·V + P_lo·V, in the forward; S and dP twice per block of dq's dims and dS·K in attn_bwd_dq; S and dP per
 // block of dK/dV dims, dV and dK in attn_bwd_dkv), each 2·16·16·dims flops a tile pair and
 // head, and the tensors it reads and writes once.
 func attnTC(kind int) costFunc {
@@ -137,7 +137,7 @@ func attnTC(kind int) costFunc {
 		z := int64(ceilDiv(int(hd), tcGradDims(int(hd))))
 		switch kind {
 		case attnFwd:
-			return Count{Read: q + 2*kv, Written: q, Flops: 2 * v.pairs * tile}
+			return Count{Read: q + 2*kv, Written: q, Flops: 3 * v.pairs * tile}
 		case attnDq:
 			return Count{Read: 3*q + 2*kv, Written: q + v.rows*heads*8, Flops: (4*z + 1) * v.pairs * tile}
 		}

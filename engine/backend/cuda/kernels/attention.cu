@@ -223,10 +223,23 @@ __device__ __forceinline__ void tc_afrag(u32 (&a)[4], const float (&p)[2][4]) {
     a[3] = pack_bf16(p[1][2], p[1][3]);
 }
 
+// What tc_afrag's rounding left, p − bf16(p), as a second fragment: P·V as P_hi·V + P_lo·V
+// keeps 16 bits of each probability, not bf16's 8 (a bf16 P cost the whole-model checks up
+// to half their log-prob bound).
+__device__ __forceinline__ void tc_afrag_lo(u32 (&lo)[4], const u32 (&hi)[4], const float (&p)[2][4]) {
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const float* x = p[r >> 1] + 2 * (r & 1);
+        lo[r] = pack_bf16(x[0] - lo_bf16(hi[r]), x[1] - hi_bf16(hi[r]));
+    }
+}
+
 // o[dn][e] += Σ_k A[row][k]·Y[k][8dn + 2t + (e&1)] for the 16 rows of the A fragment and Y's
-// 16 rows (k ≥ yn read as 0), the first hd dims: P·V, dS·K, Pᵀ·dO, dSᵀ·Q.
+// 16 rows (k ≥ yn read as 0), the first hd dims: P·V, dS·K, Pᵀ·dO, dSᵀ·Q. With lo, A is
+// a + lo (tc_afrag_lo), each B fragment loaded once for both.
 template <int D>
-__device__ __forceinline__ void tc_ay(float (&o)[D / 8][4], const u32 (&a)[4], const bf16* y, i64 ldy, int yn, int hd) {
+__device__ __forceinline__ void tc_ay(float (&o)[D / 8][4], const u32 (&a)[4], const bf16* y, i64 ldy, int yn, int hd,
+                                      const u32* lo = nullptr) {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const bf16 *r0 = y + 2 * t * ldy, *r1 = r0 + ldy, *r2 = y + (2 * t + 8) * ldy, *r3 = r2 + ldy;
     bool k0 = 2 * t < yn, k1 = 2 * t + 1 < yn, k2 = 2 * t + 8 < yn, k3 = 2 * t + 9 < yn;
@@ -238,6 +251,7 @@ __device__ __forceinline__ void tc_ay(float (&o)[D / 8][4], const u32 (&a)[4], c
         u32 b[2] = {(u32)(ok && k0 ? r0[d] : 0) | ((u32)(ok && k1 ? r1[d] : 0) << 16),
                     (u32)(ok && k2 ? r2[d] : 0) | ((u32)(ok && k3 ? r3[d] : 0) << 16)};
         mma_bf16_16816(o[dn], a, b);
+        if (lo) mma_bf16_16816(o[dn], lo, b);
     }
 }
 
@@ -289,8 +303,8 @@ __device__ __forceinline__ void tc_mask(float (&s)[2][4], const qtile& c, int j0
 }
 
 // out[r, h] = softmax(cap(scale·q·Kᵀ))·V for a query tile (blockIdx.x) and TC_WARPS heads
-// (blockIdx.y), one warp a head: an online softmax over key tiles of 16, P rounded to bf16
-// for the product with V, sums in float32.
+// (blockIdx.y), one warp a head: an online softmax over key tiles of 16, P as two bf16
+// fragments (tc_afrag_lo) for the product with V, sums in float32.
 template <int D>
 __device__ void attn_fwd_tc_t(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* tiles, int heads, int kv_heads, int hd, int ldk,
                               float scale, int window, float softcap) {
@@ -329,9 +343,10 @@ __device__ void attn_fwd_tc_t(bf16* out, const bf16* q, const bf16* k, const bf1
         for (int dn = 0; dn < D / 8; dn++)
 #pragma unroll
             for (int e = 0; e < 4; e++) o[dn][e] *= corr[e >> 1];
-        u32 pa[4];
+        u32 pa[4], pl[4];
         tc_afrag(pa, s);
-        tc_ay<D>(o, pa, c.v + (i64)j0 * ldk, ldk, c.last + 1 - j0, hd);
+        tc_afrag_lo(pl, pa, s);
+        tc_ay<D>(o, pa, c.v + (i64)j0 * ldk, ldk, c.last + 1 - j0, hd, pl);
     }
     float inv[2] = {1.f / quad_sum(l[0]), 1.f / quad_sum(l[1])};
     bf16* ob = out + (i64)c.row0 * c.ldq + (i64)h * hd;
