@@ -86,19 +86,20 @@ func EstimateMemory(s RunShape) Estimate {
 
 // attentionScratch is what attention allocates for a micro-batch's passes beside the
 // model's buffers: the index table the ragged kernels keep between passes (ragged.go:
-// kbase and position per row, five values per key entry, a key entry per position of
-// every sequence), and the largest transient, the backward's log-sum-exp and D per row and
-// head (float32 each). Flash-style, no [T×T] is held. Heads wider than the ragged kernels
-// take (HeadDim > 256) go through cuBLAS a span at a time (attention.go), whose backward
-// holds a span's scores and their gradient (float32, heads × T × T) and its keys' and
-// values' gradients expanded to every head (bf16).
+// kbase and position per row, 4 values a query tile and 6 a key tile, tcTile rows each, per
+// sequence), and the largest transient, the backward's log-sum-exp and D per row and head
+// (float32 each). Flash-style, no [T×T] is held. Heads wider than the ragged kernels take
+// (HeadDim > 256) go through cuBLAS a span at a time (attention.go), whose backward holds a
+// span's scores and their gradient (float32, heads × T × T) and its keys' and values'
+// gradients expanded to every head (bf16).
 func attentionScratch(s RunShape) (table, transient int64) {
 	rows := int64(s.Seqs) * int64(s.SeqLen)
 	heads, T := int64(s.Heads), int64(s.SeqLen)
 	if s.Heads > 0 && s.QDim/s.Heads > maxRaggedHeadDim {
 		return 0, heads*T*T*(4+4) + 2*2*T*int64(s.QDim)
 	}
-	return 4 * (2*rows + 5*rows), 8 * rows * heads
+	tiles := int64(s.Seqs) * int64(ceilDiv(s.SeqLen, tcTile))
+	return 4 * (2*rows + (4+6)*tiles), 8 * rows * heads
 }
 
 // maxRaggedHeadDim is the widest head the ragged kernels take (raggedPlanOf).
