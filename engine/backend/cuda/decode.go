@@ -106,7 +106,7 @@ func (b *Backend) Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf,
 				int32(rows), int32(q.blockShift))
 		})
 	}
-	d := dims{grid: [3]uint32{uint32(ceilDiv(n, rowsWarps*2)), uint32(ceilDiv(rows, 8)), 1}, block: [3]uint32{rowsWarps * 32, 1, 1}}
+	d := q4LinearDims(n, rows, q.cols)
 	return b.queue(nil, func(o *owner) error {
 		if y.DType() == F32 {
 			return o.q4LinearF32(d, f32(y), f32(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
@@ -117,4 +117,11 @@ func (b *Backend) Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf,
 			q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
 			int32(rows), int32(q.blockShift), vec)
 	})
+}
+
+// q4LinearDims is q4_linear's launch: a block per 2 output features (n) and 8 rows of x, its
+// warps splitting the cols columns, one warp per 512 (a thread takes 16 weights a step), 1 to 8.
+func q4LinearDims(n, rows, cols int) dims {
+	warps := min(max(ceilDiv(cols, 512), 1), 8)
+	return dims{grid: [3]uint32{uint32(ceilDiv(n, 2)), uint32(ceilDiv(rows, 8)), 1}, block: [3]uint32{uint32(warps * 32), 1, 1}}
 }

@@ -13,6 +13,7 @@ import (
 const (
 	threads   = 256 // block size of the one-dimensional kernels
 	rowsWarps = 8   // rows per block of the warp-per-row kernels (256 threads)
+	fewRows   = 64  // up to this many rows, a norm takes a block per row rather than a warp
 	maxGridY  = 65535
 )
 
@@ -158,6 +159,9 @@ func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[float32], ids,
 // both; a bf16 input into float32 through a float32 copy.
 func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32], rows, dim int, eps, offset float32) error {
 	d := warpRows(rows)
+	if rows <= fewRows { // a block per row (kernels/norm.cu): a decode step's few rows
+		d = grid1(rows, 256)
+	}
 	switch {
 	case in.DType() == F32 && out.DType() == BF16:
 		return o.rmsnormForward(d, bf(out), rstd, f32(in), w, int32(rows), int32(dim), eps, offset)

@@ -62,14 +62,17 @@ extern "C" __global__ void dequant4_f32(float* out, const u8* packed, const floa
 
 // q4_rows_dot adds to acc[q][mi] this lane's share of W[r0 + q]·x[mi] for R output features of a
 // 4-bit weight expanded in registers (never stored) and m ≤ M rows of x: the inner loop of the
-// decode products gemv4_bf16 and q4_linear_t. Each lane takes 16 weights (8 bytes) of a row a
-// step, so a warp reads 256 contiguous bytes of each row; vec selects 16-byte loads of x.
+// decode products gemv4_bf16 and q4_linear_t. Each thread takes 16 weights (8 bytes) of a row a
+// step, so a warp reads 256 contiguous bytes of each row; vec selects 16-byte loads of x. slot
+// is the thread's place among nslots threads sharing the rows (a warp's lanes, or the lanes of
+// every warp of a block when the columns are split over warps), which take the row's 16-weight
+// pieces (single weights when not vec) in turn.
 template <int R, int M>
 __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, int ldx, int m, const u8* packed, const float* absmax,
                                             const u8* qabsmax, const float* nested_absmax, const float* ncode, const float* code,
-                                            float offset, int r0, int rows, int cols, int block_shift, int vec, int lane) {
+                                            float offset, int r0, int rows, int cols, int block_shift, int vec, int slot, int nslots) {
     if (vec) {
-        for (int c = lane * 16; c < cols; c += 32 * 16) {
+        for (int c = slot * 16; c < cols; c += nslots * 16) {
             float w[R][16];
 #pragma unroll
             for (int q = 0; q < R; q++) {
@@ -103,7 +106,7 @@ __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, i
             }
         }
     } else {
-        for (int c = lane; c < cols; c += 32) {
+        for (int c = slot; c < cols; c += nslots) {
             float w[R];
 #pragma unroll
             for (int q = 0; q < R; q++) {
@@ -147,7 +150,7 @@ extern "C" __global__ void gemv4_bf16(bf16* y, int ldy, const bf16* x, int ldx, 
     for (int q = 0; q < GEMV_ROWS; q++)
 #pragma unroll
         for (int k = 0; k < GEMV_MAX_M; k++) acc[q][k] = 0.f;
-    q4_rows_dot<GEMV_ROWS, GEMV_MAX_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec, lane);
+    q4_rows_dot<GEMV_ROWS, GEMV_MAX_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec, lane, 32);
 #pragma unroll
     for (int q = 0; q < GEMV_ROWS; q++) {
 #pragma unroll

@@ -34,6 +34,11 @@ __device__ __forceinline__ u64 shfl_up_u64(u64 v, int d) {
     return ((u64)hi << 32) | lo;
 }
 
+__device__ __forceinline__ u64 shfl_idx_u64(u64 v, int src) {
+    u32 lo = __shfl_sync(FULL_MASK, (u32)v, src), hi = __shfl_sync(FULL_MASK, (u32)(v >> 32), src);
+    return ((u64)hi << 32) | lo;
+}
+
 // block_scan_u64 returns the exclusive prefix sum of v over the block's threads and sets
 // *total; sh holds 33 u64.
 __device__ u64 block_scan_u64(u64 v, u64* sh, u64* total) {
@@ -184,6 +189,45 @@ __device__ __noinline__ void sample_done(int* tokens, float* logp, const float* 
     __syncthreads();
 }
 
+// draw_tile walks ids [j0, j1) in order with one warp, 32 at a time: an id is kept when its
+// key is above K, or equal to K with fewer than quota ties before it (ties: those before j0);
+// min-p's threshold thr applies to the kept. It adds the kept mass to *mass; with found set,
+// it stops at the id where the uniform u falls (base: the kept mass before j0) and stores it.
+#define DRAW_TILES 64
+__device__ void draw_tile(const float* x, const int* prow, float penalty, int j0, int j1, u32 K, u32 quota, float thr, float mx, float it,
+                          u64 ties, u64 base, u64 u, u64* mass, int* found) {
+    int lane = threadIdx.x & 31;
+    u64 total = 0;
+    for (int c = j0; c < j1; c += 32) {
+        int j = c + lane;
+        bool ok = j < j1;
+        float v = ok ? penalised(x, prow, j, penalty) : 0.f;
+        u32 k = order_key(v);
+        bool tie = ok && k == K;
+        u32 bal = __ballot_sync(FULL_MASK, tie);
+        u64 rank = ties + __popc(bal & ((1u << lane) - 1u));
+        bool in = ok && (k > K || (tie && rank < quota)) && v >= thr;
+        u64 mm = in ? mass_of(v, mx, it) : 0;
+        ties += __popc(bal);
+        u64 inc = mm;  // inclusive scan of the chunk's masses over the lanes
+        for (int d = 1; d < 32; d <<= 1) {
+            u64 o = shfl_up_u64(inc, d);
+            if (lane >= d) inc += o;
+        }
+        u64 chunk = shfl_idx_u64(inc, 31);
+        if (found) {
+            u64 before = base + total + inc - mm;
+            u32 hit = __ballot_sync(FULL_MASK, mm > 0 && u >= before && u < before + mm);
+            if (hit) {
+                if (lane == __ffs(hit) - 1) *found = j;
+                break;
+            }
+        }
+        total += chunk;
+    }
+    *mass += total;
+}
+
 extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, float* logp, const float* logits, const double* uniforms, int rows, int vocab,
                                        float inv_temp, int greedy, int top_k, float top_p, float min_p, float penalty, int* seen, int words) {
     __shared__ radix_hist h;
@@ -194,6 +238,8 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
     __shared__ int s_digit;
     __shared__ u32 s_avail;
     __shared__ int s_token;
+    __shared__ u64 s_tties[DRAW_TILES], s_tmass[DRAW_TILES], s_base;
+    __shared__ int s_tile;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* x = logits + (i64)r * vocab;
         float it = greedy ? 1.f : inv_temp;
@@ -307,45 +353,55 @@ extern "C" __global__ void __launch_bounds__(1024) sample_rows(int* tokens, floa
         if (key_value(K) >= thr) kept += (u64)quota * mass_of(key_value(K), mx, it);
         u64 u = (u64)(uniforms[r] * (double)kept);
         if (u >= kept) u = kept - 1;
-        if (threadIdx.x == 0) s_token = -1;
-        u64 base = 0;   // kept mass before the tile
-        u64 ties = 0;   // ties at K seen before the tile
-        const int E = 4;
-        for (int t0 = 0; t0 < vocab; t0 += E * blockDim.x) {
-            int j0 = t0 + threadIdx.x * E;
-            u64 nt = 0;
-            for (int e = 0; e < E; e++)
-                if (j0 + e < vocab && order_key(XV(j0 + e)) == K) nt++;
-            u64 ttot;
-            u64 tprev = ties + block_scan_u64(nt, sh64, &ttot);
-            u64 m = 0, tr = tprev;
-            for (int e = 0; e < E; e++) {
-                if (j0 + e >= vocab) break;
-                float v = XV(j0 + e);
-                u32 k = order_key(v);
-                bool in = k > K || (k == K && tr++ < quota);
-                if (in && v >= thr) m += mass_of(v, mx, it);
-            }
-            u64 mtot;
-            u64 mprev = base + block_scan_u64(m, sh64, &mtot);
-            if (u >= mprev && u < mprev + m) {
-                u64 c = mprev;
-                tr = tprev;
-                for (int e = 0; e < E && j0 + e < vocab; e++) {
-                    float v = XV(j0 + e);
-                    u32 k = order_key(v);
-                    bool in = k > K || (k == K && tr++ < quota);
-                    if (in && v >= thr) {
-                        c += mass_of(v, mx, it);
-                        if (u < c) { s_token = j0 + e; break; }
-                    }
-                }
-            }
-            __syncthreads();
-            if (s_token >= 0) break;
-            base += mtot;
-            ties += ttot;
+        // Where u falls, in id order, over tiles of the vocabulary that the warps take in turn
+        // (a scan of the whole row tile by tile, each step a block-wide scan, took 0.2 ms a
+        // token on an H200 for 151,936 ids): each tile's ties at K; then, the ties before it
+        // known, its kept mass; then the tile holding u, searched by one warp. The masses are
+        // integers, so this finds the token the id-ordered scan finds.
+        int L = ((vocab + DRAW_TILES - 1) / DRAW_TILES + 31) & ~31;
+        int ntiles = (vocab + L - 1) / L;
+        for (int t = w; t < ntiles; t += nw) {
+            u32 c = 0;
+            for (int j = t * L + lane; j < min(vocab, (t + 1) * L); j += 32) c += order_key(XV(j)) == K;
+            for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(FULL_MASK, c, o);
+            if (lane == 0) s_tties[t] = c;
         }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            u64 run = 0;
+            for (int t = 0; t < ntiles; t++) {
+                u64 c = s_tties[t];
+                s_tties[t] = run;
+                run += c;
+            }
+        }
+        __syncthreads();
+        for (int t = w; t < ntiles; t += nw) {
+            u64 m = 0;
+            draw_tile(x, prow, penalty, t * L, min(vocab, (t + 1) * L), K, quota, thr, mx, it, s_tties[t], 0, ~0ull, &m, 0);
+            if (lane == 0) s_tmass[t] = m;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            s_token = -1;
+            s_tile = -1;
+            u64 run = 0;
+            for (int t = 0; t < ntiles; t++) {
+                if (u < run + s_tmass[t]) {
+                    s_tile = t;
+                    s_base = run;
+                    break;
+                }
+                run += s_tmass[t];
+            }
+        }
+        __syncthreads();
+        if (w == 0 && s_tile >= 0) {
+            int t = s_tile;
+            u64 m = 0;
+            draw_tile(x, prow, penalty, t * L, min(vocab, (t + 1) * L), K, quota, thr, mx, it, s_tties[t], s_base, u, &m, &s_token);
+        }
+        __syncthreads();
         if (threadIdx.x == 0 && s_token < 0) s_token = arg;
         __syncthreads();
         int t = s_token;

@@ -27,26 +27,31 @@ extern "C" __global__ void advance_pos(int* pos, int rows, int limit) {
 
 #define Q4L_M 8
 #define Q4L_ROWS 2
+#define Q4L_WARPS 8
 
 // y[m, rows] = res + x[m, cols]·Wᵀ + bias + scale·xa·Bᵀ: a 4-bit linear of a decode step with
 // its bias, LoRA term (xa [m, rank] ldxa apart, B [rows, rank], bf16) and residual, W expanded
-// in registers and never stored. As gemv4_bf16: a warp takes Q4L_ROWS output features, each
-// lane 16 weights of a row a step; blockIdx.y takes Q4L_M rows of x (the weight is read
-// again per 8 rows, from L2 after the first). The LoRA term is spread over the lanes (lane k
-// takes ranks k, k+32…) and joins the product's warp sum.
+// in registers and never stored. A block takes Q4L_ROWS output features and blockIdx.y Q4L_M
+// rows of x (the weight is read again per 8 rows, from L2 after the first); its warps (up to
+// Q4L_WARPS) split the columns, each thread taking 16 weights of a row a step. A decode step's
+// few rows leave a product too little work to hide memory latency when a warp walks whole
+// rows (on an H200, 23–38 µs for Qwen2.5-0.5B's linears, 8 rows): split so, a 896-column row
+// takes two warps and a 4864-column one eight, and far more warps are in flight. Each warp's
+// sums meet in shared memory; the first warp adds the LoRA term (spread over its lanes: lane
+// k takes ranks k, k+32…), bias and residual and stores.
 template <typename T>
 __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
                             const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias,
                             const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift,
-                            int vec, float* code, float* ncode) {
+                            int vec, float* code, float* ncode, float (*red)[Q4L_ROWS][Q4L_M]) {
     for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
     if (qabsmax)
         for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
     __syncthreads();
-    int lane = threadIdx.x & 31;
-    int r0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * Q4L_ROWS;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    int r0 = blockIdx.x * Q4L_ROWS;
     int m0 = blockIdx.y * Q4L_M;
-    if (r0 >= rows) return;  // the whole warp: no barrier follows
+    if (r0 >= rows) return;  // the whole block: no barrier follows
     m = min(m - m0, Q4L_M);
     x += (i64)m0 * ldx;
     float acc[Q4L_ROWS][Q4L_M];
@@ -54,8 +59,9 @@ __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx,
     for (int q = 0; q < Q4L_ROWS; q++)
 #pragma unroll
         for (int k = 0; k < Q4L_M; k++) acc[q][k] = 0.f;
-    q4_rows_dot<Q4L_ROWS, Q4L_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec, lane);
-    if (xa) {
+    q4_rows_dot<Q4L_ROWS, Q4L_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec,
+                                 threadIdx.x, blockDim.x);
+    if (xa && warp == 0) {
         xa += (i64)m0 * ldxa;
 #pragma unroll
         for (int q = 0; q < Q4L_ROWS; q++) {
@@ -76,15 +82,19 @@ __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx,
         for (int mi = 0; mi < Q4L_M; mi++) {
             if (mi < m) {
                 float v = warp_sum(acc[q][mi]);
-                int r = r0 + q;
-                if (lane == 0 && r < rows) {
-                    i64 o = (i64)(m0 + mi) * ldy + r;
-                    if (bias) v += bias[r];
-                    if (res) v = ldf(res + o) + v;
-                    stf(y + o, v);
-                }
+                if (lane == 0) red[warp][q][mi] = v;
             }
         }
+    }
+    __syncthreads();
+    int t = threadIdx.x, q = t / Q4L_M, mi = t % Q4L_M, r = r0 + q;
+    if (t < Q4L_ROWS * Q4L_M && mi < m && r < rows) {
+        float v = 0.f;
+        for (int w = 0; w < warps; w++) v += red[w][q][mi];
+        i64 o = (i64)(m0 + mi) * ldy + r;
+        if (bias) v += bias[r];
+        if (res) v = ldf(res + o) + v;
+        stf(y + o, v);
     }
 }
 
@@ -94,8 +104,9 @@ extern "C" __global__ void q4_linear_bf16(bf16* y, const bf16* res, int ldy, con
                                           int rows, int cols, int m, int block_shift, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
+    __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
     q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
-                rows, cols, m, block_shift, vec, code, ncode);
+                rows, cols, m, block_shift, vec, code, ncode, red);
 }
 
 extern "C" __global__ void q4_linear_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
@@ -104,8 +115,9 @@ extern "C" __global__ void q4_linear_f32(float* y, const float* res, int ldy, co
                                          int rows, int cols, int m, int block_shift, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
+    __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
     q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
-                rows, cols, m, block_shift, vec, code, ncode);
+                rows, cols, m, block_shift, vec, code, ncode, red);
 }
 
 // x[0:n] *= s: ScaleAll of one tensor with its address a launch argument, not in a table
