@@ -300,7 +300,7 @@ func breakLine(line string, width int) []string {
 	var out []string
 	cur, fresh := "", true // fresh: cur holds nothing yet, or only a continuation's indent
 	fits := func(piece string) bool {
-		if fresh {
+		if fresh && cur != "" {
 			piece = strings.TrimLeft(piece, " ")
 		}
 		return utf8.RuneCountInString(cur+piece) <= width
@@ -333,12 +333,29 @@ func breakLine(line string, width int) []string {
 		}
 		for _, word := range spacedWords.FindAllString(strings.TrimPrefix(part, " · "), -1) {
 			if !fresh && !fits(word) {
-				next()
+				if room := width - utf8.RuneCountInString(cur) - 1; strings.Contains(word, "/") && room >= 24 {
+					word = " " + shortenPath(strings.TrimLeft(word, " "), room)
+				} else {
+					next()
+				}
+			}
+			if fresh && strings.Contains(word, "/") {
+				word = shortenPath(strings.TrimLeft(word, " "), width-utf8.RuneCountInString(cur))
 			}
 			add(word)
 		}
 	}
 	return append(out, strings.TrimRight(cur, " "))
+}
+
+// shortenPath is a path cut to n columns from the left, its end kept after "…" (a path wider
+// than a line: its last folders name the checkpoint).
+func shortenPath(p string, n int) string {
+	r := []rune(p)
+	if len(r) <= n || n < 2 {
+		return p
+	}
+	return "…" + string(r[len(r)-n+1:])
 }
 
 // spacedWords are a text's words, each with the spaces before it.
@@ -354,7 +371,7 @@ func continuation(line string) int {
 	case len(r) > 12 && r[0] == ' ' && r[1] == ' ' && r[2] != ' ' && r[10] == ' ' && r[11] == ' ' && r[12] != ' ':
 		return 12
 	}
-	return len(r) - len(strings.TrimLeft(line, " ")) + 2
+	return len(line) - len(strings.TrimLeft(line, " ")) + 2
 }
 
 func issueCount(c map[string]int) string {
