@@ -144,9 +144,9 @@ func (c attnCase) spans(k, v, dk, dv backend.Buf) []backend.Span {
 	return sp
 }
 
-// attnCases: grouped-query ratios 1, 2 and 7 (Qwen2.5-0.5B's 14 over 2), odd head sizes, a
-// sliding window, runs continuing a cache (pos > 0), one-row runs (decode steps), runs of
-// fewer than 8 rows and of more, an empty run, and soft-capped scores.
+// attnCases: grouped-query ratios 1, 2, 4 and 7 (Qwen2.5-0.5B's 14 over 2), odd head sizes
+// and 64, 128, 256, a sliding window, runs continuing a cache (pos > 0), one-row runs
+// (decode steps), runs of fewer than 8 rows and of more, an empty run, and soft-capped scores.
 var attnCases = []attnCase{
 	{4, 4, 8, 0, [][2]int{{9, 0}, {12, 0}, {1, 0}}, 0},
 	{4, 2, 10, 0, [][2]int{{13, 0}, {0, 4}, {8, 5}}, 0},
@@ -155,6 +155,9 @@ var attnCases = []attnCase{
 	{2, 1, 16, 0, [][2]int{{1, 0}}, 0},
 	{6, 3, 5, 3, [][2]int{{5, 9}, {20, 0}}, 0},
 	{4, 2, 16, 5, [][2]int{{12, 0}, {1, 13}, {3, 4}}, 1.5}, // gemma2: scores soft-capped, a window
+	// the head dims of the large models, on spans the tensor-core kernels' 16-row tiles do not divide
+	{4, 1, 256, 24, [][2]int{{33, 0}, {3, 30}}, 0},
+	{8, 2, 128, 0, [][2]int{{37, 0}, {20, 13}}, 0},
 }
 
 // attentionOps: the attention of training and prefill (with the probabilities kept for the

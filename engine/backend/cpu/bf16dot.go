@@ -53,7 +53,7 @@ func bf16Dot(y, x []float32, w []uint16, rows, in, out int) {
 		}
 	}
 	clear(y[:rows*out])
-	For(out, max(1, (1<<16)/max(in, 1)), func(lo, hi int) { bf16DotRange(y, xp, x, w, rows, in, out, lo, hi) })
+	ForPieces(out, max(1, (1<<16)/max(in, 1)), 4, func(lo, hi int) { bf16DotRange(y, xp, x, w, rows, in, out, lo, hi) })
 	xScratch.Put(bp)
 }
 
@@ -69,7 +69,10 @@ func bf16DotRange(y, xp, x []float32, w []uint16, rows, in, out, lo, hi int) {
 		for i0 := 0; i0 < rows; {
 			t := q4DotRows(rows - i0)
 			span := max(1, (16<<10)/(4*q4Chunk*t))
-			for k0 := 0; k0 < chunks; k0 += span {
+			if t == 1 && chunks > 0 { // whole rows, walked by the kernel
+				bf16row(chunks, w[r0*in:], in, xp[i0*main:], y[i0*out+r0:i0*out+r1])
+			}
+			for k0 := 0; k0 < chunks && t > 1; k0 += span {
 				n := min(span, chunks-k0)
 				for r := r0; r < r1; r++ {
 					bf16dot(t, n, w[r*in+k0*q4Chunk:], xp[i0*main+k0*q4Chunk:], main, y[i0*out+r:], out)

@@ -44,7 +44,7 @@ func f32Dot(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb i
 		}
 		a, lda = s, k
 	}
-	For(n, max(1, (1<<15)/max(k, 1)), func(lo, hi int) { f32DotRange(c, a, lda, b, ldb, m, k, ldc, lo, hi) })
+	ForPieces(n, max(1, (1<<15)/max(k, 1)), 4, func(lo, hi int) { f32DotRange(c, a, lda, b, ldb, m, k, ldc, lo, hi) })
 }
 
 // f32DotRange adds the output rows lo..hi-1 to y, blocked as Q4Dot.rowsRange is: a block of
@@ -59,7 +59,10 @@ func f32DotRange(y, x []float32, ldx int, w []float32, ldw, rows, in, ldy, lo, h
 		for i0 := 0; i0 < rows; {
 			t := q4DotRows(rows - i0)
 			span := max(1, (16<<10)/(4*q4Chunk*t))
-			for k0 := 0; k0 < chunks; k0 += span {
+			if t == 1 && chunks > 0 { // whole rows, walked by the kernel
+				f32row(chunks, w[r0*ldw:], ldw, x[i0*ldx:], y[i0*ldy+r0:i0*ldy+r1])
+			}
+			for k0 := 0; k0 < chunks && t > 1; k0 += span {
 				n := min(span, chunks-k0)
 				for r := r0; r < r1; r++ {
 					f32dot(t, n, w[r*ldw+k0*q4Chunk:], x[i0*ldx+k0*q4Chunk:], ldx, y[i0*ldy+r:], ldy)

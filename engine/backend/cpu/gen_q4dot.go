@@ -22,13 +22,10 @@ type shape struct {
 	t, accs   int
 	tablesReg bool
 	planes    bool
-	// blockScale (one row, planes): sum code[q]·x over the chunk in Y0/Y1 and multiply the
-	// sums by the chunk's scale into Y2/Y3, instead of scaling each decoded vector.
-	blockScale bool
 }
 
 var shapes = []shape{
-	{t: 1, accs: 4, planes: true, blockScale: true},
+	{t: 1, accs: 4}, // the float32 and bf16 kernels' (the 4-bit one: emitRow1)
 	{t: 2, accs: 2, planes: true},
 	{t: 4, accs: 2},
 	{t: 8, accs: 1},
@@ -46,7 +43,14 @@ func main() {
 		fmt.Fprintf(&w, "DATA q4c<>+%d(SB)/4, $0x0f0f0f0f\n", 32+4*i)
 	}
 	fmt.Fprintf(&w, "GLOBL q4c<>(SB), RODATA|NOPTR, $64\n")
+	emitRow1(&w)
+	emitRow1AVX512(&w)
+	emitRowDense(&w, false)
+	emitRowDense(&w, true)
 	for _, s := range shapes {
+		if s.t == 1 {
+			continue // one row of x: emitRow1's kernels
+		}
 		if s.planes {
 			s.emitPlanes(&w)
 		} else {
@@ -226,12 +230,7 @@ func (s shape) emitPlanes(w *bytes.Buffer) {
 		}
 		return fmt.Sprintf("%d(DI)(R8*1)", off)
 	}
-	acc := func(i, g, h int) int {
-		if s.accs == 4 {
-			return (2*g + h) % 4
-		}
-		return 2*i + h
-	}
+	acc := func(i, g, h int) int { return 2*i + h }
 	fmt.Fprintf(w, "\n// func q4dot%d(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)\n", s.t)
 	fmt.Fprintf(w, "TEXT ·q4dot%d(SB), NOSPLIT, $0-64\n", s.t)
 	p("MOVQ n+0(FP), CX")
@@ -273,35 +272,236 @@ func (s shape) emitPlanes(w *bytes.Buffer) {
 		p("VPUNPCKLWD Y12, Y10, Y11")
 		p("VPUNPCKHWD Y12, Y10, Y10")
 		for g, r := range []string{I, "Y13", "Y11", "Y10"} {
-			if s.blockScale {
-				j := 4*h + g
-				op := "VFMADD231PS"
-				if j < 2 {
-					op = "VMULPS"
-				}
-				p("%s %s, %s, %s", op, xAddr(0, 64*g+32*h), r, y(j%2))
-				continue
-			}
 			p("VMULPS Y14, %s, %s", r, r)
 			for i := 0; i < s.t; i++ {
 				p("VFMADD231PS %s, %s, %s", xAddr(i, 64*g+32*h), r, y(acc(i, g, h)))
 			}
 		}
 	}
-	if s.blockScale {
-		p("VFMADD231PS Y0, Y14, Y2")
-		p("VFMADD231PS Y1, Y14, Y3")
-	}
 	p("ADDQ $32, SI")
 	p("ADDQ $4, DX")
 	p("ADDQ $256, DI")
 	p("DECQ CX")
 	fmt.Fprintf(w, "\tJNZ ploop%d\n", s.t)
-	if s.blockScale { // the last chunk's sums are in Y2/Y3 already
-		p("VXORPS Y0, Y0, Y0")
-		p("VXORPS Y1, Y1, Y1")
-	}
 	s.emitStore(w)
+}
+
+// emitRow1 writes
+//
+//	func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
+//
+// adding to y[r], for r < rows, the dot product of weight row r (n chunks: packed + 32·n·r,
+// scales + n·r) with one row of x in the row-1 order (q4Row1Slot). Decoding a chunk with byte
+// shuffles (emitPlanes) is bound by the two shuffle ports, so the loop gives them all it can:
+// the chunk is loaded as it lies (its order is x's), the sum code[q]·x over a chunk is split
+// in 4 partial sums of 2 terms (short chains keep the shuffles of the next chunks in flight),
+// and only their total is multiplied by the chunk's scale; the rows are walked here, each
+// reduced once at its end.
+//
+// Registers: partial sums Y0–Y3, planes Y4–Y7, the chunk Y8, temporaries Y9–Y13, the scale
+// Y14, the row's accumulator Y15.
+func emitRow1(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	fmt.Fprintf(w, "\n// func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)\n")
+	fmt.Fprintf(w, "TEXT ·q4row1(SB), NOSPLIT, $0-56\n")
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ packed+16(FP), SI")
+	p("MOVQ scales+24(FP), DX")
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ y+40(FP), R9")
+	p("MOVQ code+48(FP), R11")
+	for k := 0; k < 4; k++ {
+		p("VMOVDQU %d(R11), %s", 64+32*k, y(4+k))
+	}
+	fmt.Fprintf(w, "row1:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	p("VXORPS Y15, Y15, Y15")
+	fmt.Fprintf(w, "chunk1:\n")
+	p("VMOVDQU (SI), Y8")
+	p("VPSRLW $4, Y8, Y9")
+	p("VPAND q4c<>+32(SB), Y9, Y9") // high nibbles: the even values
+	p("VPAND q4c<>+32(SB), Y8, Y8") // low nibbles: the odd values
+	j := 0
+	for _, idx := range []int{9, 8} {
+		I := y(idx)
+		p("VPSHUFB %s, Y4, Y10", I)
+		p("VPSHUFB %s, Y5, Y11", I)
+		p("VPSHUFB %s, Y6, Y12", I)
+		p("VPSHUFB %s, Y7, %s", I, I)
+		p("VPUNPCKLBW Y11, Y10, Y13")
+		p("VPUNPCKHBW Y11, Y10, Y10")
+		p("VPUNPCKLBW %s, Y12, Y11", I)
+		p("VPUNPCKHBW %s, Y12, Y12", I)
+		p("VPUNPCKLWD Y11, Y13, %s", I)
+		p("VPUNPCKHWD Y11, Y13, Y13")
+		p("VPUNPCKLWD Y12, Y10, Y11")
+		p("VPUNPCKHWD Y12, Y10, Y10")
+		for _, r := range []string{I, "Y13", "Y11", "Y10"} {
+			op := "VFMADD231PS"
+			if j < 4 {
+				op = "VMULPS"
+			}
+			p("%s %d(DI), %s, %s", op, 32*j, r, y(j%4))
+			j++
+		}
+	}
+	p("VADDPS Y1, Y0, Y0")
+	p("VADDPS Y3, Y2, Y2")
+	p("VADDPS Y2, Y0, Y0")
+	p("VBROADCASTSS (DX), Y14")
+	p("VFMADD231PS Y0, Y14, Y15")
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	p("ADDQ $256, DI")
+	p("DECQ CX")
+	p("JNZ chunk1")
+	p("VEXTRACTF128 $1, Y15, X0")
+	p("VADDPS X15, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VADDSS (R9), X0, X0")
+	p("VMOVSS X0, (R9)")
+	p("ADDQ $4, R9")
+	p("DECQ BX")
+	p("JNZ row1")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// emitRow1AVX512 writes q4row1's AVX-512 form, q4row1AVX512 (same contract, x in the
+// AVX-512 row order, q4Row1Slot512): VPERMPS on 16 floats takes the whole code book in one
+// register and reads the low 4 bits of each index, so 16 bytes widened to dwords are the low
+// nibbles' indices as they stand, and shifted right by 4 the high nibbles'; a 32-value half
+// chunk decodes in one widening, one shift and two permutes, no byte shuffles.
+//
+// Registers: partial sums Z0/Z1, the code book Z4, indices Z5/Z6, decoded Z7/Z8, the scale
+// Z14, the row's accumulator Z15.
+func emitRow1AVX512(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)\n")
+	fmt.Fprintf(w, "TEXT ·q4row1AVX512(SB), NOSPLIT, $0-56\n")
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ packed+16(FP), SI")
+	p("MOVQ scales+24(FP), DX")
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ y+40(FP), R9")
+	p("MOVQ code+48(FP), R11")
+	p("VMOVUPS (R11), Z4")
+	fmt.Fprintf(w, "row512:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	p("VXORPS Z15, Z15, Z15")
+	fmt.Fprintf(w, "chunk512:\n")
+	for h := 0; h < 2; h++ {
+		p("VPMOVZXBD %d(SI), Z5", 16*h)
+		p("VPSRLD $4, Z5, Z6")
+		p("VPERMPS Z4, Z6, Z7") // the even values
+		p("VPERMPS Z4, Z5, Z8") // the odd values
+		op := "VFMADD231PS"
+		if h == 0 {
+			op = "VMULPS"
+		}
+		p("%s %d(DI), Z7, Z0", op, 128*h)
+		p("%s %d(DI), Z8, Z1", op, 128*h+64)
+	}
+	p("VADDPS Z1, Z0, Z0")
+	p("VBROADCASTSS (DX), Z14")
+	p("VFMADD231PS Z0, Z14, Z15")
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	p("ADDQ $256, DI")
+	p("DECQ CX")
+	p("JNZ chunk512")
+	p("VEXTRACTF64X4 $1, Z15, Y0")
+	p("VADDPS Y15, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPS X1, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VADDSS (R9), X0, X0")
+	p("VMOVSS X0, (R9)")
+	p("ADDQ $4, R9")
+	p("DECQ BX")
+	p("JNZ row512")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// emitRowDense writes the one-row float32 or bf16 kernel
+//
+//	func f32row1(rows, n int, w *float32, ldw int, x *float32, y *float32)
+//	func bf16row1(rows, n int, w *uint16, ldw int, x *float32, y *float32)
+//
+// adding to y[r], for r < rows, the dot product of the first n chunks of weight row r (w +
+// r·ldw values) with one row of x (natural order for float32, emitBF16's order for bf16).
+// As emitRow1, it walks the rows itself: a decoded token's head is 150k rows or so, and a
+// call a row cost as much as a tenth of the product.
+func emitRowDense(w *bytes.Buffer, bf16 bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	name, typ, size := "f32row1", "float32", 4
+	if bf16 {
+		name, typ, size = "bf16row1", "uint16", 2
+	}
+	fmt.Fprintf(w, "\n// func %s(rows, n int, w *%s, ldw int, x *float32, y *float32)\n", name, typ)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ w+16(FP), SI")
+	p("MOVQ ldw+24(FP), R11")
+	p("SHLQ $%d, R11", size/2)
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ y+40(FP), R9")
+	if bf16 {
+		p("VPCMPEQD Y15, Y15, Y15")
+		p("VPSLLD $16, Y15, Y15") // 0xffff0000: the odd values' mask
+	}
+	fmt.Fprintf(w, "%s_row:\n", name)
+	p("MOVQ R10, CX")
+	p("MOVQ SI, R12")
+	p("MOVQ R8, DI")
+	for a := 0; a < 4; a++ {
+		p("VXORPS %s, %s, %s", y(a), y(a), y(a))
+	}
+	fmt.Fprintf(w, "%s_chunk:\n", name)
+	if bf16 {
+		for g := 0; g < 4; g++ {
+			p("VMOVDQU %d(R12), Y12", 32*g)
+			p("VPSLLD $16, Y12, Y14")
+			p("VPAND Y15, Y12, Y13")
+			p("VFMADD231PS %d(DI), Y14, %s", 64*g, y((2*g)%4))
+			p("VFMADD231PS %d(DI), Y13, %s", 64*g+32, y((2*g+1)%4))
+		}
+	} else {
+		for v := 0; v < 8; v++ {
+			r := y(14 - v%2)
+			p("VMOVUPS %d(R12), %s", 32*v, r)
+			p("VFMADD231PS %d(DI), %s, %s", 32*v, r, y(v%4))
+		}
+	}
+	p("ADDQ $%d, R12", 64*size)
+	p("ADDQ $256, DI")
+	p("DECQ CX")
+	fmt.Fprintf(w, "\tJNZ %s_chunk\n", name)
+	p("VADDPS Y1, Y0, Y0")
+	p("VADDPS Y3, Y2, Y2")
+	p("VADDPS Y2, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPS X1, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VADDSS (R9), X0, X0")
+	p("VMOVSS X0, (R9)")
+	p("ADDQ $4, R9")
+	p("ADDQ R11, SI")
+	p("DECQ BX")
+	fmt.Fprintf(w, "\tJNZ %s_row\n", name)
+	p("VZEROUPPER")
+	p("RET")
 }
 
 // emitF32 writes

@@ -75,16 +75,27 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 		*bp = make([]float32, rows*in)
 	}
 	xp := (*bp)[:rows*in]
-	for g := 0; g < rows*in; g += 16 {
+	// The last row of an odd count goes to the one-row kernel, which has its own order.
+	many := rows &^ 1
+	for g := 0; g < many*in; g += 16 {
 		src, dst := x[g:g+16:g+16], xp[g:g+16:g+16]
 		for k := 0; k < 8; k++ {
 			dst[k], dst[8+k] = src[2*k], src[2*k+1]
 		}
 	}
+	if many < rows {
+		order := q4row1Order()
+		for g := many * in; g < rows*in; g += q4Chunk {
+			src, dst := x[g:g+q4Chunk:g+q4Chunk], xp[g:g+q4Chunk:g+q4Chunk]
+			for s, v := range order {
+				dst[s] = src[v]
+			}
+		}
+	}
 	clear(y[:rows*out])
 	code := d.tables
-	// Split by output rows: about 64k decoded values a goroutine at least.
-	For(out, max(1, (1<<16)/in), func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
+	// Split by output rows: about 64k decoded values a piece at least.
+	ForPieces(out, max(1, (1<<16)/in), 4, func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
 	xScratch.Put(bp)
 }
 
@@ -100,6 +111,13 @@ func (d *Q4Dot) rowsRange(y, xp []float32, rows, lo, hi int, code *q4Tables) {
 		r1 := min(hi, r0+rb)
 		for i0 := 0; i0 < rows; {
 			t := q4DotRows(rows - i0)
+			if t == 1 { // whole weight rows, walked by the kernel
+				c0, c1 := r0*chunks, r1*chunks
+				q4row(r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1],
+					xp[i0*in:(i0+1)*in], y[i0*out+r0:i0*out+r1], code)
+				i0++
+				continue
+			}
 			span := max(1, (16<<10)/(4*q4Chunk*t)) // chunks of x: 16 KB of the t rows
 			for k0 := 0; k0 < chunks; k0 += span {
 				n := min(span, chunks-k0)
@@ -146,6 +164,50 @@ func q4DotRows(left int) int {
 		return 2
 	}
 	return 1
+}
+
+// The one-row kernels' orders of x within a chunk: slot s holds value order[s]. AVX2
+// (q4row1, decoding the chunk with byte shuffles as it lies in memory): slot 8j+4l+i holds
+// value 2p+h, p = 16l+4k+i, for the vector j = 4h+k (h = 0: the high nibbles), lane l and
+// element i. AVX-512 (q4row1AVX512, each 16 bytes widened to dwords): in each half of 32
+// values, the 16 even values, then the 16 odd ones.
+var q4Row1AVX2, q4Row1AVX512 = func() (a, b [q4Chunk]uint8) {
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 4; k++ {
+			for l := 0; l < 2; l++ {
+				for i := 0; i < 4; i++ {
+					a[8*(4*h+k)+4*l+i] = uint8(2*(16*l+4*k+i) + h)
+				}
+			}
+		}
+	}
+	for v := 0; v < q4Chunk; v++ {
+		b[32*(v/32)+16*(v%2)+(v%32)/2] = uint8(v)
+	}
+	return
+}()
+
+// q4row1Go is the one-row kernels' reference: it adds to y[r], for r < len(y), the dot
+// product of weight row r (n chunks) with x in the given order, as the kernels sum it (a
+// chunk's Σ code[q]·x, then times its scale).
+func q4row1Go(n int, packed []byte, scales []float32, x []float32, y []float32, code *q4Tables, order *[q4Chunk]uint8) {
+	var w [q4Chunk]float32
+	for r := range y {
+		var acc float32
+		for c := 0; c < n; c++ {
+			p := packed[(r*n+c)*q4Chunk/2 : (r*n+c+1)*q4Chunk/2]
+			for k, q := range p {
+				w[2*k], w[2*k+1] = code.code[q>>4], code.code[q&15]
+			}
+			xs := x[c*q4Chunk : (c+1)*q4Chunk]
+			var s float32
+			for j, v := range order {
+				s += w[v] * xs[j]
+			}
+			acc += s * scales[r*n+c]
+		}
+		y[r] += acc
+	}
 }
 
 // q4dotGo is the kernels' reference, and the path where they do not run: it adds to

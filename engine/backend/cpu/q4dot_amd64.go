@@ -2,14 +2,21 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
 
 //go:generate go run gen_q4dot.go
 
 // The AVX2 kernels (q4dot_amd64.s): q4dotT takes T rows of x; see q4dotGo for the contract.
 
 //go:noescape
-func q4dot1(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
+
+//go:noescape
+func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
 func q4dot2(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
@@ -19,6 +26,12 @@ func q4dot4(n int, packed *byte, scales *float32, x *float32, ldx int, y *float3
 
 //go:noescape
 func q4dot8(n int, packed *byte, scales *float32, x *float32, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
+func f32row1(rows, n int, w *float32, ldw int, x *float32, y *float32)
+
+//go:noescape
+func bf16row1(rows, n int, w *uint16, ldw int, x *float32, y *float32)
 
 //go:noescape
 func f32dot1(n int, w *float32, x *float32, ldx int, y *float32, ldy int)
@@ -52,12 +65,40 @@ var q4dotKernel = func() string {
 	return "go"
 }()
 
+// q4row512 picks the AVX-512 one-row kernel (tests switch it). It has not yet run on a CPU
+// with AVX-512 (TestQ4Row512MatchesDequantized skips elsewhere), so a run takes it only when
+// $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernel, which such CPUs run too.
+var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2" && os.Getenv("RLHFSTATION_CPU_Q4_AVX512") == "1"
+
+// q4row1Order is the order of x the one-row kernel in use reads (see q4Row1AVX2).
+func q4row1Order() *[q4Chunk]uint8 {
+	if q4row512 && q4dotKernel != "go" {
+		return &q4Row1AVX512
+	}
+	return &q4Row1AVX2
+}
+
+// q4row runs the one-row kernel over len(y) weight rows of n ≥ 1 chunks each, x in the order
+// of q4row1Order.
+func q4row(rows, n int, packed []byte, scales []float32, x []float32, y []float32, code *q4Tables) {
+	if q4dotKernel != "avx2" {
+		q4row1Go(n, packed, scales, x, y[:rows], code, q4row1Order())
+		return
+	}
+	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[n*q4Chunk-1], y[rows-1]
+	if q4row512 {
+		q4row1AVX512(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+		return
+	}
+	q4row1(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+}
+
 // f32DotOn sends A·Bᵀ with few rows of A to f32Dot instead of the GEMM: on AVX2, whose GEMM
 // has no dot-product path and would copy B into its panels first. The AVX-512 GEMM reads B in
 // place for few rows already.
 var f32DotOn = q4dotKernel == "avx2" && !cpu.X86.HasAVX512F
 
-// q4dot runs the kernel for t ∈ {1, 2, 4, 8} rows of x over n ≥ 1 chunks.
+// q4dot runs the kernel for t ∈ {2, 4, 8} rows of x over n ≥ 1 chunks (one row: q4row).
 func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []float32, ldy int, code *q4Tables) {
 	if q4dotKernel != "avx2" {
 		q4dotGo(t, n, packed, scales, x, ldx, y, ldy, code)
@@ -72,10 +113,8 @@ func q4dot(t, n int, packed []byte, scales []float32, x []float32, ldx int, y []
 		q4dot4(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
 	case 2:
 		q4dot2(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
-	case 1:
-		q4dot1(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
 	default:
-		panic("cpu: q4dot takes 1, 2, 4 or 8 rows")
+		panic("cpu: q4dot takes 2, 4 or 8 rows")
 	}
 }
 
@@ -98,6 +137,33 @@ func f32dot(t, n int, w, x []float32, ldx int, y []float32, ldy int) {
 	default:
 		panic("cpu: f32dot takes 1, 2, 4 or 8 rows")
 	}
+}
+
+// f32row adds to y[r], for r < len(y), the dot product of the first n ≥ 1 chunks of weight
+// row r (w[r·ldw:]) with x.
+func f32row(n int, w []float32, ldw int, x, y []float32) {
+	if q4dotKernel != "avx2" {
+		for r := range y {
+			f32dotGo(1, n, w[r*ldw:], x, 0, y[r:], 0)
+		}
+		return
+	}
+	rows := len(y)
+	_, _ = w[(rows-1)*ldw+n*q4Chunk-1], x[n*q4Chunk-1]
+	f32row1(rows, n, &w[0], ldw, &x[0], &y[0])
+}
+
+// bf16row is f32row for bf16 weights, x in the kernels' order.
+func bf16row(n int, w []uint16, ldw int, x, y []float32) {
+	if q4dotKernel != "avx2" {
+		for r := range y {
+			bf16dotGo(1, n, w[r*ldw:], x, 0, y[r:], 0)
+		}
+		return
+	}
+	rows := len(y)
+	_, _ = w[(rows-1)*ldw+n*q4Chunk-1], x[n*q4Chunk-1]
+	bf16row1(rows, n, &w[0], ldw, &x[0], &y[0])
 }
 
 // bf16dot runs the bf16 kernel for t ∈ {1, 2, 4, 8} rows of x (in kernel order) over n ≥ 1

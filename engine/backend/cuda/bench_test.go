@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,4 +286,91 @@ func BenchmarkGRPOStepQwen05(b *testing.B) {
 	b.ReportMetric(roll/float64(b.N), "rollout-s")
 	b.ReportMetric(float64(8*96)*float64(b.N)/total, "tokens/s")
 	b.ReportMetric(float64(ms.Peak)/(1<<20), "peak-MiB")
+}
+
+// BenchmarkFlashAttention: the tensor-core attention kernels (ragged.go) over a training
+// pass's sequences, forward and backward, timed by GPU events, in TFLOP/s of the products
+// they form (the ledger's flops: causal 16×16 tiles), beside the anchor of one cuBLAS bf16
+// product in the same run (the card's dense tensor-core rate as cuBLAS gets it): the ratios
+// say how far the kernels are from it. Shapes: Llama-3.1-8B's heads over 16 sequences of 640
+// tokens and Qwen2.5-0.5B's over 8 of 96 (with -short, 2 of 40: a smoke run on the stand-in).
+func BenchmarkFlashAttention(b *testing.B) {
+	d := benchDevice(b)
+	be := &Backend{d: d}
+	for _, sh := range []struct {
+		name                   string
+		seqs, T, heads, kv, hd int
+	}{{"llama8b-16x640", 16, 640, 32, 8, 128}, {"qwen0.5b-8x96", 8, 96, 14, 2, 64}} {
+		if testing.Short() {
+			sh.seqs, sh.T = 2, 40
+		}
+		b.Run(sh.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			a := Attention{Heads: sh.heads, KVHeads: sh.kv, HeadDim: sh.hd, Scale: float32(1 / math.Sqrt(float64(sh.hd)))}
+			rows, qw, kw := sh.seqs*sh.T, sh.heads*sh.hd, sh.kv*sh.hd
+			up := func(n int) Buf {
+				buf, _ := upBF16(b, be, randn(rng, n, 1))
+				return buf
+			}
+			q, k, v, dout := up(rows*qw), up(rows*kw), up(rows*kw), up(rows*qw)
+			out, dq, dk, dv := up(rows*qw), up(rows*qw), up(rows*kw), up(rows*kw)
+			var spans []Span
+			for s := 0; s < sh.seqs; s++ {
+				o, L := s*sh.T*kw, sh.T*kw
+				spans = append(spans, Span{Row: s * sh.T, N: sh.T, K: k.Slice(o, L), V: v.Slice(o, L), DK: dk.Slice(o, L), DV: dv.Slice(o, L)})
+			}
+			p, ok, err := be.raggedPlanOf(spans, a, true)
+			if err != nil || !ok {
+				b.Fatalf("ragged plan: %v (fits: %v)", err, ok)
+			}
+			as := shapeOf(a)
+			fwd := func(o *owner) error { return o.raggedForward(bf(out), bf(q), p, as) }
+			bwd := func(o *owner) error { return o.raggedBackward(bf(dq), bf(dout), bf(q), p, as) }
+			be.ResetLedger()
+			must(b, be.queue(nil, func(o *owner) error { return firstErr(fwd(o), bwd(o)) }))
+			must(b, be.Sync())
+			var fwdFlops, bwdFlops float64
+			for name, c := range be.Ledger().Kernels {
+				switch {
+				case strings.HasPrefix(name, "attn_fwd_tc"):
+					fwdFlops += float64(c.Flops)
+				case strings.HasPrefix(name, "attn_bwd_"):
+					bwdFlops += float64(c.Flops)
+				}
+			}
+			if fwdFlops == 0 || bwdFlops == 0 {
+				b.Fatalf("the tensor-core kernels did not run: %v", be.Ledger().Kernels)
+			}
+			// the anchor: q [rows × qw]·Wᵀ, W [qw × qw], bf16 operands, float32 sums
+			w := up(qw * qw)
+			cbuf := allocT[float32](b, d, rows*qw)
+			gemm := func(o *owner) error {
+				return o.gemm(&gemmArgs{transB: true, m: rows, n: qw, k: qw, alpha: 1, a: q.Addr(), aType: dtBF16, lda: qw,
+					b: w.Addr(), bType: dtBF16, ldb: qw, c: uintptr(cbuf), cType: dtF32, ldc: qw})
+			}
+			reps := 10
+			if testing.Short() {
+				reps = 1
+			}
+			var tf, tb, tg float64
+			for i := 0; i < b.N; i++ {
+				for _, x := range []struct {
+					t *float64
+					f func(o *owner) error
+				}{{&tf, fwd}, {&tb, bwd}, {&tg, gemm}} {
+					if *x.t, err = d.timeGPU(reps, x.f); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			peak := 2 * float64(rows) * float64(qw) * float64(qw) / tg / 1e12
+			b.ReportMetric(fwdFlops/tf/1e12, "fwd-TFLOP/s")
+			b.ReportMetric(bwdFlops/tb/1e12, "bwd-TFLOP/s")
+			b.ReportMetric(peak, "cublas-TFLOP/s")
+			b.ReportMetric(fwdFlops/tf/1e12/peak, "fwd-ratio")
+			b.ReportMetric(bwdFlops/tb/1e12/peak, "bwd-ratio")
+			b.ReportMetric(tf*1e3, "fwd-ms")
+			b.ReportMetric(tb*1e3, "bwd-ms")
+		})
+	}
 }

@@ -161,15 +161,41 @@ func (w Workload) layerPass(p Path, rows, seqs, T, ctx float64, adapters, decode
 		x.OtherBytes += rows*ctx*2*K*2 + rows*4*Q // every cached key and value, once per row
 		x.GEMMFlops += 4 * rows * ctx * Q
 	} else {
-		x.GEMMFlops += 4 * seqs * T * T * Q
+		x.GEMMFlops += w.attnFlops(p, seqs, T, false)
 		if p.ProbsKept {
 			x.OtherBytes += seqs * float64(w.Heads) * T * T * (4 + 4 + 4 + 2) // scores, probabilities, their bf16 copy
 			x.OtherBytes += 2 * rows * (Q + 2*Q) * 2                          // keys and values widened to every head
 		} else {
-			x.OtherBytes += rows*(Q+2*K)*2*math.Max(1, T/128) + 2*rows*Q // q tiles of 128 rows stream the keys
+			// each 16-row query tile reads its keys and values per head, from L2 (a sequence's
+			// are a few MB a layer): device memory counted as one read per 128 query rows
+			x.OtherBytes += rows*(Q+2*K)*2*math.Max(1, T/128) + 2*rows*Q
 		}
 	}
 	return x
+}
+
+// attnFlops is attention's product flops in a training or scoring pass over seqs sequences
+// of T tokens, its forward or its backward. Kept probabilities: the full [T × T] products
+// (two forward, four backward). Flash-style (ragged.go): the causal (query tile, key tile)
+// pairs of 16×16 that the tensor-core kernels form, nt(nt+1)/2 with nt = ⌈T/16⌉, on head
+// dims padded to the kernels' instance, with the products of attnTC (costs.go): 3 forward;
+// 4z+1 and 2z+2 backward, z the blocks of 128 gradient dims.
+func (w Workload) attnFlops(p Path, seqs, T float64, backward bool) float64 {
+	Q := w.qdim()
+	if p.ProbsKept {
+		if backward {
+			return 8 * seqs * T * T * Q
+		}
+		return 4 * seqs * T * T * Q
+	}
+	nt := math.Ceil(T / tcTile)
+	D := float64(tcDims(w.HeadDim))
+	z := math.Ceil(float64(w.HeadDim) / float64(tcGradDims(w.HeadDim)))
+	tile := 2 * tcTile * tcTile * D * float64(w.Heads) * seqs * nt * (nt + 1) / 2
+	if backward {
+		return (4*z + 1 + 2*z + 2) * tile
+	}
+	return 3 * tile
 }
 
 // head is the LM head over rows rows, its weight read once per chunk of rows.
@@ -216,8 +242,10 @@ func (w Workload) Work(phase string, p Path) Work {
 	case PhaseBackward:
 		f := w.layerPass(p, B*T, B, T, 0, true, false)
 		// the input gradients through every product (the base's weights read again, the
-		// adapters' two gradients), twice the forward's attention and element-wise work
-		f.GEMMFlops += f.GEMMFlops
+		// adapters' two gradients), attention's backward products, twice the forward's
+		// element-wise work
+		fa := w.attnFlops(p, B, T, false)
+		f.GEMMFlops = 2*(f.GEMMFlops-fa) + w.attnFlops(p, B, T, true)
 		f.GEMMBytes += f.GEMMBytes
 		f.OtherBytes *= 2
 		layers(f)

@@ -32,6 +32,7 @@ type costArgs struct {
 	slots  *[maxKernelArgs]uint64
 	d      dims
 	hint   int64
+	attn   attnVolume
 	bad    string // a name the cost asked for that the kernel does not have
 }
 
@@ -115,6 +116,35 @@ func (a *costArgs) elems(n int64, flopsEach int64, accumulates bool) Count {
 
 type costFunc func(a *costArgs) Count
 
+// The three tensor-core attention kernels (kernels/attention.cu).
+const (
+	attnFwd = iota
+	attnDq
+	attnDkv
+)
+
+// attnTC is the cost of a tensor-core attention kernel: its m16n8k16 products (S, and P·V
+// as P_hi·V + P_lo·V, in the forward; S and dP twice per block of dq's dims and dS·K in attn_bwd_dq; S and dP per
+// block of dK/dV dims, dV and dK in attn_bwd_dkv), each 2·16·16·dims flops a tile pair and
+// head, and the tensors it reads and writes once.
+func attnTC(kind int) costFunc {
+	return func(a *costArgs) Count {
+		heads, kvh, hd := a.i("heads"), a.i("kvHeads"), a.i("hd")
+		v := a.attn
+		D := int64(tcDims(int(hd)))
+		tile := 2 * tcTile * tcTile * D * heads // one product over every head
+		q, kv := v.rows*heads*hd*2, v.keys*kvh*hd*2
+		z := int64(ceilDiv(int(hd), tcGradDims(int(hd))))
+		switch kind {
+		case attnFwd:
+			return Count{Read: q + 2*kv, Written: q, Flops: 3 * v.pairs * tile}
+		case attnDq:
+			return Count{Read: 3*q + 2*kv, Written: q + v.rows*heads*8, Flops: (4*z + 1) * v.pairs * tile}
+		}
+		return Count{Read: 2*q + v.rows*heads*8 + 4*kv, Written: 2 * kv, Flops: (2*z + 2) * v.dkvPairs * tile}
+	}
+}
+
 // kernelCosts declares every kernel's cost (a test checks that none is missing).
 var kernelCosts = map[string]costFunc{
 	"attn_softmax_forward": func(a *costArgs) Count {
@@ -130,18 +160,11 @@ var kernelCosts = map[string]costFunc{
 		keys := a.hint // every row's keys, summed
 		return Count{Read: rows*heads*hd*2 + keys*kvh*hd*2*2, Written: rows * heads * hd * 2, Flops: 4 * keys * heads * hd}
 	},
-	// the backward's two passes: keys = the (row, key) pairs seen, summed (o.hint); each
-	// pair reads its key and value once per query head
-	"attn_bwd_dq": func(a *costArgs) Count {
-		rows, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
-		keys := a.hint
-		return Count{Read: rows*heads*hd*2*3 + 2*keys*kvh*hd*2*2, Written: rows * heads * (hd*2 + 8), Flops: 10 * keys * heads * hd}
-	},
-	"attn_bwd_dkv": func(a *costArgs) Count {
-		entries, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
-		pairs := a.hint
-		return Count{Read: entries*kvh*hd*2*4 + pairs*heads*(hd*2*2+8), Written: entries * kvh * hd * 2 * 2, Flops: 8 * pairs * heads * hd}
-	},
+	// the tensor-core kernels: a.attn's tile pairs (each a 16×16 tile of a head's scores) times
+	// the products each forms, on tcDims(hd) padded dims; q, k, v and the gradients once
+	"attn_fwd_tc64": attnTC(attnFwd), "attn_fwd_tc128": attnTC(attnFwd), "attn_fwd_tc256": attnTC(attnFwd),
+	"attn_bwd_dq_tc64": attnTC(attnDq), "attn_bwd_dq_tc128": attnTC(attnDq), "attn_bwd_dq_tc256": attnTC(attnDq),
+	"attn_bwd_dkv_tc64": attnTC(attnDkv), "attn_bwd_dkv_tc128": attnTC(attnDkv), "attn_bwd_dkv_tc256": attnTC(attnDkv),
 	"attn_expand_kv": expandKV, "attn_expand_kv_f32": expandKV,
 	// hint: dB's products (Σ out·r·rows); the rest from the shape
 	"lora_grads_bf16": loraGrads(2), "lora_grads_f32": loraGrads(4),
@@ -309,7 +332,7 @@ func kernelCost(o *owner, id kernelID, d dims) Count {
 	if f == nil {
 		return Count{}
 	}
-	a := costArgs{params: kernelParams[id], slots: &o.args.slots, d: d, hint: o.hint}
+	a := costArgs{params: kernelParams[id], slots: &o.args.slots, d: d, hint: o.hint, attn: o.attnHint}
 	c := f(&a)
 	if a.bad != "" {
 		o.costErr = kernelNames[id] + ": no parameter " + a.bad

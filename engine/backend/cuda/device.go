@@ -58,6 +58,7 @@ type owner struct {
 	ledger     Ledger           // the calls made (ledger.go)
 	nodes      map[string]Count // the work of the capture under way
 	hint       int64            // the next launch's volume that lives on the device (costs.go)
+	attnHint   attnVolume       // the same for a ragged attention launch (ragged.go)
 	costErr    string           // a cost declaration that asked for a parameter its kernel lacks
 	// expandedBytes is the 4-bit weights' kept bf16 expansions (backend_ops.go expandedQ4).
 	expandedBytes int64

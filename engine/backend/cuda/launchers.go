@@ -14,8 +14,15 @@ const (
 	kAttnExpandKv
 	kAttnExpandKvF32
 	kAttnReduceKv
-	kAttnBwdDq
-	kAttnBwdDkv
+	kAttnFwdTc64
+	kAttnFwdTc128
+	kAttnFwdTc256
+	kAttnBwdDqTc64
+	kAttnBwdDqTc128
+	kAttnBwdDqTc256
+	kAttnBwdDkvTc64
+	kAttnBwdDkvTc128
+	kAttnBwdDkvTc256
 	kDropoutForward
 	kDropoutForwardF32
 	kDropoutBackward
@@ -108,8 +115,15 @@ var kernelNames = [numKernels]string{
 	"attn_expand_kv",
 	"attn_expand_kv_f32",
 	"attn_reduce_kv",
-	"attn_bwd_dq",
-	"attn_bwd_dkv",
+	"attn_fwd_tc64",
+	"attn_fwd_tc128",
+	"attn_fwd_tc256",
+	"attn_bwd_dq_tc64",
+	"attn_bwd_dq_tc128",
+	"attn_bwd_dq_tc256",
+	"attn_bwd_dkv_tc64",
+	"attn_bwd_dkv_tc128",
+	"attn_bwd_dkv_tc256",
 	"dropout_forward",
 	"dropout_forward_f32",
 	"dropout_backward",
@@ -201,6 +215,13 @@ var kernelArgs = [numKernels]int{
 	7,
 	7,
 	7,
+	12,
+	12,
+	12,
+	14,
+	14,
+	14,
+	15,
 	15,
 	15,
 	6,
@@ -295,7 +316,14 @@ var kernelParams = [numKernels][]kparam{
 	{{"dst", pOut, 2}, {"src", pIn, 2}, {"lds", pInt, 4}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
 	{{"dst", pOut, 4}, {"src", pIn, 2}, {"lds", pInt, 4}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
 	{{"dst", pOut, 2}, {"ldd", pInt, 4}, {"src", pIn, 2}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
-	{{"dq", pOut, 2}, {"stats", pOut, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"kbase", pIn, 4}, {"pos", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"tiles", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"tiles", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"tiles", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dq", pOut, 2}, {"stats", pOut, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"tiles", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dq", pOut, 2}, {"stats", pOut, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"tiles", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dq", pOut, 2}, {"stats", pOut, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"tiles", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dk", pOut, 2}, {"dv", pOut, 2}, {"stats", pIn, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"keys", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"dk", pOut, 2}, {"dv", pOut, 2}, {"stats", pIn, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"keys", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
 	{{"dk", pOut, 2}, {"dv", pOut, 2}, {"stats", pIn, 4}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"dout", pIn, 2}, {"keys", pIn, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
 	{{"out", pOut, 2}, {"x", pIn, 2}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
 	{{"out", pOut, 4}, {"x", pIn, 4}, {"n", pInt, 8}, {"seed", pUint, 8}, {"threshold", pUint, 4}, {"scale", pFloat, 4}},
@@ -469,8 +497,62 @@ func (o *owner) attnReduceKv(d dims, dst devptr[bf16], ldd int32, src devptr[bf1
 	return o.launch(kAttnReduceKv, d)
 }
 
-// attnBwdDq launches attn_bwd_dq(bf16* dq, float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* kbase, const int* pos, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
-func (o *owner) attnBwdDq(d dims, dq devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], kbase devptr[int32], pos devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+// attnFwdTc64 launches attn_fwd_tc64(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* tiles, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnFwdTc64(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], tiles devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(q)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(tiles)
+	s[5] = uint64(uint32(heads))
+	s[6] = uint64(uint32(kvHeads))
+	s[7] = uint64(uint32(hd))
+	s[8] = uint64(uint32(ldk))
+	s[9] = uint64(math.Float32bits(scale))
+	s[10] = uint64(uint32(window))
+	s[11] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnFwdTc64, d)
+}
+
+// attnFwdTc128 launches attn_fwd_tc128(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* tiles, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnFwdTc128(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], tiles devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(q)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(tiles)
+	s[5] = uint64(uint32(heads))
+	s[6] = uint64(uint32(kvHeads))
+	s[7] = uint64(uint32(hd))
+	s[8] = uint64(uint32(ldk))
+	s[9] = uint64(math.Float32bits(scale))
+	s[10] = uint64(uint32(window))
+	s[11] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnFwdTc128, d)
+}
+
+// attnFwdTc256 launches attn_fwd_tc256(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* tiles, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnFwdTc256(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], tiles devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(q)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(tiles)
+	s[5] = uint64(uint32(heads))
+	s[6] = uint64(uint32(kvHeads))
+	s[7] = uint64(uint32(hd))
+	s[8] = uint64(uint32(ldk))
+	s[9] = uint64(math.Float32bits(scale))
+	s[10] = uint64(uint32(window))
+	s[11] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnFwdTc256, d)
+}
+
+// attnBwdDqTc64 launches attn_bwd_dq_tc64(bf16* dq, float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* tiles, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnBwdDqTc64(d dims, dq devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], tiles devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dq)
 	s[1] = uint64(stats)
@@ -478,20 +560,59 @@ func (o *owner) attnBwdDq(d dims, dq devptr[bf16], stats devptr[float32], q devp
 	s[3] = uint64(k)
 	s[4] = uint64(v)
 	s[5] = uint64(dout)
-	s[6] = uint64(kbase)
-	s[7] = uint64(pos)
-	s[8] = uint64(uint32(heads))
-	s[9] = uint64(uint32(kvHeads))
-	s[10] = uint64(uint32(hd))
-	s[11] = uint64(uint32(ldk))
-	s[12] = uint64(math.Float32bits(scale))
-	s[13] = uint64(uint32(window))
-	s[14] = uint64(math.Float32bits(softcap))
-	return o.launch(kAttnBwdDq, d)
+	s[6] = uint64(tiles)
+	s[7] = uint64(uint32(heads))
+	s[8] = uint64(uint32(kvHeads))
+	s[9] = uint64(uint32(hd))
+	s[10] = uint64(uint32(ldk))
+	s[11] = uint64(math.Float32bits(scale))
+	s[12] = uint64(uint32(window))
+	s[13] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnBwdDqTc64, d)
 }
 
-// attnBwdDkv launches attn_bwd_dkv(bf16* dk, bf16* dv, const float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* keys, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
-func (o *owner) attnBwdDkv(d dims, dk devptr[bf16], dv devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], keys devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+// attnBwdDqTc128 launches attn_bwd_dq_tc128(bf16* dq, float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* tiles, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnBwdDqTc128(d dims, dq devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], tiles devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dq)
+	s[1] = uint64(stats)
+	s[2] = uint64(q)
+	s[3] = uint64(k)
+	s[4] = uint64(v)
+	s[5] = uint64(dout)
+	s[6] = uint64(tiles)
+	s[7] = uint64(uint32(heads))
+	s[8] = uint64(uint32(kvHeads))
+	s[9] = uint64(uint32(hd))
+	s[10] = uint64(uint32(ldk))
+	s[11] = uint64(math.Float32bits(scale))
+	s[12] = uint64(uint32(window))
+	s[13] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnBwdDqTc128, d)
+}
+
+// attnBwdDqTc256 launches attn_bwd_dq_tc256(bf16* dq, float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* tiles, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnBwdDqTc256(d dims, dq devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], tiles devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dq)
+	s[1] = uint64(stats)
+	s[2] = uint64(q)
+	s[3] = uint64(k)
+	s[4] = uint64(v)
+	s[5] = uint64(dout)
+	s[6] = uint64(tiles)
+	s[7] = uint64(uint32(heads))
+	s[8] = uint64(uint32(kvHeads))
+	s[9] = uint64(uint32(hd))
+	s[10] = uint64(uint32(ldk))
+	s[11] = uint64(math.Float32bits(scale))
+	s[12] = uint64(uint32(window))
+	s[13] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnBwdDqTc256, d)
+}
+
+// attnBwdDkvTc64 launches attn_bwd_dkv_tc64(bf16* dk, bf16* dv, const float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* keys, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnBwdDkvTc64(d dims, dk devptr[bf16], dv devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], keys devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
 	s := &o.args.slots
 	s[0] = uint64(dk)
 	s[1] = uint64(dv)
@@ -508,7 +629,49 @@ func (o *owner) attnBwdDkv(d dims, dk devptr[bf16], dv devptr[bf16], stats devpt
 	s[12] = uint64(math.Float32bits(scale))
 	s[13] = uint64(uint32(window))
 	s[14] = uint64(math.Float32bits(softcap))
-	return o.launch(kAttnBwdDkv, d)
+	return o.launch(kAttnBwdDkvTc64, d)
+}
+
+// attnBwdDkvTc128 launches attn_bwd_dkv_tc128(bf16* dk, bf16* dv, const float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* keys, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnBwdDkvTc128(d dims, dk devptr[bf16], dv devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], keys devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dk)
+	s[1] = uint64(dv)
+	s[2] = uint64(stats)
+	s[3] = uint64(q)
+	s[4] = uint64(k)
+	s[5] = uint64(v)
+	s[6] = uint64(dout)
+	s[7] = uint64(keys)
+	s[8] = uint64(uint32(heads))
+	s[9] = uint64(uint32(kvHeads))
+	s[10] = uint64(uint32(hd))
+	s[11] = uint64(uint32(ldk))
+	s[12] = uint64(math.Float32bits(scale))
+	s[13] = uint64(uint32(window))
+	s[14] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnBwdDkvTc128, d)
+}
+
+// attnBwdDkvTc256 launches attn_bwd_dkv_tc256(bf16* dk, bf16* dv, const float* stats, const bf16* q, const bf16* k, const bf16* v, const bf16* dout, const int* keys, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnBwdDkvTc256(d dims, dk devptr[bf16], dv devptr[bf16], stats devptr[float32], q devptr[bf16], k devptr[bf16], v devptr[bf16], dout devptr[bf16], keys devptr[int32], heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(dk)
+	s[1] = uint64(dv)
+	s[2] = uint64(stats)
+	s[3] = uint64(q)
+	s[4] = uint64(k)
+	s[5] = uint64(v)
+	s[6] = uint64(dout)
+	s[7] = uint64(keys)
+	s[8] = uint64(uint32(heads))
+	s[9] = uint64(uint32(kvHeads))
+	s[10] = uint64(uint32(hd))
+	s[11] = uint64(uint32(ldk))
+	s[12] = uint64(math.Float32bits(scale))
+	s[13] = uint64(uint32(window))
+	s[14] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnBwdDkvTc256, d)
 }
 
 // dropoutForward launches dropout_forward(bf16* out, const bf16* x, i64 n, u64 seed, u32 threshold, float scale).

@@ -302,7 +302,7 @@ func (b *Backend) ResetLedger() { b.d.ResetLedger() }
 func (o *owner) recordKernel(id kernelID, d dims) {
 	c := kernelCost(o, id, d)
 	c.N = 1
-	o.hint = 0
+	o.hint, o.attnHint = 0, attnVolume{}
 	o.recordWork(kernelNames[id], c, &o.ledger.Kernels)
 }
 

@@ -38,7 +38,7 @@ func grid1(blocks, threads int) dims {
 // grid does nothing (a zero-sized op), as the GPU would refuse it.
 func (o *owner) launch(id kernelID, d dims) error {
 	if d.grid[0] == 0 || d.grid[1] == 0 || d.grid[2] == 0 {
-		o.hint = 0
+		o.hint, o.attnHint = 0, attnVolume{}
 		return nil
 	}
 	dr := o.d.drv

@@ -99,3 +99,40 @@ __device__ __forceinline__ float block_max(float v, float* sh) {
     __syncthreads();
     return warp_max(lane < nw ? sh[lane] : NEG_INF);
 }
+
+// d += A·B for one m16n8k16 tile on the tensor cores, bf16 operands and float32 sums, in the
+// PTX ISA's fragment layout (g = lane/4, t = lane%4; the lower half of a register holds the
+// smaller index): a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..],
+// a[3] = A[g+8][2t+8..]; b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g]; d[0..1] =
+// D[g][2t..2t+1], d[2..3] = D[g+8][2t..]. The CPU stand-in has no tensor cores: there each
+// lane posts its fragments in a per-warp table and, after one warp barrier, gathers the rows
+// of A and columns of B its results need (two rendezvous a product, not 32 shuffles), so a
+// kernel written against the layout runs and is checked there.
+#ifdef CUDASIM
+__shared__ u32 cudasim_mma_frags[32][32][6];  // [warp][lane]: a[0..3], b[0..1]
+#endif
+__device__ __forceinline__ void mma_bf16_16816(float* d, const u32* a, const u32* b) {
+#ifdef CUDASIM
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    u32(*f)[6] = cudasim_mma_frags[cudasim_vars.cur->warp];
+    for (int i = 0; i < 4; i++) f[lane][i] = a[i];
+    f[lane][4] = b[0];
+    f[lane][5] = b[1];
+    __syncwarp();
+    for (int tt = 0; tt < 4; tt++) {
+        const u32* fa = f[4 * g + tt];
+        u32 a0 = fa[0], a1 = fa[1], a2 = fa[2], a3 = fa[3];
+        for (int j = 0; j < 2; j++) {
+            const u32* fb = f[4 * (2 * t + j) + tt];
+            u32 b0 = fb[4], b1 = fb[5];
+            d[j] += lo_bf16(a0) * lo_bf16(b0) + hi_bf16(a0) * hi_bf16(b0) + lo_bf16(a2) * lo_bf16(b1) + hi_bf16(a2) * hi_bf16(b1);
+            d[2 + j] += lo_bf16(a1) * lo_bf16(b0) + hi_bf16(a1) * hi_bf16(b0) + lo_bf16(a3) * lo_bf16(b1) + hi_bf16(a3) * hi_bf16(b1);
+        }
+    }
+    __syncwarp();  // every lane has read before the next product overwrites the table
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}

@@ -127,33 +127,6 @@ extern "C" __global__ void scale_f32(float* x, i64 n, float s) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] = s == 0.f ? 0.f : x[i] * s;
 }
 
-// d += A·B for one m16n8k16 tile on the tensor cores, bf16 operands and float32 sums, in the
-// PTX ISA's fragment layout (g = lane/4, t = lane%4; the lower half of a register holds the
-// smaller index): a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..],
-// a[3] = A[g+8][2t+8..]; b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g]; d[0..1] =
-// D[g][2t..2t+1], d[2..3] = D[g+8][2t..]. The CPU stand-in has no tensor cores: there the
-// same product is formed from that layout with warp shuffles (each lane gathers its rows of
-// A and columns of B), so a kernel written against the layout runs and is checked there.
-__device__ __forceinline__ void mma_bf16_16816(float* d, const u32* a, const u32* b) {
-#ifdef CUDASIM
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    for (int tt = 0; tt < 4; tt++) {
-        u32 a0 = __shfl_sync(FULL_MASK, a[0], 4 * g + tt), a1 = __shfl_sync(FULL_MASK, a[1], 4 * g + tt);
-        u32 a2 = __shfl_sync(FULL_MASK, a[2], 4 * g + tt), a3 = __shfl_sync(FULL_MASK, a[3], 4 * g + tt);
-        for (int j = 0; j < 2; j++) {
-            int n = 2 * t + j;
-            u32 b0 = __shfl_sync(FULL_MASK, b[0], 4 * n + tt), b1 = __shfl_sync(FULL_MASK, b[1], 4 * n + tt);
-            d[j] += lo_bf16(a0) * lo_bf16(b0) + hi_bf16(a0) * hi_bf16(b0) + lo_bf16(a2) * lo_bf16(b1) + hi_bf16(a2) * hi_bf16(b1);
-            d[2 + j] += lo_bf16(a1) * lo_bf16(b0) + hi_bf16(a1) * hi_bf16(b0) + lo_bf16(a3) * lo_bf16(b1) + hi_bf16(a3) * hi_bf16(b1);
-        }
-    }
-#else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
 #define Q4TC_WARPS 4
 
 // q4_linear on the tensor cores for 16 rows and more (cols a multiple of 16): a block takes 16
