@@ -186,10 +186,11 @@ func TestInspectorPointsToTheCommandForAllRows(t *testing.T) {
 	writeInspectFixture(t, ck, 5, 10, nil)
 	defer func(n int) { inspectorTop = n }(inspectorTop)
 	inspectorTop = 2
-	text, _, err := inspectCheckpoint(ck, "")
+	report, _, err := inspectCheckpoint(ck, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	text := report(0)
 	want := "more (all of them: rlhfstation inspect " + ck + " --top 0)"
 	if !strings.Contains(text, want) || strings.Contains(text, "(--top 0 shows all)") {
 		t.Fatalf("inspector text does not point to the command:\n%s", text)

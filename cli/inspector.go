@@ -16,18 +16,22 @@ import (
 // inspectorTop is the rows per module group the TUI's inspector shows.
 var inspectorTop = 8
 
-// inspectCheckpoint is the inspector's health report (the inspect command's text). The rows it
-// leaves out are pointed to by the command that lists them: a flag means nothing in the TUI.
-func inspectCheckpoint(ckpt, ref string) (string, float64, error) {
+// inspectCheckpoint is the inspector's health report (the inspect command's text, laid out for
+// the pane's width). The rows it leaves out are pointed to by the command that lists them: a
+// flag means nothing in the TUI.
+func inspectCheckpoint(ckpt, ref string) (func(width int) string, float64, error) {
 	rep, err := monitor.Analyze(ckpt, ref)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
-	var b bytes.Buffer
-	if err := rep.WriteText(&b, inspectorTop, "all of them: rlhfstation inspect "+ckpt+" --top 0"); err != nil {
-		return "", 0, err
-	}
-	return b.String(), rep.Health().Score, nil
+	more := "all of them: rlhfstation inspect " + ckpt + " --top 0"
+	return func(width int) string {
+		var b bytes.Buffer
+		if err := rep.WriteTextFit(&b, inspectorTop, more, width); err != nil {
+			return err.Error()
+		}
+		return b.String()
+	}, rep.Health().Score, nil
 }
 
 // replayPolicies are the policies of replayed runs, loaded on first use per run folder.

@@ -1,11 +1,7 @@
 package engine
 
 import (
-	"bufio"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"rlhfstation/engine/config"
 	"rlhfstation/engine/data"
@@ -15,28 +11,48 @@ import (
 )
 
 // checkMemory refuses a run whose estimate (engine/memory) exceeds the memory available,
-// naming the settings that would make it fit. The prompts are known by then: the estimate
-// takes the longest of them in tokens, capped by max_prompt_length, instead of assuming
-// every prompt is max_prompt_length long.
+// naming the settings that would make it fit. The prompts are known by then: the estimate takes the longest of them in
+// tokens, capped by max_prompt_length, instead of assuming every prompt is max_prompt_length
+// long.
 func checkMemory(dir string, c *config.Config, prompts []data.Example) error {
-	m, err := memory.ReadModel(dir)
+	m, promptTokens, err := estimateInputs(dir, prompts, c.MaxPromptLength)
 	if err != nil {
 		return err
 	}
-	avail, ok := availableMemory()
+	avail, ok := memory.Available()
 	if !ok {
 		return nil
 	}
-	return memory.Check(m, c, longestPrompt(dir, prompts, c.MaxPromptLength), avail)
+	return memory.Check(m, c, promptTokens, avail)
 }
 
-// longestPrompt is the most tokens a prompt of the first few thousand takes (capped at limit),
-// 0 when they cannot be counted.
+// estimateInputs is what the estimate needs of a model folder and the prompts: the model, with
+// what its tokenizer holds, and the longest prompt in its tokens (0 without a tokenizer).
+func estimateInputs(dir string, prompts []data.Example, limit int) (memory.Model, int, error) {
+	m, err := memory.ReadModel(dir)
+	if err != nil {
+		return m, 0, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return m, 0, nil
+	}
+	m.Tokenizer = tok.Footprint()
+	return m, longestPromptOf(tok, prompts, limit), nil
+}
+
+// longestPrompt is longestPromptOf with the folder's tokenizer, 0 when it cannot be read.
 func longestPrompt(dir string, prompts []data.Example, limit int) int {
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return 0
 	}
+	return longestPromptOf(tok, prompts, limit)
+}
+
+// longestPromptOf is the most tokens a prompt of the first few thousand takes (capped at
+// limit), 0 when they cannot be counted.
+func longestPromptOf(tok *tokenizer.Tokenizer, prompts []data.Example, limit int) int {
 	most := 0
 	for i, x := range prompts {
 		if i == 4096 || most >= limit {
@@ -48,24 +64,6 @@ func longestPrompt(dir string, prompts []data.Example, limit int) int {
 		most = max(most, len(tok.Encode(x.Prompt, true).IDs)+1)
 	}
 	return most
-}
-
-// availableMemory reads MemAvailable from /proc/meminfo.
-func availableMemory() (int64, bool) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			return kb * 1024, err == nil
-		}
-	}
-	return 0, false
 }
 
 // Estimate is the memory estimate's parts (engine/memory), under the name `check` uses.

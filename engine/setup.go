@@ -12,6 +12,7 @@ import (
 	"rlhfstation/engine/data"
 	"rlhfstation/engine/events"
 	"rlhfstation/engine/lora"
+	"rlhfstation/engine/memory"
 	"rlhfstation/engine/model"
 	"rlhfstation/engine/monitor"
 	"rlhfstation/engine/optim"
@@ -109,6 +110,9 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	if err := checkMemory(opts.ModelDir, cfg, e.prompts); err != nil {
 		return nil, err
 	}
+	// The garbage between collections as the estimate counts it, yielding near the memory there is.
+	avail, _ := memory.Available()
+	memory.Collect(avail)
 	if steps := cfg.StepsFor(len(e.prompts)); steps != cfg.MaxSteps && opts.Resume == "" {
 		e.logf("num_train_epochs = %g over %d prompts: max_steps = %d", cfg.NumTrainEpochs, len(e.prompts), steps)
 		cfg.MaxSteps = steps
@@ -139,7 +143,7 @@ func New(cfg *config.Config, opts Options) (_ *Engine, err error) {
 	}
 	// The model computes on the device from here: its weights go there on the first pass,
 	// after the device said the run fits.
-	if err := checkDeviceMemory(e.dev, e.model, cfg, longestPrompt(opts.ModelDir, e.prompts, cfg.MaxPromptLength)); err != nil {
+	if err := checkDeviceMemory(e.dev, e.model, cfg, longestPromptOf(e.tok, e.prompts, cfg.MaxPromptLength)); err != nil {
 		return nil, err
 	}
 	if err := e.model.Use(e.dev); err != nil {

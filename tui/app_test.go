@@ -200,11 +200,11 @@ func TestInspector(t *testing.T) {
 	var mu sync.Mutex
 	var inspected, generated [][2]string
 	opts := baseOptions(Session{Events: feed(finishedRun(), false)})
-	opts.Inspect = func(ckpt, ref string) (string, float64, error) {
+	opts.Inspect = func(ckpt, ref string) (func(int) string, float64, error) {
 		mu.Lock()
 		inspected = append(inspected, [2]string{ckpt, ref})
 		mu.Unlock()
-		return "lora norms: q_proj 1.2 · v_proj 0.9\nno non-finite values", 0.88, nil
+		return fixedText("lora norms: q_proj 1.2 · v_proj 0.9\nno non-finite values"), 0.88, nil
 	}
 	opts.Generate = func(ckpt, prompt string) (string, error) {
 		mu.Lock()
@@ -574,14 +574,14 @@ func TestBackgroundColourPicksTheme(t *testing.T) {
 // The inspector with a report and a generated completion, for the README.
 func TestGoldenInspectorReport(t *testing.T) {
 	opts := baseOptions(Session{Events: feed(finishedRun(), false)})
-	opts.Inspect = func(ckpt, ref string) (string, float64, error) {
-		return "healthy, with one warning\n\n" +
+	opts.Inspect = func(ckpt, ref string) (func(int) string, float64, error) {
+		return fixedText("healthy, with one warning\n\n" +
 			"module                     ‖A‖     ‖B‖   ‖s·BA‖   vs ref\n" +
 			"layers.0.self_attn.q_proj  3.912   0.412  0.118   ×1.9\n" +
 			"layers.0.self_attn.v_proj  3.907   0.377  0.104   ×1.7\n" +
 			"layers.1.self_attn.q_proj  3.921   0.455  0.131   ×2.1\n\n" +
 			"issues: q_proj lora_B grew 2.1× since the reference\n" +
-			"recommendation: lower the learning rate if the growth continues", 0.87, nil
+			"recommendation: lower the learning rate if the growth continues"), 0.87, nil
 	}
 	opts.Generate = func(ckpt, prompt string) (string, error) {
 		return "There are 7 boxes of 12 eggs, so 84 eggs. After 20 are used, 64 are left.\n#### 64", nil

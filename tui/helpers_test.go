@@ -203,3 +203,6 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // colourSGR matches an SGR sequence that sets a foreground or background colour.
 var colourSGR = regexp.MustCompile(`\x1b\[(?:[0-9;]*;)?(?:3[0-9]|4[0-9]|9[0-7]|10[0-7])(?:;[0-9;]*)?m`)
+
+// fixedText is an inspector report that is the same at every width.
+func fixedText(s string) func(int) string { return func(int) string { return s } }

@@ -29,7 +29,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // and restores the terminal: the alternate screen is left and the cursor shown again.
 func TestPanicRestoresTerminal(t *testing.T) {
 	opts := baseOptions(Session{Events: feed(finishedRun(), false)})
-	opts.Inspect = func(string, string) (string, float64, error) { panic("inspector exploded") }
+	opts.Inspect = func(string, string) (func(int) string, float64, error) { panic("inspector exploded") }
 	in, inW := io.Pipe()
 	out := &syncBuffer{}
 	done := make(chan error, 1)

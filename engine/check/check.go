@@ -278,7 +278,7 @@ func memory(mc *model.Config, c *config.Config, quantized bool, memTotal int64) 
 		if d.cap <= 0 {
 			continue
 		}
-		f := Fit{Device: d.name, Capacity: d.cap, Fits: est.Total() <= d.cap*9/10}
+		f := Fit{Device: d.name, Capacity: d.cap, Fits: est.Least() <= d.cap*9/10}
 		if !f.Fits {
 			f.Advice = lower(mc, c, quantized, d.cap*9/10)
 		}
@@ -291,7 +291,7 @@ func memory(mc *model.Config, c *config.Config, quantized bool, memTotal int64) 
 func lower(mc *model.Config, c *config.Config, quantized bool, limit int64) string {
 	try := *c
 	var steps []string
-	fits := func() bool { return engine.EstimateMemory(mc, &try, quantized).Total() <= limit }
+	fits := func() bool { return engine.EstimateMemory(mc, &try, quantized).Least() <= limit }
 	for try.PerDeviceTrainBatchSize > 1 {
 		try.PerDeviceTrainBatchSize /= 2
 		try.GradientAccumulationSteps *= 2

@@ -1,8 +1,9 @@
 // Package memory predicts the peak resident memory of a GRPO run on the CPU from the model's
 // config.json and the run's configuration, before anything is loaded: the buffers are those
 // the model's passes carve (model.FootprintOf), the weights those the loader and the
-// quantizer hold at once. A run that would not fit is refused with the settings that would
-// make it fit (Check).
+// quantizer hold at once, the tokenizer's tables, and the garbage the Go collector lets
+// build up between collections (Collect sets how much). A run that would not fit is refused
+// with the settings that would make it fit (Check).
 package memory
 
 import (
@@ -20,7 +21,8 @@ import (
 
 // Estimate is a run's peak resident memory by part, in bytes.
 type Estimate struct {
-	Fixed int64 // the program, the Go runtime, the tokenizer
+	Fixed     int64 // the program and the Go runtime
+	Tokenizer int64 // the tokenizer's tables (tokenizer.Footprint)
 	// Load is the loader's peak: what it holds at once of the float32 weights, the 4-bit
 	// linears it makes as it reads them, and the weight files' mapped pages.
 	Load int64
@@ -30,22 +32,37 @@ type Estimate struct {
 	Weights int64
 	LoRA    int64 // the adapters: weights, gradients, AdamW's two moments, and their [rows, r] activations
 	model.Footprint
+	// Garbage is what the heap holds at its peak besides the live bytes: the buffers of the
+	// step's passes that are dead but not yet collected, up to gcPercent of the live heap.
+	// Under the memory limit Collect sets it yields, at the cost of more collections.
+	Garbage int64
 }
 
-// Run is the peak while training: the resident weights and every buffer of a step. The
-// loader's float32 copy is freed by then, and the Go heap reuses its memory.
-func (e Estimate) Run() int64 {
+// live is the heap a step holds at its peak: everything but the program and the garbage.
+func (e Estimate) live() int64 {
 	f := e.Footprint
-	return e.Fixed + e.Weights + e.LoRA + f.Tape + f.Grads + f.Scratch + f.Logits + f.KVCache
+	return e.Tokenizer + e.Weights + e.LoRA + f.Tape + f.Grads + f.Scratch + f.Logits + f.KVCache
 }
+
+// Run is the peak while training: the resident weights, every buffer of a step and the
+// garbage beside them. The loader's float32 copy is freed by then, and the Go heap reuses
+// its memory.
+func (e Estimate) Run() int64 { return e.Fixed + e.live() + e.Garbage }
+
+// loading is the peak while loading: the tokenizer is read before the weights.
+func (e Estimate) loading() int64 { return e.Fixed + e.Tokenizer + e.Load }
 
 // Total is the peak: loading or training, whichever is larger.
-func (e Estimate) Total() int64 { return max(e.Fixed+e.Load, e.Run()) }
+func (e Estimate) Total() int64 { return max(e.loading(), e.Run()) }
+
+// Least is the peak with no garbage: what a run needs when memory is short and the collector
+// works hardest under Collect's memory limit. A run is refused when even this does not fit.
+func (e Estimate) Least() int64 { return max(e.loading(), e.Run()-e.Garbage) }
 
 func (e Estimate) String() string {
-	return fmt.Sprintf("loading %s; training: weights %s, LoRA %s, activations %s, backward %s, inference buffers %s, logits %s, KV cache %s",
-		human.Bytes(e.Fixed+e.Load), human.Bytes(e.Weights), human.Bytes(e.LoRA), human.Bytes(e.Tape), human.Bytes(e.Grads),
-		human.Bytes(e.Scratch), human.Bytes(e.Logits), human.Bytes(e.KVCache))
+	return fmt.Sprintf("loading %s; training: tokenizer %s, weights %s, LoRA %s, activations %s, backward %s, inference buffers %s, logits %s, KV cache %s, garbage before collection %s",
+		human.Bytes(e.loading()), human.Bytes(e.Tokenizer), human.Bytes(e.Weights), human.Bytes(e.LoRA), human.Bytes(e.Tape), human.Bytes(e.Grads),
+		human.Bytes(e.Scratch), human.Bytes(e.Logits), human.Bytes(e.KVCache), human.Bytes(e.Garbage))
 }
 
 // Model is what the estimate needs of a model folder: its config and how its weights are stored.
@@ -59,6 +76,9 @@ type Model struct {
 	// BF16: the float weights are bfloat16 (config.json's torch_dtype), so that over a 4-bit
 	// base the embedding and head are held as the bf16 they are.
 	BF16 bool
+	// Tokenizer is what the loaded tokenizer holds (tokenizer.Footprint); 0 = tokenizerBytes a
+	// vocabulary entry.
+	Tokenizer int64
 }
 
 // ReadModel reads what the estimate needs from a model folder: config.json and the sizes of
@@ -94,8 +114,14 @@ func ReadModel(dir string) (Model, error) {
 	return out, nil
 }
 
-// fixed is the program with its runtime and a tokenizer (about 200 bytes a vocabulary entry).
-const fixed = 48 << 20
+const (
+	// fixed is the program with its runtime.
+	fixed = 48 << 20
+	// tokenizerBytes is what a tokenizer holds a vocabulary entry when it was not loaded: the
+	// most measured of the published ones (Gemma 3's, with its 33 MB file and a million
+	// merge slots: 86 MB for 262,145 entries; Qwen3's 250 bytes, GPT-2's 176, Mistral's 244).
+	tokenizerBytes = 330
+)
 
 // For predicts the peak resident memory of a run of c on m on the CPU. promptTokens is the
 // longest prompt in tokens when the prompts are known (0: max_prompt_length, the most a
@@ -103,7 +129,10 @@ const fixed = 48 << 20
 func For(m Model, c *config.Config, promptTokens int) Estimate {
 	mc := m.Config
 	total, linear := model.ParamCounts(mc)
-	e := Estimate{Fixed: fixed + int64(mc.Vocab)*200}
+	e := Estimate{Fixed: fixed, Tokenizer: m.Tokenizer}
+	if e.Tokenizer <= 0 {
+		e.Tokenizer = int64(mc.Vocab) * tokenizerBytes
+	}
 	file := m.FileBytes
 	if file <= 0 {
 		file = int64(max(m.DTypeBytes, 2)) * total
@@ -156,6 +185,7 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		params := int64(c.LoRA.R) * int64(s[0]+s[1])
 		e.LoRA += 16*params + 4*rows*int64(c.LoRA.R) // A and B, their gradients, two moments; x·Aᵀ per row
 	}
+	e.Garbage = e.live() * int64(gcPercent()) / 100
 	return e
 }
 
@@ -169,14 +199,15 @@ func quantizedBytes(n int64, q config.Quant) int64 {
 	return n/2 + 4*n/bs
 }
 
-// Check refuses a run whose estimate exceeds nine tenths of avail, naming every setting that
-// would make it fit on its own, with a value that would (largest first), and the estimate's parts.
+// Check refuses a run that does not fit Budget(avail) even with no garbage (Estimate.Least),
+// naming every setting that would make it fit on its own, with a value that would (largest
+// first), and the estimate's parts.
 func Check(m Model, c *config.Config, promptTokens int, avail int64) error {
 	est := For(m, c, promptTokens)
-	if est.Total() <= avail*9/10 {
+	if est.Least() <= Budget(avail) {
 		return nil
 	}
-	fits := func(c *config.Config) bool { return For(m, c, promptTokens).Total() <= avail*9/10 }
+	fits := func(c *config.Config) bool { return For(m, c, promptTokens).Least() <= Budget(avail) }
 	var ways []string
 	// Each key on its own: the largest value below the current one that fits.
 	try := func(key string, cur, floor int, set func(*config.Config, int), note func(v int) string) {
@@ -223,10 +254,10 @@ func Check(m Model, c *config.Config, promptTokens int, avail int64) error {
 	how := "lower one of: " + strings.Join(ways, "; ")
 	if len(ways) == 0 {
 		how = "no setting of this run fits it on its own: use a smaller model, or lower several of per_device_train_batch_size, num_generations, max_completion_length and max_prompt_length together"
-		if est.Fixed+est.Load > avail*9/10 {
+		if est.loading() > Budget(avail) {
 			how = "the model alone does not fit while loading: use a smaller model, or a 4-bit folder made elsewhere with `rlhfstation quantize`"
 		}
 	}
-	return fmt.Errorf("the run needs about %s of memory but %s is available (%s): %s",
-		human.Bytes(est.Total()), human.Bytes(avail), est, how)
+	return fmt.Errorf("the run needs at least %s of memory (about %s with the garbage between collections) but %s is available (%s): %s",
+		human.Bytes(est.Least()), human.Bytes(est.Total()), human.Bytes(avail), est, how)
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"rlhfstation/internal/human"
+	"regexp"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
+
+	"rlhfstation/internal/human"
 
 	"rlhfstation/engine/events"
 )
@@ -16,7 +18,31 @@ import (
 // group; 0 for all). more tells the reader how to see the rows left out: the inspect command
 // names its --top flag, the TUI's inspector the command to run.
 func (r *Report) WriteText(w io.Writer, top int, more string) error {
+	return r.WriteTextFit(w, top, more, 0)
+}
+
+// WriteTextFit is WriteText laid out for a pane width columns wide (0: no limit), as the TUI's
+// inspector shows it: the module tables give up what a narrow pane cannot hold (the layer
+// becomes a column of its own, then r when every module has the adapter's, then ‖A‖ and ‖B‖,
+// which the norms line sums up), keeping each module's name, ‖s·B·A‖, drift and flags on its
+// row; the other lines break between their " · " parts, or between words, onto indented lines.
+// No number is cut.
+func (r *Report) WriteTextFit(w io.Writer, top int, more string, width int) error {
+	var out strings.Builder
+	if err := r.writeText(&out, top, more, width); err != nil {
+		return err
+	}
 	bw := bufio.NewWriter(w)
+	text := strings.TrimSuffix(out.String(), "\n")
+	for _, line := range strings.Split(text, "\n") {
+		for _, l := range breakLine(line, width) {
+			bw.WriteString(l + "\n")
+		}
+	}
+	return bw.Flush()
+}
+
+func (r *Report) writeText(bw *strings.Builder, top int, more string, width int) error {
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
 
 	counts := map[string]int{}
@@ -110,49 +136,11 @@ func (r *Report) WriteText(w io.Writer, top int, more string) error {
 
 	for _, g := range r.Groups {
 		p("\n%s · %d modules, worst first\n", g.Name, len(g.Modules))
-		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 		rows := g.Modules
 		if top > 0 && len(rows) > top {
 			rows = rows[:top]
 		}
-		width := len("module")
-		for _, m := range rows {
-			width = max(width, len([]rune(shortModule(m.Name))))
-		}
-		head := fmt.Sprintf("%-*s\tr\t‖A‖\t‖B‖\t‖s·B·A‖\t×median", width, "module")
-		if r.Drift != nil {
-			head += "\t‖Δ(s·B·A)‖\tchange"
-		}
-		// The issues column only when a row fills it: a header wider than every row would
-		// wrap on its own in a pane sized to the rows (the TUI's inspector at 120 columns).
-		head += "\t"
-		for _, m := range rows {
-			if len(m.Issues) > 0 {
-				head += "  issues"
-				break
-			}
-		}
-		fmt.Fprintln(tw, head)
-		med := kindMedians(g.Modules, func(m *Module) (float64, bool) { return m.NormBA, true })
-		for _, m := range rows {
-			x := "-"
-			if md := med[m.Kind]; md > 0 {
-				x = fmt.Sprintf("%.2f", m.NormBA/md)
-			}
-			line := fmt.Sprintf("%-*s\t%d\t%.4g\t%.4g\t%.4g\t%s", width, shortModule(m.Name), m.Rank, m.NormA, m.NormB, m.NormBA, x)
-			if r.Drift != nil {
-				switch {
-				case m.Drift == nil:
-					line += "\t-\t-"
-				case m.Drift.RelChange == nil:
-					line += fmt.Sprintf("\t%.4g\t-", m.Drift.DeltaBA)
-				default:
-					line += fmt.Sprintf("\t%.4g\t%+.1f%%", m.Drift.DeltaBA, 100**m.Drift.RelChange)
-				}
-			}
-			fmt.Fprintln(tw, strings.TrimRight(line+"\t  "+strings.Join(m.Issues, ","), " "))
-		}
-		tw.Flush()
+		r.writeTable(bw, rows, width)
 		if len(rows) < len(g.Modules) {
 			p("  … %d more (%s)\n", len(g.Modules)-len(rows), more)
 		}
@@ -160,7 +148,230 @@ func (r *Report) WriteText(w io.Writer, top int, more string) error {
 			p("  %-10s %3d modules  ‖s·B·A‖ %s\n", k.Kind, k.Modules, aggText(k.BA))
 		}
 	}
-	return bw.Flush()
+	return nil
+}
+
+// column is one column of a module table: its header and a cell per row.
+type column struct {
+	head  string
+	cells []string
+	left  bool // aligned left (names, flags), else right (numbers)
+}
+
+// writeTable writes the module rows as a table no wider than width (0: no limit), dropping
+// columns in the order WriteTextFit gives; a table that is still too wide keeps them all.
+func (r *Report) writeTable(b *strings.Builder, rows []Module, width int) {
+	med := kindMedians(rows, func(m *Module) (float64, bool) { return m.NormBA, true })
+	cells := func(f func(m Module) string) []string {
+		out := make([]string, len(rows))
+		for i, m := range rows {
+			out[i] = f(m)
+		}
+		return out
+	}
+	module := column{head: "module", left: true, cells: cells(func(m Module) string { return shortModule(m.Name) })}
+	layer := column{head: "layer", cells: cells(func(m Module) string {
+		if m.Layer < 0 {
+			return "-"
+		}
+		return fmt.Sprint(m.Layer)
+	})}
+	inLayer := column{head: "module", left: true, cells: cells(func(m Module) string { return layerModule(shortModule(m.Name)) })}
+	rank := column{head: "r", cells: cells(func(m Module) string { return fmt.Sprint(m.Rank) })}
+	normA := column{head: "‖A‖", cells: cells(func(m Module) string { return fmt.Sprintf("%.4g", m.NormA) })}
+	normB := column{head: "‖B‖", cells: cells(func(m Module) string { return fmt.Sprintf("%.4g", m.NormB) })}
+	rest := []column{
+		{head: "‖s·B·A‖", cells: cells(func(m Module) string { return fmt.Sprintf("%.4g", m.NormBA) })},
+		{head: "×median", cells: cells(func(m Module) string {
+			if md := med[m.Kind]; md > 0 {
+				return fmt.Sprintf("%.2f", m.NormBA/md)
+			}
+			return "-"
+		})},
+	}
+	if r.Drift != nil {
+		rest = append(rest,
+			column{head: "‖Δ(s·B·A)‖", cells: cells(func(m Module) string {
+				if m.Drift == nil {
+					return "-"
+				}
+				return fmt.Sprintf("%.4g", m.Drift.DeltaBA)
+			})},
+			column{head: "change", cells: cells(func(m Module) string {
+				if m.Drift == nil || m.Drift.RelChange == nil {
+					return "-"
+				}
+				return fmt.Sprintf("%+.1f%%", 100**m.Drift.RelChange)
+			})})
+	}
+	// The issues column only when a row fills it: a header wider than every row would wrap
+	// on its own in a pane sized to the rows.
+	for _, m := range rows {
+		if len(m.Issues) > 0 {
+			rest = append(rest, column{head: "issues", left: true, cells: cells(func(m Module) string { return strings.Join(m.Issues, ",") })})
+			break
+		}
+	}
+	uniformRank := true
+	for _, m := range rows {
+		uniformRank = uniformRank && m.Rank == r.Adapter.R
+	}
+	layouts := [][]column{append([]column{module, rank, normA, normB}, rest...)}
+	if width > 0 {
+		layouts = append(layouts, append([]column{layer, inLayer, rank, normA, normB}, rest...))
+		if uniformRank {
+			layouts = append(layouts, append([]column{layer, inLayer, normA, normB}, rest...))
+		}
+		layouts = append(layouts, append([]column{layer, inLayer}, rest...))
+	}
+	chosen := 0
+	for chosen < len(layouts)-1 && tableWidth(layouts[chosen]) > width {
+		chosen++
+	}
+	cols := layouts[chosen]
+	if chosen > 0 && chosen == len(layouts)-1 { // ‖A‖ and ‖B‖ left out
+		defer b.WriteString("  ‖A‖ and ‖B‖ of each module: rlhfstation inspect, or a wider terminal\n")
+	}
+	widths := make([]int, len(cols))
+	for i, c := range cols {
+		widths[i] = utf8.RuneCountInString(c.head)
+		for _, v := range c.cells {
+			widths[i] = max(widths[i], utf8.RuneCountInString(v))
+		}
+	}
+	line := func(cell func(c column) string) {
+		var l strings.Builder
+		l.WriteString(" ")
+		for i, c := range cols {
+			v := cell(c)
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(v))
+			l.WriteString(" ")
+			if i > 0 {
+				l.WriteString(" ")
+			}
+			if c.left {
+				l.WriteString(v + pad)
+			} else {
+				l.WriteString(pad + v)
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	line(func(c column) string { return c.head })
+	for i := range rows {
+		line(func(c column) string { return c.cells[i] })
+	}
+}
+
+// tableWidth is the width writeTable gives a table of these columns.
+func tableWidth(cols []column) int {
+	w := 2 + 2*(len(cols)-1)
+	for _, c := range cols {
+		cw := utf8.RuneCountInString(c.head)
+		for _, v := range c.cells {
+			cw = max(cw, utf8.RuneCountInString(v))
+		}
+		w += cw
+	}
+	return w
+}
+
+// layerModule is a module's name inside its layer, without the block its group names
+// (layers.3.self_attn.q_proj → q_proj; layers.3.mlp.experts.7.down_proj → experts.7.down_proj).
+func layerModule(name string) string {
+	parts := strings.Split(name, ".")
+	if len(parts) >= 3 && parts[0] == "layers" {
+		parts = parts[2:]
+		if len(parts) >= 2 {
+			parts = parts[1:]
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// breakLine breaks a line wider than width (0: no limit) between its " · " parts, else between
+// words, onto lines indented past its label (continuation), never inside a word: a number is
+// never cut. A word wider than a line stays whole.
+func breakLine(line string, width int) []string {
+	if width <= 0 || utf8.RuneCountInString(line) <= width {
+		return []string{line}
+	}
+	pad := strings.Repeat(" ", min(continuation(line), width/2))
+	var out []string
+	cur, fresh := "", true // fresh: cur holds nothing yet, or only a continuation's indent
+	fits := func(piece string) bool {
+		if fresh && cur != "" {
+			piece = strings.TrimLeft(piece, " ")
+		}
+		return utf8.RuneCountInString(cur+piece) <= width
+	}
+	add := func(piece string) {
+		if fresh && cur != "" {
+			piece = strings.TrimLeft(piece, " ")
+		}
+		cur, fresh = cur+piece, false
+	}
+	next := func() {
+		out = append(out, strings.TrimRight(cur, " "))
+		cur, fresh = pad, true
+	}
+	for i, part := range strings.Split(line, " · ") {
+		if i > 0 {
+			part = " · " + part
+		}
+		if fits(part) {
+			add(part)
+			continue
+		}
+		if !fresh {
+			next()
+			part = strings.TrimPrefix(part, " · ")
+			if fits(part) {
+				add(part)
+				continue
+			}
+		}
+		for _, word := range spacedWords.FindAllString(strings.TrimPrefix(part, " · "), -1) {
+			if !fresh && !fits(word) {
+				if room := width - utf8.RuneCountInString(cur) - 1; strings.Contains(word, "/") && room >= 24 {
+					word = " " + shortenPath(strings.TrimLeft(word, " "), room)
+				} else {
+					next()
+				}
+			}
+			if fresh && strings.Contains(word, "/") {
+				word = shortenPath(strings.TrimLeft(word, " "), width-utf8.RuneCountInString(cur))
+			}
+			add(word)
+		}
+	}
+	return append(out, strings.TrimRight(cur, " "))
+}
+
+// shortenPath is a path cut to n columns from the left, its end kept after "…" (a path wider
+// than a line: its last folders name the checkpoint).
+func shortenPath(p string, n int) string {
+	r := []rune(p)
+	if len(r) <= n || n < 2 {
+		return p
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// spacedWords are a text's words, each with the spaces before it.
+var spacedWords = regexp.MustCompile(`\s*\S+`)
+
+// continuation is the indent of a broken line's next lines: past a summary line's label
+// ("drift      "), past an issue's severity ("  WARNING   "), else the line's own indent and two.
+func continuation(line string) int {
+	r := []rune(line)
+	switch {
+	case len(r) > 11 && r[0] != ' ' && r[10] == ' ' && r[11] != ' ':
+		return 11
+	case len(r) > 12 && r[0] == ' ' && r[1] == ' ' && r[2] != ' ' && r[10] == ' ' && r[11] == ' ' && r[12] != ' ':
+		return 12
+	}
+	return len(line) - len(strings.TrimLeft(line, " ")) + 2
 }
 
 func issueCount(c map[string]int) string {

@@ -1,6 +1,8 @@
 package monitor
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -43,6 +45,62 @@ func TestReportTableHeaderFitsItsRows(t *testing.T) {
 		}
 		if strings.Contains(lines[head], "issues") != c.issues {
 			t.Errorf("%s: header %q", c.name, lines[head])
+		}
+	}
+}
+
+// WriteTextFit keeps every line within the width, every number whole (a line breaks only
+// between words) and, at the inspector's widths (70 and 78), every module's drift on its row.
+func TestWriteTextFitKeepsNumbersWhole(t *testing.T) {
+	change := -0.239
+	var mods []Module
+	for l := 10; l < 14; l++ {
+		mods = append(mods, Module{Name: fmt.Sprintf("model.layers.%d.self_attn.q_proj", l), Kind: "q_proj", Layer: l, Rank: 16,
+			NormA: 1.5 + float64(l)/100, NormB: 0.0818, NormBA: 0.1403 + float64(l)/1000,
+			Drift: &ModuleDrift{DeltaBA: 0.1745 + float64(l)/1000, RelChange: &change}, Issues: []string{"frozen"}})
+	}
+	r := &Report{Path: "/home/someone/runs/20261127-101010-story/checkpoints/step-000060", Reference: "/home/someone/runs/20261127-101010-story/checkpoints/step-000020",
+		Adapter: AdapterInfo{Modules: 4, R: 16, Alpha: 32, ScaleRule: "alpha/r", Scale: 2}, Drift: &DriftSummary{Compared: 4, Frozen: 4},
+		Issues: []Issue{{Severity: "warning", Code: "frozen", Message: "4 module(s) identical to the reference: model.layers.10.self_attn.q_proj, model.layers.11.self_attn.q_proj",
+			Recommendation: "no gradient reaches these modules: check that they are trainable and used in the forward pass"}},
+		Groups: []Group{{Name: "attention", Modules: mods}}}
+	var full strings.Builder
+	if err := r.WriteText(&full, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	number := regexp.MustCompile(`[-+]?[0-9]+\.[0-9]+%?`)
+	for _, width := range []int{60, 70, 78} {
+		var sb strings.Builder
+		if err := r.WriteTextFit(&sb, 0, "", width); err != nil {
+			t.Fatal(err)
+		}
+		text := sb.String()
+		for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+			if n := utf8.RuneCountInString(l); n > width {
+				t.Errorf("width %d: a line of %d: %q", width, n, l)
+			}
+		}
+		whole := map[string]bool{}
+		for _, n := range number.FindAllString(full.String(), -1) {
+			whole[n] = true
+		}
+		for _, n := range number.FindAllString(text, -1) {
+			if !whole[n] {
+				t.Errorf("width %d: %s is not a number of the full report (one cut?):\n%s", width, n, text)
+			}
+		}
+		if width < 70 {
+			continue // narrower than the inspector's panes: rows may break between their cells
+		}
+		for _, m := range mods {
+			row := fmt.Sprintf("%d  q_proj", m.Layer)
+			found := false
+			for _, l := range strings.Split(text, "\n") {
+				found = found || strings.Contains(l, row) && strings.Contains(l, fmt.Sprintf("%.4g", m.Drift.DeltaBA)) && strings.Contains(l, "-23.9%") && strings.Contains(l, "frozen")
+			}
+			if !found {
+				t.Errorf("width %d: %s's row is not whole:\n%s", width, m.Name, text)
+			}
 		}
 	}
 }

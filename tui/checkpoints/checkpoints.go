@@ -24,15 +24,16 @@ import (
 	"rlhfstation/tui/state"
 )
 
-// InspectFunc reports on checkpoint ckpt, with drift against ref when ref is not empty.
-type InspectFunc func(ckpt, ref string) (report string, score float64, err error)
+// InspectFunc reports on checkpoint ckpt, with drift against ref when ref is not empty: the
+// report is laid out for the detail pane's width (it changes with the terminal's).
+type InspectFunc func(ckpt, ref string) (report func(width int) string, score float64, err error)
 
 // GenerateFunc completes prompt with the policy of checkpoint ckpt.
 type GenerateFunc func(ckpt, prompt string) (string, error)
 
 type inspectedMsg struct {
 	key    string
-	report string
+	report func(width int) string
 	score  float64
 	err    error
 }
@@ -43,7 +44,7 @@ type generatedMsg struct {
 }
 
 type report struct {
-	text  string
+	text  func(width int) string
 	score float64
 	err   error
 }
@@ -407,7 +408,7 @@ func (m Model) detailText(w int) string {
 			b.WriteString(st.Bad.Render(lipgloss.Wrap("error: "+r.err.Error(), w, " ")) + "\n")
 		} else {
 			b.WriteString(fmt.Sprintf("%s %.2f\n", st.Muted.Render("score"), r.score))
-			b.WriteString(lipgloss.Wrap(strings.TrimRight(r.text, "\n"), w, " ") + "\n")
+			b.WriteString(lipgloss.Wrap(strings.TrimRight(r.text(w), "\n"), w, " ") + "\n")
 		}
 	} else {
 		b.WriteString(st.Muted.Render("enter: full health report · g: generate from this checkpoint") + "\n")
