@@ -27,12 +27,13 @@ bin=bench/gpu-bin
 if [ "${1:-}" = "build" ]; then
   set -e
   mkdir -p "$bin"
-  echo "building $bin/cuda.test, $bin/engine.test and $bin/rlhfstation (stripped, CGO_ENABLED=0)"
+  echo "building $bin/cuda.test, $bin/engine.test, $bin/cpu.test and $bin/rlhfstation (stripped, CGO_ENABLED=0)"
   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o "$bin/cuda.test" ./engine/backend/cuda
   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o "$bin/engine.test" ./engine
+  CGO_ENABLED=0 go test -c -ldflags='-s -w' -o "$bin/cpu.test" ./engine/backend/cpu
   CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/rlhfstation" .
   if [ "${2:-}" = "pack" ]; then
-    (cd "$bin" && tar czf bin.tgz cuda.test engine.test rlhfstation && rm -f cuda.test engine.test rlhfstation)
+    (cd "$bin" && tar czf bin.tgz cuda.test engine.test cpu.test rlhfstation && rm -f cuda.test engine.test cpu.test rlhfstation)
     ls -la "$bin"
   fi
   exit 0
@@ -53,7 +54,7 @@ stage() { local left=$(( budget - ($(date +%s) - start) - 10 )); [ "$left" -lt 2
 skip() { say "   skipped: the budget of $budget s is spent"; }
 pack() { [ -n "${OUT:-}" ] && [ "$out" != "$OUT" ] && tar czf "$OUT/gpu-out.tgz.tmp" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null && mv "$OUT/gpu-out.tgz.tmp" "$OUT/gpu-out.tgz" && cp "$summary" "$OUT/summary.txt"; true; }
 
-for b in cuda.test engine.test rlhfstation; do
+for b in cuda.test engine.test cpu.test rlhfstation; do
   if [ ! -x "$bin/$b" ]; then
     echo "missing $bin/$b: run 'bench/gpu.sh build [pack]' where Go is, then copy bench/gpu-bin here" >&2
     exit 2
@@ -153,12 +154,32 @@ pack
 say "== NF4 dequantization vs device-to-device copy, 4-bit GEMV; device ops by hand (GPU-event timing)"
 t=$(stage 80)
 if [ "$t" -eq 0 ]; then skip; else
-(cd engine/backend/cuda && timeout "$t" "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4|Qwen05' -test.benchtime 3x) > "$out/kernels.log" 2>&1
+(cd engine/backend/cuda && timeout "$t" "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4|Qwen05|FlashAttention' -test.benchtime 3x) > "$out/kernels.log" 2>&1
 grep -E '^Benchmark|FAIL|panic' "$out/kernels.log" | tee -a "$summary"
 fi
 pack
 
-# 7. The README's first command as a user with a GPU runs it: the built-in default, device auto.
+# 7. The host's CPU: the AVX-512 one-row 4-bit kernel (opt-in until it has run; GPU hosts
+#    usually have AVX-512) against the dequantized reference, and its speed beside AVX2.
+say "== CPU 4-bit one-row kernel, AVX-512 against AVX2 (the host's CPU)"
+t=$(stage 60)
+if [ "$t" -eq 0 ]; then skip; else
+(cd engine/backend/cpu && timeout "$t" "../../../$bin/cpu.test" -test.run 'Q4Row512|Q4Dot|TestConformance' -test.v -test.bench 'Q4Row512' -test.benchtime 20x) > "$out/cpu512.log" 2>&1
+grep -E -- '^--- (FAIL|SKIP)|^--- PASS: TestQ4Row512|^Benchmark|^(ok|FAIL|PASS)$' "$out/cpu512.log" | head -12 | tee -a "$summary"
+fi
+pack
+
+# 8. Where a decode token's GPU time goes now, kernel by kernel (bench/gpu_profile.sh's first
+#    pass; the whole step is its second, left to a run of that script).
+say "== decode token, kernel by kernel (Nsight Compute)"
+t=$(stage 90)
+if [ "$t" -eq 0 ]; then skip; else
+PROFILE_DECODE_S=$t PROFILE_STEP_S=0 bash bench/gpu_profile.sh "$out" > "$out/profile.txt" 2>&1
+sed -n '/== decode/,/== warm-up/p' "$out/profile.txt" | head -20 | tee -a "$summary"
+fi
+pack
+
+# 9. The README's first command as a user with a GPU runs it: the built-in default, device auto.
 say "== go run . --batch (the built-in default; device auto)"
 t=$(stage 120)
 if [ "$t" -eq 0 ]; then skip; else

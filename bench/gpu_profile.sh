@@ -24,6 +24,7 @@ export RLHFSTATION_BENCH_DEVICE=cuda
 timeout "${PROFILE_DECODE_S:-120}" "${prof[@]}" --graph-profiling node --launch-skip 1200 --launch-count 1400 "${run[@]}" > "$out/ncu-decode.csv" 2> "$out/ncu-decode.log"
 echo "== decode, per token (ncu exit $?)"
 "$python" ../bench/ncu_summary.py "$out/ncu-decode.csv" --per embedding_forward | head -25
+[ "${PROFILE_STEP_S:-150}" -gt 0 ] || exit 0
 timeout "${PROFILE_STEP_S:-150}" "${prof[@]}" --graph-profiling graph "${run[@]}" > "$out/ncu-step.csv" 2> "$out/ncu-step.log"
 echo "== warm-up and timed step, graphs as one unit (ncu exit $?)"
 "$python" ../bench/ncu_summary.py "$out/ncu-step.csv" | head -40
