@@ -128,17 +128,7 @@ func runFamily(t *testing.T, m *model.Model, b backend.Backend, seqs [][]int) fa
 	var err error
 	r.logp, err = m.LogProbs(seqs, 0, model.AdaptersOn)
 	must(t, err)
-	tape := m.NewTape()
-	must(t, m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: 0.9}))
-	dlogp := make([][]float32, len(seqs))
-	rng := rand.New(rand.NewPCG(3, 3))
-	for i, s := range seqs {
-		dlogp[i] = make([]float32, len(s))
-		for j := 1; j < len(s); j++ {
-			dlogp[i][j] = float32(rng.NormFloat64())
-		}
-	}
-	must(t, m.Backward(tape, dlogp, nil))
+	trainPass(t, m, seqs)
 	for _, l := range layers {
 		for _, g := range []backend.Buf{l.GradA, l.GradB} {
 			h := make([]float32, g.Len())
@@ -252,4 +242,20 @@ func check(t *testing.T, name string, want, got familyRun) {
 	if !(gradWorst <= gradTol) {
 		t.Errorf("%s: LoRA gradients differ from the CPU's by %.2f%% (relative L2)", name, 100*gradWorst)
 	}
+}
+
+// trainPass runs the training forward over seqs and the backward of fixed random log-prob
+// gradients (seed 3, 3): the pass the families check and the op trace compare across devices.
+func trainPass(t *testing.T, m *model.Model, seqs [][]int) {
+	tape := m.NewTape()
+	must(t, m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: 0.9}))
+	dlogp := make([][]float32, len(seqs))
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i, s := range seqs {
+		dlogp[i] = make([]float32, len(s))
+		for j := 1; j < len(s); j++ {
+			dlogp[i][j] = float32(rng.NormFloat64())
+		}
+	}
+	must(t, m.Backward(tape, dlogp, nil))
 }

@@ -10,7 +10,6 @@ import (
 
 	"rlhfstation/engine/backend"
 	"rlhfstation/engine/backend/cpu"
-	"rlhfstation/engine/model"
 	"rlhfstation/quant"
 )
 
@@ -165,17 +164,7 @@ func TestOpTraceGemma3NF4(t *testing.T) {
 	pass := func(b backend.Backend) {
 		must(t, m.Use(b))
 		attach(t, m, b, 7)
-		tape := m.NewTape()
-		must(t, m.ForwardTrain(tape, seqs, model.TrainOptions{Temperature: 0.9}))
-		dlogp := make([][]float32, len(seqs))
-		r := rand.New(rand.NewPCG(3, 3))
-		for i, s := range seqs {
-			dlogp[i] = make([]float32, len(s))
-			for j := 1; j < len(s); j++ {
-				dlogp[i][j] = float32(r.NormFloat64())
-			}
-		}
-		must(t, m.Backward(tape, dlogp, nil))
+		trainPass(t, m, seqs)
 	}
 	want, got := &opTrace{Backend: cpu.New()}, &opTrace{Backend: dev, local: true}
 	pass(want)
