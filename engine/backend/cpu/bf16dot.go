@@ -57,42 +57,31 @@ func bf16Dot(y, x []float32, w []uint16, rows, in, out int) {
 	xScratch.Put(bp)
 }
 
-// bf16DotRange adds the output rows lo..hi-1 to y, blocked as f32DotRange is: a block of
-// weight rows (about 128 KB, kept in L2) against each group of rows of x in turn, a span of
-// columns at a time so that those rows of x stay in L1.
+// bf16DotRange adds the output rows lo..hi-1 to y, 128 KB of weights a block (fewRowBlocks);
+// xp is x reordered for the kernels, x itself serves the columns past the last whole chunk.
 func bf16DotRange(y, xp, x []float32, w []uint16, rows, in, out, lo, hi int) {
 	chunks := in / q4Chunk
 	main := chunks * q4Chunk
-	rb := max(1, (64<<10)/max(in, 1))
-	for r0 := lo; r0 < hi; r0 += rb {
-		r1 := min(hi, r0+rb)
-		for i0 := 0; i0 < rows; {
-			t := q4DotRows(rows - i0)
-			span := max(1, (16<<10)/(4*q4Chunk*t))
-			if t == 1 && chunks > 0 { // whole rows, walked by the kernel
-				bf16row(chunks, w[r0*in:], in, xp[i0*main:], y[i0*out+r0:i0*out+r1])
-			}
-			for k0 := 0; k0 < chunks && t > 1; k0 += span {
-				n := min(span, chunks-k0)
+	var tail func(t, i0, r0, r1 int)
+	if main < in {
+		tail = func(t, i0, r0, r1 int) {
+			for i := i0; i < i0+t; i++ {
+				xs := x[i*in+main : i*in+in]
 				for r := r0; r < r1; r++ {
-					bf16dot(t, n, w[r*in+k0*q4Chunk:], xp[i0*main+k0*q4Chunk:], main, y[i0*out+r:], out)
-				}
-			}
-			if main < in {
-				for i := i0; i < i0+t; i++ {
-					xs := x[i*in+main : i*in+in]
-					for r := r0; r < r1; r++ {
-						var s float32
-						for k, v := range w[r*in+main : r*in+in] {
-							s += FromBF16(v) * xs[k]
-						}
-						y[i*out+r] += s
+					var s float32
+					for k, v := range w[r*in+main : r*in+in] {
+						s += FromBF16(v) * xs[k]
 					}
+					y[i*out+r] += s
 				}
 			}
-			i0 += t
 		}
 	}
+	fewRowBlocks(rows, chunks, lo, hi, max(1, (64<<10)/max(in, 1)),
+		func(i0, r0, r1 int) { bf16row(chunks, w[r0*in:], in, xp[i0*main:], y[i0*out+r0:i0*out+r1]) },
+		func(t, i0, r, k0, n int) {
+			bf16dot(t, n, w[r*in+k0*q4Chunk:], xp[i0*main+k0*q4Chunk:], main, y[i0*out+r:], out)
+		}, tail)
 }
 
 // bf16dotGo is the kernels' reference and the path where they do not run: it adds to

@@ -47,42 +47,30 @@ func f32Dot(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb i
 	ForPieces(n, max(1, (1<<15)/max(k, 1)), 4, func(lo, hi int) { f32DotRange(c, a, lda, b, ldb, m, k, ldc, lo, hi) })
 }
 
-// f32DotRange adds the output rows lo..hi-1 to y, blocked as Q4Dot.rowsRange is: a block of
-// weight rows (about 128 KB, kept in L2) against each group of rows of x in turn, a span of
-// columns at a time so that those rows of x stay in L1.
+// f32DotRange adds the output rows lo..hi-1 to y, 128 KB of weights a block (fewRowBlocks).
 func f32DotRange(y, x []float32, ldx int, w []float32, ldw, rows, in, ldy, lo, hi int) {
 	chunks := in / q4Chunk
-	tail := chunks * q4Chunk
-	rb := max(1, (32<<10)/max(in, 1))
-	for r0 := lo; r0 < hi; r0 += rb {
-		r1 := min(hi, r0+rb)
-		for i0 := 0; i0 < rows; {
-			t := q4DotRows(rows - i0)
-			span := max(1, (16<<10)/(4*q4Chunk*t))
-			if t == 1 && chunks > 0 { // whole rows, walked by the kernel
-				f32row(chunks, w[r0*ldw:], ldw, x[i0*ldx:], y[i0*ldy+r0:i0*ldy+r1])
-			}
-			for k0 := 0; k0 < chunks && t > 1; k0 += span {
-				n := min(span, chunks-k0)
+	whole := chunks * q4Chunk
+	var tail func(t, i0, r0, r1 int)
+	if whole < in {
+		tail = func(t, i0, r0, r1 int) {
+			for i := i0; i < i0+t; i++ {
+				xs := x[i*ldx+whole : i*ldx+in]
 				for r := r0; r < r1; r++ {
-					f32dot(t, n, w[r*ldw+k0*q4Chunk:], x[i0*ldx+k0*q4Chunk:], ldx, y[i0*ldy+r:], ldy)
-				}
-			}
-			if tail < in {
-				for i := i0; i < i0+t; i++ {
-					xs := x[i*ldx+tail : i*ldx+in]
-					for r := r0; r < r1; r++ {
-						var s float32
-						for k, v := range w[r*ldw+tail : r*ldw+in] {
-							s += v * xs[k]
-						}
-						y[i*ldy+r] += s
+					var s float32
+					for k, v := range w[r*ldw+whole : r*ldw+in] {
+						s += v * xs[k]
 					}
+					y[i*ldy+r] += s
 				}
 			}
-			i0 += t
 		}
 	}
+	fewRowBlocks(rows, chunks, lo, hi, max(1, (32<<10)/max(in, 1)),
+		func(i0, r0, r1 int) { f32row(chunks, w[r0*ldw:], ldw, x[i0*ldx:], y[i0*ldy+r0:i0*ldy+r1]) },
+		func(t, i0, r, k0, n int) {
+			f32dot(t, n, w[r*ldw+k0*q4Chunk:], x[i0*ldx+k0*q4Chunk:], ldx, y[i0*ldy+r:], ldy)
+		}, tail)
 }
 
 // f32dotGo is the kernels' reference and the path where they do not run: it adds to

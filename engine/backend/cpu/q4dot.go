@@ -99,34 +99,50 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 	xScratch.Put(bp)
 }
 
-// rowsRange adds to y the output rows lo..hi-1. The weight rows of one block (about 32 KB of
-// codes, kept in L2) are taken against each group of up to 8 rows of x in turn, a span of
-// columns at a time so that those rows of x stay in L1.
+// rowsRange adds to y the output rows lo..hi-1, 32 KB of codes a block (fewRowBlocks).
 func (d *Q4Dot) rowsRange(y, xp []float32, rows, lo, hi int, code *q4Tables) {
 	w := d.W
 	in, out := w.Cols, w.Rows
 	chunks := in / q4Chunk
-	rb := max(1, (64<<10)/in) // 32 KB of codes
+	fewRowBlocks(rows, chunks, lo, hi, max(1, (64<<10)/in),
+		func(i0, r0, r1 int) {
+			c0, c1 := r0*chunks, r1*chunks
+			q4row(r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1],
+				xp[i0*in:(i0+1)*in], y[i0*out+r0:i0*out+r1], code)
+		},
+		func(t, i0, r, k0, n int) {
+			c := r*chunks + k0
+			q4dot(t, n, w.Packed[c*q4Chunk/2:(c+n)*q4Chunk/2], d.scales[c:c+n], xp[i0*in+k0*q4Chunk:], in, y[i0*out+r:], out, code)
+		}, nil)
+}
+
+// fewRowBlocks walks the output rows lo..hi-1 of a few-row product in cache blocks, the one
+// order of the 4-bit, float32 and bf16 kernels: rb weight rows at a time (kept in L2) against
+// each group of t ≤ 8 rows of x in turn (q4DotRows). One row of x takes the block's whole rows
+// in one call (row1: weight rows r0..r1-1 against row i0 of x); more take spans of chunks, 16
+// KB of x, so that those rows of x stay in L1 (dot: t rows of x from i0 against weight row r,
+// chunks k0..k0+n-1). tail, when not nil, adds the columns past the last whole chunk for the
+// group (t rows from i0, weight rows r0..r1-1).
+func fewRowBlocks(rows, chunks, lo, hi, rb int, row1 func(i0, r0, r1 int), dot func(t, i0, r, k0, n int), tail func(t, i0, r0, r1 int)) {
 	for r0 := lo; r0 < hi; r0 += rb {
 		r1 := min(hi, r0+rb)
 		for i0 := 0; i0 < rows; {
 			t := q4DotRows(rows - i0)
-			if t == 1 { // whole weight rows, walked by the kernel
-				c0, c1 := r0*chunks, r1*chunks
-				q4row(r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1],
-					xp[i0*in:(i0+1)*in], y[i0*out+r0:i0*out+r1], code)
-				i0++
-				continue
-			}
-			span := max(1, (16<<10)/(4*q4Chunk*t)) // chunks of x: 16 KB of the t rows
-			for k0 := 0; k0 < chunks; k0 += span {
-				n := min(span, chunks-k0)
-				xs := xp[i0*in+k0*q4Chunk:]
-				for r := r0; r < r1; r++ {
-					c := r*chunks + k0
-					q4dot(t, n, w.Packed[c*q4Chunk/2:(c+n)*q4Chunk/2], d.scales[c:c+n],
-						xs, in, y[i0*out+r:], out, code)
+			if t == 1 {
+				if chunks > 0 {
+					row1(i0, r0, r1)
 				}
+			} else {
+				span := max(1, (16<<10)/(4*q4Chunk*t))
+				for k0 := 0; k0 < chunks; k0 += span {
+					n := min(span, chunks-k0)
+					for r := r0; r < r1; r++ {
+						dot(t, i0, r, k0, n)
+					}
+				}
+			}
+			if tail != nil {
+				tail(t, i0, r0, r1)
 			}
 			i0 += t
 		}
