@@ -93,23 +93,6 @@ func (s shape) emit(w *bytes.Buffer) {
 	if s.tablesReg {
 		tabLo, tabHi = y(regTLo), y(regTHi)
 	}
-	// xAddr is row i of x at byte offset off within the current chunk.
-	xAddr := func(i, off int) string {
-		base := "DI"
-		if i >= 4 {
-			base, i = "BX", i-4
-		}
-		switch i {
-		case 0:
-			return fmt.Sprintf("%d(%s)", off, base)
-		case 1:
-			return fmt.Sprintf("%d(%s)(R8*1)", off, base)
-		case 2:
-			return fmt.Sprintf("%d(%s)(R8*2)", off, base)
-		default:
-			return fmt.Sprintf("%d(%s)(R12*1)", off, base)
-		}
-	}
 	// acc is the accumulator of row i for group g's half h (0: even values, 1: odd).
 	acc := func(i, g, h int) int {
 		switch s.accs {
@@ -514,52 +497,13 @@ func emitRowDense(w *bytes.Buffer, bf16 bool) {
 func (s shape) emitF32(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
-	xAddr := func(i, off int) string {
-		base := "DI"
-		if i >= 4 {
-			base, i = "BX", i-4
-		}
-		switch i {
-		case 0:
-			return fmt.Sprintf("%d(%s)", off, base)
-		case 1:
-			return fmt.Sprintf("%d(%s)(R8*1)", off, base)
-		case 2:
-			return fmt.Sprintf("%d(%s)(R8*2)", off, base)
-		default:
-			return fmt.Sprintf("%d(%s)(R12*1)", off, base)
-		}
-	}
-	acc := func(i, v int) int {
-		switch s.accs {
-		case 4:
-			return v % 4
-		case 2:
-			return 2*i + v%2
-		}
-		return i
-	}
-	fmt.Fprintf(w, "\n// func f32dot%d(n int, w *float32, x *float32, ldx int, y *float32, ldy int)\n", s.t)
-	fmt.Fprintf(w, "TEXT ·f32dot%d(SB), NOSPLIT, $0-48\n", s.t)
-	p("MOVQ n+0(FP), CX")
-	p("MOVQ w+8(FP), SI")
-	p("MOVQ x+16(FP), DI")
-	p("MOVQ ldx+24(FP), R8")
-	p("SHLQ $2, R8")
-	p("LEAQ (R8)(R8*2), R12")
-	p("LEAQ (DI)(R8*4), BX")
-	p("MOVQ y+32(FP), R9")
-	p("MOVQ ldy+40(FP), R10")
-	p("SHLQ $2, R10")
-	for a := 0; a < s.t*s.accs; a++ {
-		p("VXORPS %s, %s, %s", y(a), y(a), y(a))
-	}
+	s.emitDenseHead(w, "f32dot", "float32")
 	fmt.Fprintf(w, "floop%d:\n", s.t)
 	for v := 0; v < 8; v++ {
 		r := y(14 - v%2)
 		p("VMOVUPS %d(SI), %s", 32*v, r)
 		for i := 0; i < s.t; i++ {
-			p("VFMADD231PS %s, %s, %s", xAddr(i, 32*v), r, y(acc(i, v)))
+			p("VFMADD231PS %s, %s, %s", xAddr(i, 32*v), r, y(s.denseAcc(i, v)))
 		}
 	}
 	p("ADDQ $256, SI")
@@ -584,46 +528,7 @@ func (s shape) emitF32(w *bytes.Buffer) {
 func (s shape) emitBF16(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
-	xAddr := func(i, off int) string {
-		base := "DI"
-		if i >= 4 {
-			base, i = "BX", i-4
-		}
-		switch i {
-		case 0:
-			return fmt.Sprintf("%d(%s)", off, base)
-		case 1:
-			return fmt.Sprintf("%d(%s)(R8*1)", off, base)
-		case 2:
-			return fmt.Sprintf("%d(%s)(R8*2)", off, base)
-		default:
-			return fmt.Sprintf("%d(%s)(R12*1)", off, base)
-		}
-	}
-	acc := func(i, v int) int {
-		switch s.accs {
-		case 4:
-			return v % 4
-		case 2:
-			return 2*i + v%2
-		}
-		return i
-	}
-	fmt.Fprintf(w, "\n// func bf16dot%d(n int, w *uint16, x *float32, ldx int, y *float32, ldy int)\n", s.t)
-	fmt.Fprintf(w, "TEXT ·bf16dot%d(SB), NOSPLIT, $0-48\n", s.t)
-	p("MOVQ n+0(FP), CX")
-	p("MOVQ w+8(FP), SI")
-	p("MOVQ x+16(FP), DI")
-	p("MOVQ ldx+24(FP), R8")
-	p("SHLQ $2, R8")
-	p("LEAQ (R8)(R8*2), R12")
-	p("LEAQ (DI)(R8*4), BX")
-	p("MOVQ y+32(FP), R9")
-	p("MOVQ ldy+40(FP), R10")
-	p("SHLQ $2, R10")
-	for a := 0; a < s.t*s.accs; a++ {
-		p("VXORPS %s, %s, %s", y(a), y(a), y(a))
-	}
+	s.emitDenseHead(w, "bf16dot", "uint16")
 	p("VPCMPEQD Y15, Y15, Y15")
 	p("VPSLLD $16, Y15, Y15") // 0xffff0000: the odd values' mask
 	fmt.Fprintf(w, "bloop%d:\n", s.t)
@@ -634,7 +539,7 @@ func (s shape) emitBF16(w *bytes.Buffer) {
 		for h, r := range []string{"Y14", "Y13"} {
 			v := 2*g + h
 			for i := 0; i < s.t; i++ {
-				p("VFMADD231PS %s, %s, %s", xAddr(i, 32*v), r, y(acc(i, v)))
+				p("VFMADD231PS %s, %s, %s", xAddr(i, 32*v), r, y(s.denseAcc(i, v)))
 			}
 		}
 	}
@@ -654,4 +559,56 @@ func owner(s shape, a int) int {
 		return 0
 	}
 	return a / s.accs
+}
+
+// xAddr is row i of x at byte offset off within the current chunk: rows 0–3 from DI, 4–7
+// from BX, R8 holding ldx in bytes and R12 3·ldx (the kernels' shared register plan).
+func xAddr(i, off int) string {
+	base := "DI"
+	if i >= 4 {
+		base, i = "BX", i-4
+	}
+	switch i {
+	case 0:
+		return fmt.Sprintf("%d(%s)", off, base)
+	case 1:
+		return fmt.Sprintf("%d(%s)(R8*1)", off, base)
+	case 2:
+		return fmt.Sprintf("%d(%s)(R8*2)", off, base)
+	default:
+		return fmt.Sprintf("%d(%s)(R12*1)", off, base)
+	}
+}
+
+// denseAcc is the accumulator of row i for the chunk's vector v in the float32 and bf16
+// kernels, laid out as the 4-bit kernel's (a chunk's 8 vectors in place of its groups' halves).
+func (s shape) denseAcc(i, v int) int {
+	switch s.accs {
+	case 4:
+		return v % 4
+	case 2:
+		return 2*i + v%2
+	}
+	return i
+}
+
+// emitDenseHead writes the float32 and bf16 kernels' header: the signature, the arguments
+// into the register plan xAddr reads, and the accumulators cleared.
+func (s shape) emitDenseHead(w *bytes.Buffer, name, wType string) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func %s%d(n int, w *%s, x *float32, ldx int, y *float32, ldy int)\n", name, s.t, wType)
+	fmt.Fprintf(w, "TEXT ·%s%d(SB), NOSPLIT, $0-48\n", name, s.t)
+	p("MOVQ n+0(FP), CX")
+	p("MOVQ w+8(FP), SI")
+	p("MOVQ x+16(FP), DI")
+	p("MOVQ ldx+24(FP), R8")
+	p("SHLQ $2, R8")
+	p("LEAQ (R8)(R8*2), R12")
+	p("LEAQ (DI)(R8*4), BX")
+	p("MOVQ y+32(FP), R9")
+	p("MOVQ ldy+40(FP), R10")
+	p("SHLQ $2, R10")
+	for a := 0; a < s.t*s.accs; a++ {
+		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
 }
