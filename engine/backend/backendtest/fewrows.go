@@ -100,4 +100,12 @@ func fewRowOps(e *env) {
 		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: coef[0], beta: coef[1], pad: 2 * (i % 2)}
 		e.check("GEMM", "few rows: "+g.String(), func() { g.run() })
 	}
+	// A decode step's x·Aᵀ for linears sharing x (a device's own kernel for m ≤ 64, n ≤ 256):
+	// 1, 7 and 64 rows; k a 0.5B model's widths (896, 4864) and odd; n r × 1, 3 and 5; A an
+	// activation and the copies of A, bf16 on a device, as the model gives them.
+	for i, c := range pick(e, [][3]int{{1, 16, 896}, {7, 48, 4864}, {64, 80, 901}, {7, 80, 97}, {64, 48, 896}, {1, 256, 33}}) {
+		coef := [][2]float32{{1, 0}, {0.5, 1}}[i%2]
+		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: coef[0], beta: coef[1], pad: 3 * (i % 2), actB: true}
+		e.check("GEMM", "x·Aᵀ of a decode step: "+g.String(), func() { g.run() })
+	}
 }

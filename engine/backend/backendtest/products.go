@@ -56,6 +56,7 @@ type gemmCase struct {
 	pad         int
 	batch       int  // GEMMBatched when > 0
 	shareB      bool // strideB = 0
+	actB        bool // B an activation too (the model's bf16 copies of LoRA's A)
 }
 
 func (g gemmCase) String() string {
@@ -139,7 +140,11 @@ func (g gemmCase) run() {
 		if g.batch > 0 {
 			s.do("GEMMBatched", s.b.GEMMBatched(g.ta, g.tb, g.m, g.n, g.k, g.alpha, s.in(a), lda, sa, s.in(b), ldb, sb, g.beta, c, ldc, sc, g.batch))
 		} else {
-			s.do("GEMM", s.b.GEMM(g.ta, g.tb, g.m, g.n, g.k, g.alpha, s.inAs(g.aRole(), a), lda, s.in(b), ldb, g.beta, c, ldc))
+			bIn := s.in(b)
+			if g.actB {
+				bIn = s.inAs(act, b)
+			}
+			s.do("GEMM", s.b.GEMM(g.ta, g.tb, g.m, g.n, g.k, g.alpha, s.inAs(g.aRole(), a), lda, bIn, ldb, g.beta, c, ldc))
 		}
 		return []backend.Buf{c}
 	})

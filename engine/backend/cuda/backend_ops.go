@@ -307,12 +307,40 @@ func (b *Backend) GEMMBatched(transA, transB bool, m, n, k int, alpha float32, a
 	if k == 0 { // no product: C = beta·C, as BLAS defines it
 		return b.scaleRows(c, beta, m, n, ldc, strideC, batch)
 	}
+	if batch == 1 && !transA && transB && m <= fewRowsMax && n <= narrowMax {
+		return b.gemmNTFew(m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
+	}
 	g := &gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a.Addr(), aType: at, lda: lda, strideA: int64(strideA), b: bb.Addr(), bType: bt, ldb: ldb, strideB: int64(strideB),
 		c: c.Addr(), cType: ct, ldc: ldc, strideC: int64(strideC), batch: batch}
 	aN, bN := span(ar, ac, lda, strideA), span(br, bc, ldb, strideB)
 	b.d.enqueue(func(o *owner) error { return o.gemmMixed(g, aN, bN) })
 	return nil
+}
+
+// The shapes GEMM(false, true) takes its own kernel for rather than cuBLAS: up to
+// fewRowsMax rows of A and narrowMax columns of C (LoRA's x·Aᵀ of a decode step, r × the
+// linears sharing x wide).
+const (
+	fewRowsMax = 64
+	narrowMax  = 256
+)
+
+// gemmNTFew queues gemm_nt_few (kernels/step.cu): a block per column of C and 8 rows of A,
+// its warps (one per 128 of k, 1 to 8) splitting k.
+func (b *Backend) gemmNTFew(m, n, k int, alpha float32, a Buf, lda int, bb Buf, ldb int, beta float32, c Buf, ldc int) error {
+	isF32 := func(x Buf) int32 {
+		if x.DType() == F32 {
+			return 1
+		}
+		return 0
+	}
+	warps := min(max(ceilDiv(k, 128), 1), 8)
+	d := dims{grid: [3]uint32{uint32(n), uint32(ceilDiv(m, 8)), 1}, block: [3]uint32{uint32(32 * warps), 1, 1}}
+	return b.queue(nil, func(o *owner) error {
+		return o.gemmNtFew(d, devptr[uint8](c.Addr()), isF32(c), int32(ldc), devptr[uint8](a.Addr()), isF32(a), int32(lda),
+			devptr[uint8](bb.Addr()), isF32(bb), int32(ldb), int32(m), int32(k), alpha, beta)
+	})
 }
 
 // scaleRows sets C = beta·C over batch items of m rows of n values (ld apart).

@@ -105,6 +105,7 @@ const (
 	kScaleF32
 	kQ4LinearTcBF16
 	kQ4LinearTcF32
+	kGemmNtFew
 	numKernels
 )
 
@@ -207,6 +208,7 @@ var kernelNames = [numKernels]string{
 	"scale_f32",
 	"q4_linear_tc_bf16",
 	"q4_linear_tc_f32",
+	"gemm_nt_few",
 }
 
 // kernelArgs are the kernels' parameter counts, by ID.
@@ -308,6 +310,7 @@ var kernelArgs = [numKernels]int{
 	3,
 	22,
 	22,
+	13,
 }
 
 // kernelParams are the kernels' parameters as the launchers name them, by ID: what the
@@ -410,6 +413,7 @@ var kernelParams = [numKernels][]kparam{
 	{{"x", pOut, 4}, {"n", pInt, 8}, {"s0", pFloat, 4}},
 	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
 	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
+	{{"c", pOut, 1}, {"cF32", pInt, 4}, {"ldc", pInt, 4}, {"a", pIn, 1}, {"aF32", pInt, 4}, {"lda", pInt, 4}, {"b", pIn, 1}, {"bF32", pInt, 4}, {"ldb", pInt, 4}, {"m", pInt, 4}, {"k", pInt, 4}, {"alpha", pFloat, 4}, {"beta", pFloat, 4}},
 }
 
 // attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap).
@@ -1786,4 +1790,23 @@ func (o *owner) q4LinearTcF32(d dims, y devptr[float32], res devptr[float32], ld
 	s[20] = uint64(uint32(m))
 	s[21] = uint64(uint32(blockShift))
 	return o.launch(kQ4LinearTcF32, d)
+}
+
+// gemmNtFew launches gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m, int k, float alpha, float beta).
+func (o *owner) gemmNtFew(d dims, c devptr[uint8], cF32 int32, ldc int32, a devptr[uint8], aF32 int32, lda int32, b devptr[uint8], bF32 int32, ldb int32, m int32, k int32, alpha float32, beta float32) error {
+	s := &o.args.slots
+	s[0] = uint64(c)
+	s[1] = uint64(uint32(cF32))
+	s[2] = uint64(uint32(ldc))
+	s[3] = uint64(a)
+	s[4] = uint64(uint32(aF32))
+	s[5] = uint64(uint32(lda))
+	s[6] = uint64(b)
+	s[7] = uint64(uint32(bF32))
+	s[8] = uint64(uint32(ldb))
+	s[9] = uint64(uint32(m))
+	s[10] = uint64(uint32(k))
+	s[11] = uint64(math.Float32bits(alpha))
+	s[12] = uint64(math.Float32bits(beta))
+	return o.launch(kGemmNtFew, d)
 }

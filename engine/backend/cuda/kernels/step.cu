@@ -209,3 +209,69 @@ extern "C" __global__ void __launch_bounds__(128) q4_linear_tc_f32(float* y, con
     q4_linear_tc_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
                    rows, cols, m, block_shift, code, ncode);
 }
+
+#define GNT_M 8
+#define GNT_WARPS 8
+
+// C[m, n] = alpha·A[m, k]·B[n, k]ᵀ + beta·C for a few rows and a narrow C: GEMM(false, true)
+// with m ≤ 64 and n ≤ 256, LoRA's x·Aᵀ in a decode step. Through cuBLAS that product was two
+// graph nodes of a captured step (a split-K kernel and its reduction, about 4.5 µs each on an
+// H200); here it is one. A block takes one column j of C (a row of B) and GNT_M rows of A
+// (blockIdx.y); its threads split k, each summing its share for every row, and the warps meet
+// in shared memory in a fixed order (the same sums every run). beta = 0 writes C unread.
+template <typename TC, typename TA, typename TB>
+__device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b, int ldb, int m, int k, float alpha, float beta,
+                              float (*red)[GNT_M]) {
+    int j = blockIdx.x, m0 = blockIdx.y * GNT_M, mm = min(m - m0, GNT_M);
+    const TA* ar = a + (i64)m0 * lda;
+    const TB* bj = b + (i64)j * ldb;
+    float acc[GNT_M];
+#pragma unroll
+    for (int r = 0; r < GNT_M; r++) acc[r] = 0.f;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        float w = ldf(bj + i);
+#pragma unroll
+        for (int r = 0; r < GNT_M; r++)
+            if (r < mm) acc[r] += ldf(ar + (i64)r * lda + i) * w;
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+    for (int r = 0; r < GNT_M; r++) {
+        float v = warp_sum(acc[r]);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+    int t = threadIdx.x;
+    if (t < mm) {
+        float v = 0.f;
+        for (int w = 0; w < warps; w++) v += red[w][t];
+        i64 o = (i64)(m0 + t) * ldc + j;
+        v *= alpha;
+        if (beta != 0.f) v += beta * ldf(c + o);
+        stf(c + o, v);
+    }
+}
+
+// The operands' types are flags (1: float32, 0: bf16), one kernel for the eight mixtures.
+extern "C" __global__ void gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m,
+                                       int k, float alpha, float beta) {
+    __shared__ float red[GNT_WARPS][GNT_M];
+#define GNT_B(TC, TA)                                                                                     \
+    if (b_f32)                                                                                            \
+        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const float*)b, ldb, m, k, alpha, beta, red);      \
+    else                                                                                                  \
+        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const bf16*)b, ldb, m, k, alpha, beta, red);
+#define GNT_A(TC)          \
+    if (a_f32) {           \
+        GNT_B(TC, float)   \
+    } else {               \
+        GNT_B(TC, bf16)    \
+    }
+    if (c_f32) {
+        GNT_A(float)
+    } else {
+        GNT_A(bf16)
+    }
+#undef GNT_A
+#undef GNT_B
+}
