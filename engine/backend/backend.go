@@ -190,6 +190,10 @@ type Backend interface {
 	// [w.Rows,r], in the Act precision) and a residual (res may be y). res, bias, xa and B
 	// are optional (xa and B together); y and res are Act or Stream, bias float32.
 	Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf, r int, scale float32, rows int) error
+	// Q4Linears is Q4Linear (no residual) for linears sharing their input x [rows, In]: each
+	// ls[i].Y = x·W_iᵀ + bias_i + scale_i·xa_i·B_iᵀ, xa_i its R_i columns at Off_i of xa
+	// (the group's x·Aᵀ, ldxa apart): a block's q, k and v (or gate and up) in one op.
+	Q4Linears(ls []Q4Out, x, xa Buf, ldxa int, rows int) error
 
 	// LinearsBackward is the backward of linears sharing their input x [rows, In]: 4-bit
 	// weights, each with a LoRA adapter or none, the LoRA terms s·(x·Aᵀ)·Bᵀ with xa = x·Aᵀ
@@ -380,6 +384,30 @@ func DropoutKeep(seed uint64, i int, p float32) bool {
 
 // DropoutThreshold is p·2³², the hash value below which an element is dropped.
 func DropoutThreshold(p float32) uint32 { return uint32(min(float64(p)*(1<<32), (1<<32)-1)) }
+
+// Q4Out is one linear of Q4Linears: its 4-bit weight, its output Y [rows, W.Rows] (Act or
+// Stream), its bias (optional, float32) and its LoRA term (B [W.Rows, R] in the Act
+// precision, its R columns at Off of xa, and the scale), or none (B absent).
+type Q4Out struct {
+	W          *Q4
+	Y, Bias, B Buf
+	R, Off     int
+	Scale      float32
+}
+
+// Q4LinearsOps is Q4Linears as one Q4Linear a linear: the CPU's, and a fallback.
+func Q4LinearsOps(b Backend, ls []Q4Out, x, xa Buf, ldxa int, rows int) error {
+	for _, l := range ls {
+		var xl Buf
+		if !l.B.Nil() {
+			xl = xa.From(l.Off)
+		}
+		if err := b.Q4Linear(l.Y, Buf{}, x, l.W, l.Bias, xl, ldxa, l.B, l.R, l.Scale, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // LinearGrad is one linear of LinearsBackward: its 4-bit weight, the gradient of its output
 // dy [rows, W.Rows], and its adapter (A [R, W.Cols], B [W.Rows, R], their gradients, the

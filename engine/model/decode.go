@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"rlhfstation/engine/backend"
 )
@@ -207,6 +208,54 @@ func (d *decoder) step(u []float64) ([]int32, []float32, []float32, error) {
 		probs = f[d.rows:]
 	}
 	return d.host[:d.rows], f[:d.rows], probs, nil
+}
+
+// linears is linear for the 4-bit linears ls sharing x, without a residual (a block's q, k
+// and v; gate and up): one Q4Linears after the group's x·Aᵀ. It reports false when one of
+// them is dense or has an adapter without factors: the caller runs them one by one.
+func (d *decoder) linears(ls []*Linear, ys []backend.Buf, x backend.Buf, rows int) (bool, error) {
+	m, b := d.m, d.m.b
+	outs := make([]backend.Q4Out, len(ls))
+	var g *lrGroup
+	for i, l := range ls {
+		q, ok := l.W.(*Quantized)
+		if !ok {
+			return false, nil
+		}
+		var lr *lrLinear
+		if d.lr != nil {
+			lr = d.lr.lin[l]
+		}
+		if d.p.ad == AdaptersOn && l.Adapter != nil && lr == nil || lr != nil && g != nil && lr.g != g {
+			return false, nil
+		}
+		h, err := q.handle(b)
+		if err != nil {
+			return true, err
+		}
+		outs[i] = backend.Q4Out{W: h, Y: ys[i]}
+		if l.bias != nil {
+			if outs[i].Bias, err = m.Buf(l.bias); err != nil {
+				return true, err
+			}
+		}
+		if lr != nil {
+			g = lr.g
+			outs[i].B, outs[i].R, outs[i].Off, outs[i].Scale = lr.b, lr.r, lr.off, lr.scale
+		}
+	}
+	var xa backend.Buf
+	ld := 0
+	if g != nil {
+		if !slices.Contains(ls, g.first) {
+			return false, nil
+		}
+		xa, ld = d.xa[g], g.width
+		if err := b.GEMM(false, true, rows, g.width, g.first.In, 1, x, g.first.In, g.a, g.first.In, 0, xa, g.width); err != nil {
+			return true, err
+		}
+	}
+	return true, b.Q4Linears(outs, x, xa, ld, rows)
 }
 
 // linear is linearForward in the decode step: out = res + x·Wᵀ + bias + s·xa·Bᵀ (res

@@ -357,10 +357,7 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 			func() error { return m.linearFwd(p, L.QKV, a.qkv, x1, rows) },
 			func() error { return splitQKV(b, q, k, a.v, a.qkv, rows, c.QDim(), c.KVDim()) })
 	} else {
-		err = first(err,
-			func() error { return m.linearFwd(p, L.Q, q, x1, rows) },
-			func() error { return m.linearFwd(p, L.K, k, x1, rows) },
-			func() error { return m.linearFwd(p, L.V, a.v, x1, rows) })
+		err = first(err, func() error { return m.linearsFwd(p, []*Linear{L.Q, L.K, L.V}, []backend.Buf{q, k, a.v}, x1, rows) })
 	}
 	if c.QKNorm {
 		qr, qd, kr, kd := c.qkNormRows(rows)
@@ -411,9 +408,7 @@ func (m *Model) blockForward(p *pass, l int, a *acts, out, tmp backend.Buf) erro
 			func() error { return b.Copy2D(a.fc1, F, a.gu, 2*F, rows, F) },
 			func() error { return b.Copy2D(a.fc2, F, a.gu.From(F), 2*F, rows, F) })
 	default:
-		err = first(err,
-			func() error { return m.linearFwd(p, L.Gate, a.fc1, x2, rows) },
-			func() error { return m.linearFwd(p, L.Up, a.fc2, x2, rows) })
+		err = first(err, func() error { return m.linearsFwd(p, []*Linear{L.Gate, L.Up}, []backend.Buf{a.fc1, a.fc2}, x2, rows) })
 	}
 	switch c.MLP {
 	case SwiGLU:
@@ -441,6 +436,22 @@ func (m *Model) linearFwd(p *pass, l *Linear, y, x backend.Buf, rows int) error 
 		return err
 	}
 	return m.linearForward(l, y, x, rows, p.train, p.ad)
+}
+
+// linearsFwd is linearFwd for linears sharing x (q, k and v; gate and up): one op in the
+// decode step (decoder.linears), else one linearFwd each.
+func (m *Model) linearsFwd(p *pass, ls []*Linear, ys []backend.Buf, x backend.Buf, rows int) error {
+	if p.dec != nil {
+		if ok, err := p.dec.linears(ls, ys, x, rows); ok || err != nil {
+			return err
+		}
+	}
+	for i, l := range ls {
+		if err := m.linearFwd(p, l, ys[i], x, rows); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // linearAdd sets out = res + linear(x) (out may be res): one fused op for a 4-bit weight (in

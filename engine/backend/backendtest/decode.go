@@ -7,7 +7,10 @@ import (
 	"rlhfstation/quant"
 )
 
-func init() { register("decode", true, decodeOps) }
+func init() {
+	register("decode", true, decodeOps)
+	register("q4linears", true, q4LinearsOps)
+}
 
 // decodeOps: the decode step's ops, whose indices live in device buffers (AppendKV,
 // Advance) and the fused 4-bit linear with its bias, LoRA term and residual (Q4Linear),
@@ -122,6 +125,100 @@ func decodeOps(e *env) {
 				}
 			}
 			e.oracle("res + x·Wᵀ + bias + s·xa·Bᵀ", got[0], want, 3e-7*float64(c.in)+1e-5, 1e-5)
+		})
+	}
+}
+
+// q4LinearsOps: Q4Linears against a float64 oracle, linears sharing x as a block's q, k and v
+// (or gate and up): members of different widths, with and without a bias and an adapter,
+// their LoRA columns at their offsets of a wider xa; rows 1, 7 (the warps' kernel on a
+// device), 17 and 64 (its tensor cores); a group of 2 into the stream; one whose adapters'
+// ranks differ (a device's fallback, one op a linear); FP4 beside NF4.
+func q4LinearsOps(e *env) {
+	type lin struct {
+		out, r int
+		bias   bool
+		opt    quant.Options
+	}
+	nf4 := quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}
+	for _, c := range pick(e, []struct {
+		in, rows int
+		ls       []lin
+		y        role
+	}{
+		{90, 1, []lin{{70, 4, true, nf4}, {30, 4, true, nf4}, {30, 4, true, nf4}}, act},
+		{128, 7, []lin{{112, 16, true, nf4}, {16, 0, false, nf4}, {16, 16, true, quant.Options{Type: quant.FP4, BlockSize: 128, DoubleQuant: true}}}, act},
+		{96, 17, []lin{{130, 8, false, nf4}, {64, 8, true, nf4}}, stream},
+		{64, 64, []lin{{48, 16, true, nf4}, {80, 16, false, nf4}, {33, 16, true, nf4}}, act},
+		{80, 9, []lin{{40, 8, true, nf4}, {24, 4, true, nf4}}, act},
+	}) {
+		shape := fmt.Sprintf("in=%d rows=%d linears=%v", c.in, c.rows, c.ls)
+		n := len(c.ls)
+		dense, biases, bs := make([][]float32, n), make([][]float32, n), make([][]float32, n)
+		ws := make([]*quant.Weight, n)
+		offs := make([]int, n)
+		width := 0
+		for i, l := range c.ls {
+			w, err := quant.Quantize(e.randn(l.out*c.in, 0.05), l.out, c.in, "float32", l.opt)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			ws[i], dense[i], biases[i] = w, dequantize(w), e.randn(l.out, 0.5)
+			if l.r > 0 {
+				bs[i] = e.randn(l.out*l.r, 0.2)
+				offs[i] = width
+				width += l.r
+			}
+		}
+		ldxa := width + 3 // the group's xa as a slice of a wider buffer
+		x, xa := e.randn(c.rows*c.in, 1), e.randn(c.rows*ldxa, 1)
+		const scale = 0.75
+		e.check("Q4Linears", shape, func() {
+			got := e.twin(func(s *side) []backend.Buf {
+				ls := make([]backend.Q4Out, n)
+				var ys []backend.Buf
+				for i, l := range c.ls {
+					q, err := s.b.UploadQ4(ws[i])
+					s.fail("UploadQ4", err)
+					if q == nil {
+						return nil
+					}
+					defer s.b.FreeQ4(q)
+					ls[i] = backend.Q4Out{W: q, Y: s.outAs(c.y, c.rows*l.out)}
+					if l.bias {
+						ls[i].Bias = s.in(biases[i])
+					}
+					if l.r > 0 {
+						ls[i].B, ls[i].R, ls[i].Off, ls[i].Scale = s.inAs(act, bs[i]), l.r, offs[i], scale
+					}
+					ys = append(ys, ls[i].Y)
+				}
+				s.do("Q4Linears", s.b.Q4Linears(ls, s.inAs(act, x), s.inAs(act, xa), ldxa, c.rows))
+				return ys
+			})
+			if got == nil {
+				return
+			}
+			for i, l := range c.ls {
+				want := make([]float64, c.rows*l.out)
+				for row := 0; row < c.rows; row++ {
+					for o := 0; o < l.out; o++ {
+						var t float64
+						for j := 0; j < c.in; j++ {
+							t += float64(x[row*c.in+j]) * float64(dense[i][o*c.in+j])
+						}
+						if l.bias {
+							t += float64(biases[i][o])
+						}
+						var lt float64
+						for k := 0; k < l.r; k++ {
+							lt += float64(xa[row*ldxa+offs[i]+k]) * float64(bs[i][o*l.r+k])
+						}
+						want[row*l.out+o] = t + scale*lt
+					}
+				}
+				e.oracle(fmt.Sprintf("linear %d: x·Wᵀ + bias + s·xa·Bᵀ", i), got[i], want, 3e-7*float64(c.in)+1e-5, 1e-5)
+			}
 		})
 	}
 }

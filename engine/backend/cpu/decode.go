@@ -55,6 +55,11 @@ func (*Backend) Advance(pos backend.Buf, rows, limit int) error {
 	return nil
 }
 
+// Q4Linears is one Q4Linear a linear.
+func (b *Backend) Q4Linears(ls []backend.Q4Out, x, xa backend.Buf, ldxa int, rows int) error {
+	return backend.Q4LinearsOps(b, ls, x, xa, ldxa, rows)
+}
+
 // Q4Linear is Q4MulT, then the bias, the LoRA term and the residual added in that order (the
 // order of the unfused ops).
 func (b *Backend) Q4Linear(y, res, x backend.Buf, w *backend.Q4, bias, xa backend.Buf, ldxa int, lb backend.Buf, r int, scale float32, rows int) error {

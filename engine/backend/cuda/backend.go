@@ -18,6 +18,7 @@ type (
 	RoPETable  = backend.RoPETable
 	Q4         = backend.Q4
 	LinearGrad = backend.LinearGrad
+	Q4Out      = backend.Q4Out
 	Penalties  = backend.Penalties
 	Casts      = backend.Casts
 )

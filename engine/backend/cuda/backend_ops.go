@@ -500,6 +500,19 @@ type q4State struct {
 	// device has room (see expandedQ4): the base is frozen, so the training and scoring
 	// passes of every later step multiply by it without expanding it again.
 	expanded uintptr
+	// desc is the weight's device form as one launch of several weights reads it (q4_desc in
+	// kernels/step.cu), written once at upload.
+	desc Buf
+}
+
+// weightBytes is the bytes of the weight's codes and scales (a 4-bit product reads each once).
+func (st *q4State) weightBytes() int64 {
+	w := int64(st.q.rows) * int64(st.q.cols)
+	blocks := w >> uint(st.q.blockShift)
+	if st.q.qabsmax != 0 {
+		return w/2 + blocks
+	}
+	return w/2 + 4*blocks
 }
 
 // state is w's device form.
@@ -560,6 +573,13 @@ func (b *Backend) UploadQ4(w *quant.Weight) (*Q4, error) {
 		}
 		st.q.absmax = f32(am)
 	}
+	q := &st.q
+	desc, err := b.table([]uint64{uint64(q.packed), uint64(q.absmax), uint64(q.qabsmax), uint64(q.nestedAbsmax), uint64(q.nestedCode),
+		uint64(q.code), uint64(uint32(q.rows)) | uint64(q.blockShift)<<32, uint64(math.Float32bits(q.offset))})
+	if err != nil {
+		return fail(err)
+	}
+	st.desc, st.bufs = desc, append(st.bufs, desc)
 	return &Q4{Rows: w.Rows, Cols: w.Cols, W: w, State: st}, nil
 }
 

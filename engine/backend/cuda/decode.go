@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"rlhfstation/engine/backend"
 )
@@ -88,40 +89,128 @@ func (b *Backend) Q4Linear(y, res, x Buf, w *Q4, bias, xa Buf, ldxa int, lb Buf,
 		}
 		return b.Q4Linear(y, res, xb, w, bias, ab, ldxa, bb, r, scale, rows)
 	}
-	q := &st.q
+	return b.q4Linears([]q4Member{{st: st, y: y, res: res, bias: bias, lb: lb}}, x, xa, ldxa, r, scale, rows)
+}
+
+// Q4Linears runs up to three linears sharing x in one launch (q4_linears: a block's q, k and
+// v, or gate and up): x, xa and the B's bf16 (float32 callers' through copies), every y of
+// one type, the adapters of one rank and scale; other lists take one Q4Linear a linear.
+func (b *Backend) Q4Linears(ls []Q4Out, x, xa Buf, ldxa int, rows int) error {
+	if len(ls) == 0 || rows == 0 {
+		return nil
+	}
+	if f32In := anyF32(x, xa) || slices.ContainsFunc(ls, func(l Q4Out) bool { return anyF32(l.B) }); f32In {
+		var t temps
+		defer t.free(b)
+		bls := slices.Clone(ls)
+		for i := range bls {
+			bls[i].B = t.bf(b, ls[i].B, true)
+		}
+		xb, ab := t.bf(b, x, true), t.bf(b, xa, true)
+		if t.err != nil {
+			return t.err
+		}
+		return b.Q4Linears(bls, xb, ab, ldxa, rows)
+	}
+	fused := len(ls) <= 3
+	ms := make([]q4Member, len(ls))
+	r, scale := 0, float32(0)
+	for i, l := range ls {
+		st, err := state(l.W)
+		if err != nil {
+			return err
+		}
+		if l.W.Cols != ls[0].W.Cols {
+			return fmt.Errorf("cuda: Q4Linears: linear %d takes %d inputs, linear 0 %d", i, l.W.Cols, ls[0].W.Cols)
+		}
+		if err := firstErr(act("y", l.Y, rows*l.W.Rows), act("x", x, rows*l.W.Cols), opt("bias", l.Bias, F32, l.W.Rows),
+			sameType("Q4Linears' outputs", l.Y, ls[0].Y)); err != nil {
+			return fmt.Errorf("Q4Linears linear %d: %w", i, err)
+		}
+		ms[i] = q4Member{st: st, y: l.Y, bias: l.Bias, lb: l.B, off: l.Off}
+		if l.B.Nil() {
+			continue
+		}
+		if l.R <= 0 || ldxa < l.Off+l.R {
+			return fmt.Errorf("cuda: Q4Linears linear %d: rank %d at column %d of xa %d apart", i, l.R, l.Off, ldxa)
+		}
+		if err := firstErr(act("xa", xa, (rows-1)*ldxa+l.Off+l.R), act("lora B", l.B, l.W.Rows*l.R)); err != nil {
+			return fmt.Errorf("Q4Linears linear %d: %w", i, err)
+		}
+		if r != 0 && (l.R != r || l.Scale != scale) {
+			fused = false
+		}
+		r, scale = l.R, l.Scale
+	}
+	if !fused {
+		return backend.Q4LinearsOps(b, ls, x, xa, ldxa, rows)
+	}
+	return b.q4Linears(ms, x, xa, ldxa, r, scale, rows)
+}
+
+// q4Member is one linear of a q4_linears launch (xa's columns at off).
+type q4Member struct {
+	st               *q4State
+	y, res, bias, lb Buf
+	off              int
+}
+
+// q4Linears queues one q4_linears launch over ms (1 to 3, checked): the tensor cores' kernel
+// from q4TensorRows rows, else the warps' (q4LinearDims).
+func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32, rows int) error {
+	var m [3]q4Member
+	copy(m[:], ms)
+	cols := ms[0].st.q.cols
 	vec := int32(0)
-	if q.cols%16 == 0 && q.cols%8 == 0 && x.Addr()%16 == 0 {
+	if cols%16 == 0 && x.Addr()%16 == 0 {
 		vec = 1
 	}
-	if rows >= q4TensorRows && q.cols%16 == 0 && x.Addr()%4 == 0 { // the tensor cores, 16 rows a block
-		d := dims{grid: [3]uint32{uint32(ceilDiv(n, 64)), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{128, 1, 1}}
-		return b.queue(nil, func(o *owner) error {
-			if y.DType() == F32 {
-				return o.q4LinearTcF32(d, f32(y), f32(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
-					q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
-					int32(rows), int32(q.blockShift))
-			}
-			return o.q4LinearTcBF16(d, bf(y), bf(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
-				q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
-				int32(rows), int32(q.blockShift))
-		})
-	}
-	d := q4LinearDims(n, rows, q.cols)
-	return b.queue(nil, func(o *owner) error {
-		if y.DType() == F32 {
-			return o.q4LinearF32(d, f32(y), f32(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
-				q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
-				int32(rows), int32(q.blockShift), vec)
+	tc := rows >= q4TensorRows && cols%16 == 0 && x.Addr()%4 == 0
+	feats, blocks := 0, 0
+	var bytes int64 // the weights' codes and scales, read once (the ledger's hint)
+	for _, e := range ms {
+		feats += e.st.q.rows
+		if tc {
+			blocks += ceilDiv(e.st.q.rows, 64)
+		} else {
+			blocks += ceilDiv(e.st.q.rows, 2)
 		}
-		return o.q4LinearBF16(d, bf(y), bf(res), int32(n), bf(x), int32(q.cols), q.packed, q.absmax, q.qabsmax, q.nestedAbsmax,
-			q.nestedCode, q.code, q.offset, f32(bias), bf(xa), int32(ldxa), bf(lb), int32(r), scale, int32(n), int32(q.cols),
-			int32(rows), int32(q.blockShift), vec)
+		bytes += e.st.weightBytes()
+	}
+	d := q4LinearDims(blocks, rows, cols)
+	if tc {
+		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{128, 1, 1}}
+	}
+	w := func(i int) devptr[uint64] {
+		if m[i].st == nil {
+			return 0
+		}
+		return devptr[uint64](m[i].st.desc.Addr())
+	}
+	return b.queue(nil, func(o *owner) error {
+		o.hint = bytes
+		if m[0].y.DType() == F32 {
+			launch := o.q4LinearsF32
+			if tc {
+				launch = o.q4LinearsTcF32
+			}
+			return launch(d, w(0), w(1), w(2), f32(m[0].y), f32(m[1].y), f32(m[2].y), f32(m[0].res), f32(m[1].res), f32(m[2].res),
+				f32(m[0].bias), f32(m[1].bias), f32(m[2].bias), bf(m[0].lb), bf(m[1].lb), bf(m[2].lb), int32(m[0].off), int32(m[1].off),
+				int32(m[2].off), bf(x), int32(cols), bf(xa), int32(ldxa), int32(r), scale, int32(cols), int32(rows), int32(feats), vec)
+		}
+		launch := o.q4LinearsBF16
+		if tc {
+			launch = o.q4LinearsTcBF16
+		}
+		return launch(d, w(0), w(1), w(2), bf(m[0].y), bf(m[1].y), bf(m[2].y), bf(m[0].res), bf(m[1].res), bf(m[2].res),
+			f32(m[0].bias), f32(m[1].bias), f32(m[2].bias), bf(m[0].lb), bf(m[1].lb), bf(m[2].lb), int32(m[0].off), int32(m[1].off),
+			int32(m[2].off), bf(x), int32(cols), bf(xa), int32(ldxa), int32(r), scale, int32(cols), int32(rows), int32(feats), vec)
 	})
 }
 
-// q4LinearDims is q4_linear's launch: a block per 2 output features (n) and 8 rows of x, its
+// q4LinearDims is q4_linears' launch: blocks (one per 2 output features) by 8 rows of x, its
 // warps splitting the cols columns, one warp per 512 (a thread takes 16 weights a step), 1 to 8.
-func q4LinearDims(n, rows, cols int) dims {
+func q4LinearDims(blocks, rows, cols int) dims {
 	warps := min(max(ceilDiv(cols, 512), 1), 8)
-	return dims{grid: [3]uint32{uint32(ceilDiv(n, 2)), uint32(ceilDiv(rows, 8)), 1}, block: [3]uint32{uint32(warps * 32), 1, 1}}
+	return dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 8)), 1}, block: [3]uint32{uint32(warps * 32), 1, 1}}
 }

@@ -7,13 +7,14 @@ func init() {
 		n := 2 * int64(a.d.grid[0]) * a.i("width") * a.sz("k") // k and v, each row once
 		return Count{Read: n + 2*4*int64(a.d.grid[0]), Written: n}
 	}
+	// q4_linears: the weights' codes and scales (o.hint) once, x, the outputs (feats of
+	// them a row), their biases and residuals, the LoRA terms' xa and B
 	q4Linear := func(a *costArgs) Count {
-		rows, cols, m, rank := a.i("rows"), a.i("cols"), a.i("m"), a.i("rank")
-		w, out := rows*cols, a.sz("y")
-		c := Count{Read: w/2 + scales(a, w) + m*cols*2 + rows*a.sz("bias") + m*rows*a.sz("res"), Written: m * rows * out, Flops: 2 * m * w}
+		feats, cols, m, rank := a.i("feats"), a.i("cols"), a.i("m"), a.i("rank")
+		c := Count{Read: a.hint + m*cols*2 + feats*a.sz("bias0") + m*feats*a.sz("res0"), Written: m * feats * a.sz("y0"), Flops: 2 * m * feats * cols}
 		if a.sz("xa") > 0 {
-			c.Read += m*rank*2 + rows*rank*2
-			c.Flops += 2 * m * rows * rank
+			c.Read += m*rank*2 + feats*rank*2
+			c.Flops += 2 * m * feats * rank
 		}
 		return c
 	}
@@ -27,8 +28,8 @@ func init() {
 		return c
 	}
 	kernelCosts["append_kv"], kernelCosts["append_kv_f32"] = appendKV, appendKV
-	kernelCosts["q4_linear_bf16"], kernelCosts["q4_linear_f32"] = q4Linear, q4Linear
-	kernelCosts["q4_linear_tc_bf16"], kernelCosts["q4_linear_tc_f32"] = q4Linear, q4Linear
+	kernelCosts["q4_linears_bf16"], kernelCosts["q4_linears_f32"] = q4Linear, q4Linear
+	kernelCosts["q4_linears_tc_bf16"], kernelCosts["q4_linears_tc_f32"] = q4Linear, q4Linear
 	kernelCosts["scale_f32"] = func(a *costArgs) Count { return a.elems(a.i("n"), 1, true) }
 	kernelCosts["advance_pos"] = func(a *costArgs) Count { return a.elems(a.i("rows"), 1, true) }
 }

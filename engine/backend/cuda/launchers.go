@@ -100,11 +100,11 @@ const (
 	kAppendKv
 	kAppendKvF32
 	kAdvancePos
-	kQ4LinearBF16
-	kQ4LinearF32
 	kScaleF32
-	kQ4LinearTcBF16
-	kQ4LinearTcF32
+	kQ4LinearsBF16
+	kQ4LinearsF32
+	kQ4LinearsTcBF16
+	kQ4LinearsTcF32
 	kGemmNtFew
 	numKernels
 )
@@ -203,11 +203,11 @@ var kernelNames = [numKernels]string{
 	"append_kv",
 	"append_kv_f32",
 	"advance_pos",
-	"q4_linear_bf16",
-	"q4_linear_f32",
 	"scale_f32",
-	"q4_linear_tc_bf16",
-	"q4_linear_tc_f32",
+	"q4_linears_bf16",
+	"q4_linears_f32",
+	"q4_linears_tc_bf16",
+	"q4_linears_tc_f32",
 	"gemm_nt_few",
 }
 
@@ -305,11 +305,11 @@ var kernelArgs = [numKernels]int{
 	8,
 	8,
 	3,
-	23,
-	23,
 	3,
-	22,
-	22,
+	28,
+	28,
+	28,
+	28,
 	13,
 }
 
@@ -408,11 +408,11 @@ var kernelParams = [numKernels][]kparam{
 	{{"kc", pOut, 2}, {"vc", pOut, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
 	{{"kc", pOut, 4}, {"vc", pOut, 4}, {"k", pIn, 4}, {"v", pIn, 4}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
 	{{"pos", pOut, 4}, {"rows", pInt, 4}, {"limit", pInt, 4}},
-	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
-	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}, {"vec", pInt, 4}},
 	{{"x", pOut, 4}, {"n", pInt, 8}, {"s0", pFloat, 4}},
-	{{"y", pOut, 2}, {"res", pIn, 2}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
-	{{"y", pOut, 4}, {"res", pIn, 4}, {"ldy", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"packed", pIn, 1}, {"absmax", pIn, 4}, {"qabsmax", pIn, 1}, {"nestedAbsmax", pIn, 4}, {"nestedCode", pIn, 4}, {"code16", pIn, 4}, {"offset", pFloat, 4}, {"bias", pIn, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"lb", pIn, 2}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"rows", pInt, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"blockShift", pInt, 4}},
+	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 2}, {"y1", pOut, 2}, {"y2", pOut, 2}, {"res0", pIn, 2}, {"res1", pIn, 2}, {"res2", pIn, 2}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
+	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 4}, {"y1", pOut, 4}, {"y2", pOut, 4}, {"res0", pIn, 4}, {"res1", pIn, 4}, {"res2", pIn, 4}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
+	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 2}, {"y1", pOut, 2}, {"y2", pOut, 2}, {"res0", pIn, 2}, {"res1", pIn, 2}, {"res2", pIn, 2}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
+	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 4}, {"y1", pOut, 4}, {"y2", pOut, 4}, {"res0", pIn, 4}, {"res1", pIn, 4}, {"res2", pIn, 4}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
 	{{"c", pOut, 1}, {"cF32", pInt, 4}, {"ldc", pInt, 4}, {"a", pIn, 1}, {"aF32", pInt, 4}, {"lda", pInt, 4}, {"b", pIn, 1}, {"bF32", pInt, 4}, {"ldb", pInt, 4}, {"m", pInt, 4}, {"k", pInt, 4}, {"alpha", pFloat, 4}, {"beta", pFloat, 4}},
 }
 
@@ -1669,64 +1669,6 @@ func (o *owner) advancePos(d dims, pos devptr[int32], rows int32, limit int32) e
 	return o.launch(kAdvancePos, d)
 }
 
-// q4LinearBF16 launches q4_linear_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift, int vec).
-func (o *owner) q4LinearBF16(d dims, y devptr[bf16], res devptr[bf16], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32, vec int32) error {
-	s := &o.args.slots
-	s[0] = uint64(y)
-	s[1] = uint64(res)
-	s[2] = uint64(uint32(ldy))
-	s[3] = uint64(x)
-	s[4] = uint64(uint32(ldx))
-	s[5] = uint64(packed)
-	s[6] = uint64(absmax)
-	s[7] = uint64(qabsmax)
-	s[8] = uint64(nestedAbsmax)
-	s[9] = uint64(nestedCode)
-	s[10] = uint64(code16)
-	s[11] = uint64(math.Float32bits(offset))
-	s[12] = uint64(bias)
-	s[13] = uint64(xa)
-	s[14] = uint64(uint32(ldxa))
-	s[15] = uint64(lb)
-	s[16] = uint64(uint32(rank))
-	s[17] = uint64(math.Float32bits(scale))
-	s[18] = uint64(uint32(rows))
-	s[19] = uint64(uint32(cols))
-	s[20] = uint64(uint32(m))
-	s[21] = uint64(uint32(blockShift))
-	s[22] = uint64(uint32(vec))
-	return o.launch(kQ4LinearBF16, d)
-}
-
-// q4LinearF32 launches q4_linear_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift, int vec).
-func (o *owner) q4LinearF32(d dims, y devptr[float32], res devptr[float32], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32, vec int32) error {
-	s := &o.args.slots
-	s[0] = uint64(y)
-	s[1] = uint64(res)
-	s[2] = uint64(uint32(ldy))
-	s[3] = uint64(x)
-	s[4] = uint64(uint32(ldx))
-	s[5] = uint64(packed)
-	s[6] = uint64(absmax)
-	s[7] = uint64(qabsmax)
-	s[8] = uint64(nestedAbsmax)
-	s[9] = uint64(nestedCode)
-	s[10] = uint64(code16)
-	s[11] = uint64(math.Float32bits(offset))
-	s[12] = uint64(bias)
-	s[13] = uint64(xa)
-	s[14] = uint64(uint32(ldxa))
-	s[15] = uint64(lb)
-	s[16] = uint64(uint32(rank))
-	s[17] = uint64(math.Float32bits(scale))
-	s[18] = uint64(uint32(rows))
-	s[19] = uint64(uint32(cols))
-	s[20] = uint64(uint32(m))
-	s[21] = uint64(uint32(blockShift))
-	s[22] = uint64(uint32(vec))
-	return o.launch(kQ4LinearF32, d)
-}
-
 // scaleF32 launches scale_f32(float* x, i64 n, float s).
 func (o *owner) scaleF32(d dims, x devptr[float32], n int64, s0 float32) error {
 	s := &o.args.slots
@@ -1736,60 +1678,140 @@ func (o *owner) scaleF32(d dims, x devptr[float32], n int64, s0 float32) error {
 	return o.launch(kScaleF32, d)
 }
 
-// q4LinearTcBF16 launches q4_linear_tc_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift).
-func (o *owner) q4LinearTcBF16(d dims, y devptr[bf16], res devptr[bf16], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32) error {
+// q4LinearsBF16 launches q4_linears_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2, const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0, int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec).
+func (o *owner) q4LinearsBF16(d dims, w0 devptr[uint64], w1 devptr[uint64], w2 devptr[uint64], y0 devptr[bf16], y1 devptr[bf16], y2 devptr[bf16], res0 devptr[bf16], res1 devptr[bf16], res2 devptr[bf16], bias0 devptr[float32], bias1 devptr[float32], bias2 devptr[float32], lb0 devptr[bf16], lb1 devptr[bf16], lb2 devptr[bf16], off0 int32, off1 int32, off2 int32, x devptr[bf16], ldx int32, xa devptr[bf16], ldxa int32, rank int32, scale float32, cols int32, m int32, feats int32, vec int32) error {
 	s := &o.args.slots
-	s[0] = uint64(y)
-	s[1] = uint64(res)
-	s[2] = uint64(uint32(ldy))
-	s[3] = uint64(x)
-	s[4] = uint64(uint32(ldx))
-	s[5] = uint64(packed)
-	s[6] = uint64(absmax)
-	s[7] = uint64(qabsmax)
-	s[8] = uint64(nestedAbsmax)
-	s[9] = uint64(nestedCode)
-	s[10] = uint64(code16)
-	s[11] = uint64(math.Float32bits(offset))
-	s[12] = uint64(bias)
-	s[13] = uint64(xa)
-	s[14] = uint64(uint32(ldxa))
-	s[15] = uint64(lb)
-	s[16] = uint64(uint32(rank))
-	s[17] = uint64(math.Float32bits(scale))
-	s[18] = uint64(uint32(rows))
-	s[19] = uint64(uint32(cols))
-	s[20] = uint64(uint32(m))
-	s[21] = uint64(uint32(blockShift))
-	return o.launch(kQ4LinearTcBF16, d)
+	s[0] = uint64(w0)
+	s[1] = uint64(w1)
+	s[2] = uint64(w2)
+	s[3] = uint64(y0)
+	s[4] = uint64(y1)
+	s[5] = uint64(y2)
+	s[6] = uint64(res0)
+	s[7] = uint64(res1)
+	s[8] = uint64(res2)
+	s[9] = uint64(bias0)
+	s[10] = uint64(bias1)
+	s[11] = uint64(bias2)
+	s[12] = uint64(lb0)
+	s[13] = uint64(lb1)
+	s[14] = uint64(lb2)
+	s[15] = uint64(uint32(off0))
+	s[16] = uint64(uint32(off1))
+	s[17] = uint64(uint32(off2))
+	s[18] = uint64(x)
+	s[19] = uint64(uint32(ldx))
+	s[20] = uint64(xa)
+	s[21] = uint64(uint32(ldxa))
+	s[22] = uint64(uint32(rank))
+	s[23] = uint64(math.Float32bits(scale))
+	s[24] = uint64(uint32(cols))
+	s[25] = uint64(uint32(m))
+	s[26] = uint64(uint32(feats))
+	s[27] = uint64(uint32(vec))
+	return o.launch(kQ4LinearsBF16, d)
 }
 
-// q4LinearTcF32 launches q4_linear_tc_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift).
-func (o *owner) q4LinearTcF32(d dims, y devptr[float32], res devptr[float32], ldy int32, x devptr[bf16], ldx int32, packed devptr[uint8], absmax devptr[float32], qabsmax devptr[uint8], nestedAbsmax devptr[float32], nestedCode devptr[float32], code16 devptr[float32], offset float32, bias devptr[float32], xa devptr[bf16], ldxa int32, lb devptr[bf16], rank int32, scale float32, rows int32, cols int32, m int32, blockShift int32) error {
+// q4LinearsF32 launches q4_linears_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2, const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0, int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec).
+func (o *owner) q4LinearsF32(d dims, w0 devptr[uint64], w1 devptr[uint64], w2 devptr[uint64], y0 devptr[float32], y1 devptr[float32], y2 devptr[float32], res0 devptr[float32], res1 devptr[float32], res2 devptr[float32], bias0 devptr[float32], bias1 devptr[float32], bias2 devptr[float32], lb0 devptr[bf16], lb1 devptr[bf16], lb2 devptr[bf16], off0 int32, off1 int32, off2 int32, x devptr[bf16], ldx int32, xa devptr[bf16], ldxa int32, rank int32, scale float32, cols int32, m int32, feats int32, vec int32) error {
 	s := &o.args.slots
-	s[0] = uint64(y)
-	s[1] = uint64(res)
-	s[2] = uint64(uint32(ldy))
-	s[3] = uint64(x)
-	s[4] = uint64(uint32(ldx))
-	s[5] = uint64(packed)
-	s[6] = uint64(absmax)
-	s[7] = uint64(qabsmax)
-	s[8] = uint64(nestedAbsmax)
-	s[9] = uint64(nestedCode)
-	s[10] = uint64(code16)
-	s[11] = uint64(math.Float32bits(offset))
-	s[12] = uint64(bias)
-	s[13] = uint64(xa)
-	s[14] = uint64(uint32(ldxa))
-	s[15] = uint64(lb)
-	s[16] = uint64(uint32(rank))
-	s[17] = uint64(math.Float32bits(scale))
-	s[18] = uint64(uint32(rows))
-	s[19] = uint64(uint32(cols))
-	s[20] = uint64(uint32(m))
-	s[21] = uint64(uint32(blockShift))
-	return o.launch(kQ4LinearTcF32, d)
+	s[0] = uint64(w0)
+	s[1] = uint64(w1)
+	s[2] = uint64(w2)
+	s[3] = uint64(y0)
+	s[4] = uint64(y1)
+	s[5] = uint64(y2)
+	s[6] = uint64(res0)
+	s[7] = uint64(res1)
+	s[8] = uint64(res2)
+	s[9] = uint64(bias0)
+	s[10] = uint64(bias1)
+	s[11] = uint64(bias2)
+	s[12] = uint64(lb0)
+	s[13] = uint64(lb1)
+	s[14] = uint64(lb2)
+	s[15] = uint64(uint32(off0))
+	s[16] = uint64(uint32(off1))
+	s[17] = uint64(uint32(off2))
+	s[18] = uint64(x)
+	s[19] = uint64(uint32(ldx))
+	s[20] = uint64(xa)
+	s[21] = uint64(uint32(ldxa))
+	s[22] = uint64(uint32(rank))
+	s[23] = uint64(math.Float32bits(scale))
+	s[24] = uint64(uint32(cols))
+	s[25] = uint64(uint32(m))
+	s[26] = uint64(uint32(feats))
+	s[27] = uint64(uint32(vec))
+	return o.launch(kQ4LinearsF32, d)
+}
+
+// q4LinearsTcBF16 launches q4_linears_tc_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2, const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0, int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec).
+func (o *owner) q4LinearsTcBF16(d dims, w0 devptr[uint64], w1 devptr[uint64], w2 devptr[uint64], y0 devptr[bf16], y1 devptr[bf16], y2 devptr[bf16], res0 devptr[bf16], res1 devptr[bf16], res2 devptr[bf16], bias0 devptr[float32], bias1 devptr[float32], bias2 devptr[float32], lb0 devptr[bf16], lb1 devptr[bf16], lb2 devptr[bf16], off0 int32, off1 int32, off2 int32, x devptr[bf16], ldx int32, xa devptr[bf16], ldxa int32, rank int32, scale float32, cols int32, m int32, feats int32, vec int32) error {
+	s := &o.args.slots
+	s[0] = uint64(w0)
+	s[1] = uint64(w1)
+	s[2] = uint64(w2)
+	s[3] = uint64(y0)
+	s[4] = uint64(y1)
+	s[5] = uint64(y2)
+	s[6] = uint64(res0)
+	s[7] = uint64(res1)
+	s[8] = uint64(res2)
+	s[9] = uint64(bias0)
+	s[10] = uint64(bias1)
+	s[11] = uint64(bias2)
+	s[12] = uint64(lb0)
+	s[13] = uint64(lb1)
+	s[14] = uint64(lb2)
+	s[15] = uint64(uint32(off0))
+	s[16] = uint64(uint32(off1))
+	s[17] = uint64(uint32(off2))
+	s[18] = uint64(x)
+	s[19] = uint64(uint32(ldx))
+	s[20] = uint64(xa)
+	s[21] = uint64(uint32(ldxa))
+	s[22] = uint64(uint32(rank))
+	s[23] = uint64(math.Float32bits(scale))
+	s[24] = uint64(uint32(cols))
+	s[25] = uint64(uint32(m))
+	s[26] = uint64(uint32(feats))
+	s[27] = uint64(uint32(vec))
+	return o.launch(kQ4LinearsTcBF16, d)
+}
+
+// q4LinearsTcF32 launches q4_linears_tc_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2, const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0, int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec).
+func (o *owner) q4LinearsTcF32(d dims, w0 devptr[uint64], w1 devptr[uint64], w2 devptr[uint64], y0 devptr[float32], y1 devptr[float32], y2 devptr[float32], res0 devptr[float32], res1 devptr[float32], res2 devptr[float32], bias0 devptr[float32], bias1 devptr[float32], bias2 devptr[float32], lb0 devptr[bf16], lb1 devptr[bf16], lb2 devptr[bf16], off0 int32, off1 int32, off2 int32, x devptr[bf16], ldx int32, xa devptr[bf16], ldxa int32, rank int32, scale float32, cols int32, m int32, feats int32, vec int32) error {
+	s := &o.args.slots
+	s[0] = uint64(w0)
+	s[1] = uint64(w1)
+	s[2] = uint64(w2)
+	s[3] = uint64(y0)
+	s[4] = uint64(y1)
+	s[5] = uint64(y2)
+	s[6] = uint64(res0)
+	s[7] = uint64(res1)
+	s[8] = uint64(res2)
+	s[9] = uint64(bias0)
+	s[10] = uint64(bias1)
+	s[11] = uint64(bias2)
+	s[12] = uint64(lb0)
+	s[13] = uint64(lb1)
+	s[14] = uint64(lb2)
+	s[15] = uint64(uint32(off0))
+	s[16] = uint64(uint32(off1))
+	s[17] = uint64(uint32(off2))
+	s[18] = uint64(x)
+	s[19] = uint64(uint32(ldx))
+	s[20] = uint64(xa)
+	s[21] = uint64(uint32(ldxa))
+	s[22] = uint64(uint32(rank))
+	s[23] = uint64(math.Float32bits(scale))
+	s[24] = uint64(uint32(cols))
+	s[25] = uint64(uint32(m))
+	s[26] = uint64(uint32(feats))
+	s[27] = uint64(uint32(vec))
+	return o.launch(kQ4LinearsTcF32, d)
 }
 
 // gemmNtFew launches gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m, int k, float alpha, float beta).

@@ -312,6 +312,13 @@ type decodeBudget struct{ graphLaunches, copies, syncs, nodesPerLayer, casts int
 
 var decodeBudgets = decodeBudget{graphLaunches: 2, copies: 2, syncs: 1, nodesPerLayer: 20, casts: 0}
 
+// decodeNodesPerLayer is what this code's decode step makes of a 0.5B-structured layer (LoRA
+// on every linear), the budget's 20 being the issue's: the norms (2), the groups' x·Aᵀ (4,
+// gemm_nt_few: cuBLAS's split-K kernel and reduction made 2 each on a GPU), q, k and v in one
+// q4_linears launch and gate and up in another (2), o and down (2), RoPE (2), the cache
+// append, attention and SwiGLU (3). It was 18 with q, k, v, gate and up launched one by one.
+const decodeNodesPerLayer = 15
+
 // trainingLaunchBudget is the most launches a layer of a training pass (forward and
 // backward together) may make.
 const trainingLaunchBudget = 40
@@ -343,6 +350,12 @@ func TestLedgerGRPOStep(t *testing.T) {
 			all.GraphNodes() > decodeBudgets.nodesPerLayer*L*n || casts > decodeBudgets.casts*n || all.Launches()+all.BLAS.N > 0 {
 			t.Errorf("%d sequences: a decode token over its budget (%d graph launches, %d host copies, %d sync, %d graph nodes a layer, no casts, nothing outside the graph)",
 				seqs, decodeBudgets.graphLaunches, decodeBudgets.copies, decodeBudgets.syncs, decodeBudgets.nodesPerLayer)
+		}
+		// the layers' share (the head's product, outside them, stays cuBLAS's)
+		layers := all.Sub(sl.fixed.decodeAll)
+		if layers.GraphNodes() > decodeNodesPerLayer*L*n || layers.Nodes["cublas"].N > 0 {
+			t.Errorf("%d sequences: %.1f graph nodes a layer, %.1f of them cuBLAS calls, want at most %d and none", seqs,
+				float64(layers.GraphNodes())/float64(L*n), float64(layers.Nodes["cublas"].N)/float64(L*n), decodeNodesPerLayer)
 		}
 		if testing.Verbose() {
 			t.Logf("%d sequences, prefill:\n%s", seqs, sl.prefill)

@@ -43,13 +43,13 @@ template <typename T>
 __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
                             const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias,
                             const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m, int block_shift,
-                            int vec, float* code, float* ncode, float (*red)[Q4L_ROWS][Q4L_M]) {
+                            int vec, int bx, float* code, float* ncode, float (*red)[Q4L_ROWS][Q4L_M]) {
     for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
     if (qabsmax)
         for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
     __syncthreads();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    int r0 = blockIdx.x * Q4L_ROWS;
+    int r0 = bx * Q4L_ROWS;
     int m0 = blockIdx.y * Q4L_M;
     if (r0 >= rows) return;  // the whole block: no barrier follows
     m = min(m - m0, Q4L_M);
@@ -98,28 +98,6 @@ __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx,
     }
 }
 
-extern "C" __global__ void q4_linear_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
-                                          const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16,
-                                          float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale,
-                                          int rows, int cols, int m, int block_shift, int vec) {
-    __shared__ float code[16];
-    __shared__ float ncode[256];
-    __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
-    q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
-                rows, cols, m, block_shift, vec, code, ncode, red);
-}
-
-extern "C" __global__ void q4_linear_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
-                                         const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16,
-                                         float offset, const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale,
-                                         int rows, int cols, int m, int block_shift, int vec) {
-    __shared__ float code[16];
-    __shared__ float ncode[256];
-    __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
-    q4_linear_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
-                rows, cols, m, block_shift, vec, code, ncode, red);
-}
-
 // x[0:n] *= s: ScaleAll of one tensor with its address a launch argument, not in a table
 // uploaded per call (a decode step captured as a graph uploads nothing: gemma's √dim
 // embedding scale).
@@ -139,13 +117,13 @@ template <typename T>
 __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
                                const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset,
                                const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m,
-                               int block_shift, float* code, float* ncode) {
+                               int block_shift, int bx, float* code, float* ncode) {
     for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
     if (qabsmax)
         for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
     __syncthreads();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int n0 = (blockIdx.x * Q4TC_WARPS + (threadIdx.x >> 5)) * 16, m0 = blockIdx.y * 16;
+    int n0 = (bx * Q4TC_WARPS + (threadIdx.x >> 5)) * 16, m0 = blockIdx.y * 16;
     int ra = m0 + g, rb = m0 + g + 8;
     float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     for (int k0 = 0; k0 < cols; k0 += 16) {
@@ -188,26 +166,107 @@ __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int l
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) q4_linear_tc_bf16(bf16* y, const bf16* res, int ldy, const bf16* x, int ldx, const u8* packed,
-                                                                    const float* absmax, const u8* qabsmax, const float* nested_absmax,
-                                                                    const float* nested_code, const float* code16, float offset,
-                                                                    const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank,
-                                                                    float scale, int rows, int cols, int m, int block_shift) {
-    __shared__ float code[16];
-    __shared__ float ncode[256];
-    q4_linear_tc_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
-                   rows, cols, m, block_shift, code, ncode);
+// A 4-bit weight's device form as one launch of several weights reads it: eight words that
+// UploadQ4 writes once beside the weight (packed, absmax, qabsmax, nested absmax, nested
+// code, code book, rows | block shift << 32, offset's bits).
+struct q4_desc {
+    const u8* packed;
+    const float* absmax;
+    const u8* qabsmax;
+    const float* nested_absmax;
+    const float* nested_code;
+    const float* code;
+    int rows, block_shift;
+    float offset;
+};
+__device__ __forceinline__ q4_desc q4_desc_of(const u64* w) {
+    q4_desc d;
+    d.packed = (const u8*)w[0];
+    d.absmax = (const float*)w[1];
+    d.qabsmax = (const u8*)w[2];
+    d.nested_absmax = (const float*)w[3];
+    d.nested_code = (const float*)w[4];
+    d.code = (const float*)w[5];
+    d.rows = (int)(w[6] & 0xffffffffu);
+    d.block_shift = (int)(w[6] >> 32);
+    d.offset = __uint_as_float((u32)w[7]);
+    return d;
 }
 
-extern "C" __global__ void __launch_bounds__(128) q4_linear_tc_f32(float* y, const float* res, int ldy, const bf16* x, int ldx, const u8* packed,
-                                                                   const float* absmax, const u8* qabsmax, const float* nested_absmax,
-                                                                   const float* nested_code, const float* code16, float offset,
-                                                                   const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank,
-                                                                   float scale, int rows, int cols, int m, int block_shift) {
+// The member of a group of up to three linears (w1, w2 null for fewer) that block *bx of a
+// launch falls in, each member taking ceil(rows/per) blocks in order; *bx becomes the block's
+// index within the member.
+__device__ __forceinline__ int q4_member(const u64* w0, const u64* w1, const u64* w2, int per, int* bx) {
+    int n0 = ((int)(w0[6] & 0xffffffffu) + per - 1) / per;
+    if (!w1 || *bx < n0) return 0;
+    *bx -= n0;
+    int n1 = ((int)(w1[6] & 0xffffffffu) + per - 1) / per;
+    if (!w2 || *bx < n1) return 1;
+    *bx -= n1;
+    return 2;
+}
+
+// q4_linears: y_i = res_i + x·W_iᵀ + bias_i + scale·xa_i·B_iᵀ for up to three linears sharing x
+// (a block's q, k and v; gate and up; or one linear alone) in one launch: the blocks index
+// the members' output features one member after the other, each block running q4_linear_t
+// (or, the _tc kernels, q4_linear_tc_t) on its member. Member i's LoRA term, with lb_i, reads
+// its rank columns at off_i of xa (the group's x·Aᵀ, ldxa apart); y_i is [m, rows_i]. feats
+// is Σ rows_i (the ledger's count).
+template <typename T, bool TC>
+__device__ void q4_linears_t(const u64* w0, const u64* w1, const u64* w2, T* y0, T* y1, T* y2, const T* res0, const T* res1, const T* res2,
+                             const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2,
+                             int off0, int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols,
+                             int m, int vec, float* code, float* ncode, float (*red)[Q4L_ROWS][Q4L_M]) {
+    int bx = blockIdx.x;
+    int i = q4_member(w0, w1, w2, TC ? 16 * Q4TC_WARPS : Q4L_ROWS, &bx);
+    q4_desc q = q4_desc_of(i == 0 ? w0 : i == 1 ? w1 : w2);
+    T* y = i == 0 ? y0 : i == 1 ? y1 : y2;
+    const T* res = i == 0 ? res0 : i == 1 ? res1 : res2;
+    const float* bias = i == 0 ? bias0 : i == 1 ? bias1 : bias2;
+    const bf16* lb = i == 0 ? lb0 : i == 1 ? lb1 : lb2;
+    const bf16* xai = lb ? xa + (i == 0 ? off0 : i == 1 ? off1 : off2) : (const bf16*)0;
+    if (TC)
+        q4_linear_tc_t(y, res, q.rows, x, ldx, q.packed, q.absmax, q.qabsmax, q.nested_absmax, q.nested_code, q.code, q.offset, bias, xai,
+                       ldxa, lb, rank, scale, q.rows, cols, m, q.block_shift, bx, code, ncode);
+    else
+        q4_linear_t(y, res, q.rows, x, ldx, q.packed, q.absmax, q.qabsmax, q.nested_absmax, q.nested_code, q.code, q.offset, bias, xai, ldxa,
+                    lb, rank, scale, q.rows, cols, m, q.block_shift, vec, bx, code, ncode, red);
+}
+
+extern "C" __global__ void q4_linears_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
+                const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
+                int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
-    q4_linear_tc_t(y, res, ldy, x, ldx, packed, absmax, qabsmax, nested_absmax, nested_code, code16, offset, bias, xa, ldxa, lb, rank, scale,
-                   rows, cols, m, block_shift, code, ncode);
+    __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
+    q4_linears_t<bf16, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+}
+
+extern "C" __global__ void q4_linears_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
+                const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
+                int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
+    q4_linears_t<float, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+}
+
+extern "C" __global__ void __launch_bounds__(128) q4_linears_tc_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
+                const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
+                int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    float (*red)[Q4L_ROWS][Q4L_M] = 0;
+    q4_linears_t<bf16, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+}
+
+extern "C" __global__ void __launch_bounds__(128) q4_linears_tc_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
+                const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
+                int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
+    __shared__ float code[16];
+    __shared__ float ncode[256];
+    float (*red)[Q4L_ROWS][Q4L_M] = 0;
+    q4_linears_t<float, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
 }
 
 #define GNT_M 8
