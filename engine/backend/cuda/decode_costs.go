@@ -27,6 +27,17 @@ func init() {
 		}
 		return c
 	}
+	// the tiled draw: the logits read once by each launch (the second reads them again to
+	// find the tile holding the uniform: a tile, not counted)
+	kernelCosts["sample_tiles"] = func(a *costArgs) Count {
+		e := int64(a.d.grid[1]) * a.i("vocab")
+		return Count{Read: 4 * e, Written: 12*int64(a.d.grid[0])*int64(a.d.grid[1]) + 4*int64(a.d.grid[1]), Flops: 2 * e}
+	}
+	kernelCosts["sample_tiles_draw"] = func(a *costArgs) Count {
+		rows, tiles := int64(a.d.grid[1]), int64(a.d.grid[0])
+		e := rows * a.i("vocab")
+		return Count{Read: 4*e + 12*tiles*tiles*rows + 8*rows, Written: 8*tiles*rows + 8*rows, Flops: 2 * e}
+	}
 	kernelCosts["append_kv"], kernelCosts["append_kv_f32"] = appendKV, appendKV
 	kernelCosts["q4_linears_bf16"], kernelCosts["q4_linears_f32"] = q4Linear, q4Linear
 	kernelCosts["q4_linears_tc_bf16"], kernelCosts["q4_linears_tc_f32"] = q4Linear, q4Linear

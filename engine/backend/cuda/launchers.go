@@ -97,6 +97,8 @@ const (
 	kRopeForward
 	kRopeForwardF32
 	kSampleRows
+	kSampleTiles
+	kSampleTilesDraw
 	kAppendKv
 	kAppendKvF32
 	kAdvancePos
@@ -200,6 +202,8 @@ var kernelNames = [numKernels]string{
 	"rope_forward",
 	"rope_forward_f32",
 	"sample_rows",
+	"sample_tiles",
+	"sample_tiles_draw",
 	"append_kv",
 	"append_kv_f32",
 	"advance_pos",
@@ -303,6 +307,8 @@ var kernelArgs = [numKernels]int{
 	9,
 	14,
 	8,
+	16,
+	8,
 	8,
 	3,
 	3,
@@ -405,6 +411,8 @@ var kernelParams = [numKernels][]kparam{
 	{{"x", pOut, 2}, {"pos", pIn, 4}, {"cosT", pIn, 4}, {"sinT", pIn, 4}, {"rows", pInt, 4}, {"heads", pInt, 4}, {"half", pInt, 4}, {"hd", pInt, 4}, {"sign", pFloat, 4}},
 	{{"x", pOut, 4}, {"pos", pIn, 4}, {"cosT", pIn, 4}, {"sinT", pIn, 4}, {"rows", pInt, 4}, {"heads", pInt, 4}, {"half", pInt, 4}, {"hd", pInt, 4}, {"sign", pFloat, 4}},
 	{{"tokens", pOut, 4}, {"logp", pOut, 4}, {"logits", pIn, 4}, {"uniforms", pIn, 8}, {"rows", pInt, 4}, {"vocab", pInt, 4}, {"invTemp", pFloat, 4}, {"greedy", pInt, 4}, {"topK", pInt, 4}, {"topP", pFloat, 4}, {"minP", pFloat, 4}, {"penalty", pFloat, 4}, {"seen", pOut, 4}, {"words", pInt, 4}},
+	{{"tmax", pOut, 4}, {"targ", pOut, 4}, {"tsum", pOut, 4}, {"count", pOut, 4}, {"logits", pIn, 4}, {"vocab", pInt, 4}, {"tile", pInt, 4}, {"it", pFloat, 4}},
+	{{"tokens", pOut, 4}, {"logp", pOut, 4}, {"tmass", pOut, 8}, {"count", pOut, 4}, {"tmax", pIn, 4}, {"targ", pIn, 4}, {"tsum", pIn, 4}, {"logits", pIn, 4}, {"uniforms", pIn, 8}, {"vocab", pInt, 4}, {"tile", pInt, 4}, {"it", pFloat, 4}, {"greedy", pInt, 4}, {"minP", pFloat, 4}, {"seen", pOut, 4}, {"words", pInt, 4}},
 	{{"kc", pOut, 2}, {"vc", pOut, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
 	{{"kc", pOut, 4}, {"vc", pOut, 4}, {"k", pIn, 4}, {"v", pIn, 4}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"width", pInt, 4}, {"seqStride", pInt, 8}},
 	{{"pos", pOut, 4}, {"rows", pInt, 4}, {"limit", pInt, 4}},
@@ -1630,6 +1638,42 @@ func (o *owner) sampleRows(d dims, tokens devptr[int32], logp devptr[float32], l
 	s[12] = uint64(seen)
 	s[13] = uint64(uint32(words))
 	return o.launch(kSampleRows, d)
+}
+
+// sampleTiles launches sample_tiles(float* tmax, int* targ, float* tsum, u32* count, const float* logits, int vocab, int tile, float it).
+func (o *owner) sampleTiles(d dims, tmax devptr[float32], targ devptr[int32], tsum devptr[float32], count devptr[uint32], logits devptr[float32], vocab int32, tile int32, it float32) error {
+	s := &o.args.slots
+	s[0] = uint64(tmax)
+	s[1] = uint64(targ)
+	s[2] = uint64(tsum)
+	s[3] = uint64(count)
+	s[4] = uint64(logits)
+	s[5] = uint64(uint32(vocab))
+	s[6] = uint64(uint32(tile))
+	s[7] = uint64(math.Float32bits(it))
+	return o.launch(kSampleTiles, d)
+}
+
+// sampleTilesDraw launches sample_tiles_draw(int* tokens, float* logp, u64* tmass, u32* count, const float* tmax, const int* targ, const float* tsum, const float* logits, const double* uniforms, int vocab, int tile, float it, int greedy, float min_p, int* seen, int words).
+func (o *owner) sampleTilesDraw(d dims, tokens devptr[int32], logp devptr[float32], tmass devptr[uint64], count devptr[uint32], tmax devptr[float32], targ devptr[int32], tsum devptr[float32], logits devptr[float32], uniforms devptr[float64], vocab int32, tile int32, it float32, greedy int32, minP float32, seen devptr[int32], words int32) error {
+	s := &o.args.slots
+	s[0] = uint64(tokens)
+	s[1] = uint64(logp)
+	s[2] = uint64(tmass)
+	s[3] = uint64(count)
+	s[4] = uint64(tmax)
+	s[5] = uint64(targ)
+	s[6] = uint64(tsum)
+	s[7] = uint64(logits)
+	s[8] = uint64(uniforms)
+	s[9] = uint64(uint32(vocab))
+	s[10] = uint64(uint32(tile))
+	s[11] = uint64(math.Float32bits(it))
+	s[12] = uint64(uint32(greedy))
+	s[13] = uint64(math.Float32bits(minP))
+	s[14] = uint64(seen)
+	s[15] = uint64(uint32(words))
+	return o.launch(kSampleTilesDraw, d)
 }
 
 // appendKv launches append_kv(bf16* kc, bf16* vc, const bf16* k, const bf16* v, const int* seq, const int* pos, int width, i64 seq_stride).

@@ -356,8 +356,35 @@ func (o *owner) sample(tokens devptr[int32], logp, logits devptr[float32], unifo
 	if greedy {
 		g = 1
 	}
+	if (topK <= 0 || topK >= vocab) && !(topP > 0 && topP < 1) && !pen.Penalised() && rows <= maxGridY {
+		return o.sampleTiled(tokens, logp, logits, uniforms, rows, vocab, invT, g, pen)
+	}
 	return o.sampleRows(grid1(min(rows, 1<<20), 1024), tokens, logp, logits, uniforms, int32(rows), int32(vocab), invT, g, int32(topK), topP,
 		pen.MinP, pen.Repetition, i32(pen.Seen), int32(backend.SeenWords(vocab)))
+}
+
+// sampleTiled is the draw over tiles of the vocabulary, a block each (kernels/sample.cu's
+// sample_tiles and sample_tiles_draw): up to 64 tiles a row of at least 1024 ids, a multiple
+// of 256. Its scratch (each tile's maximum, arg, sum and kept mass, each row's counter) is
+// the step's own when captured.
+func (o *owner) sampleTiled(tokens devptr[int32], logp, logits devptr[float32], uniforms devptr[float64], rows, vocab int, invT float32, greedy int32,
+	pen backend.Penalties) error {
+	tile := max(1024, ceilDiv(ceilDiv(vocab, 64), 256)*256)
+	tiles := ceilDiv(vocab, tile)
+	n := rows * tiles
+	p, err := o.tmp(20*n + 4*rows)
+	if err != nil {
+		return err
+	}
+	defer o.done(p)
+	mass, tmax := devptr[uint64](p), devptr[float32](p+uintptr(8*n))
+	targ, tsum, count := devptr[int32](p+uintptr(12*n)), devptr[float32](p+uintptr(16*n)), devptr[uint32](p+uintptr(20*n))
+	d := dims{grid: [3]uint32{uint32(tiles), uint32(rows), 1}, block: [3]uint32{256, 1, 1}}
+	if err := o.sampleTiles(d, tmax, targ, tsum, count, logits, int32(vocab), int32(tile), invT); err != nil {
+		return err
+	}
+	return o.sampleTilesDraw(d, tokens, logp, mass, count, tmax, targ, tsum, logits, uniforms, int32(vocab), int32(tile), invT, greedy, pen.MinP,
+		i32(pen.Seen), int32(backend.SeenWords(vocab)))
 }
 
 func (o *owner) sum(out, x devptr[float32], n int) error {

@@ -78,6 +78,10 @@ func TestKernelSample(t *testing.T) {
 	for j := 0; j < 40; j++ {
 		x[2*vocab+j*31] = 4.5
 	}
+	// the tiled draw's tiles are 1024 ids: a tie at the top in a later tile, and one across
+	// two later tiles (the lowest id wins)
+	x[1*vocab+2900] = 9
+	x[3*vocab+2200], x[3*vocab+1500] = 12, 12
 	xp := put(t, d, x)
 	tok, lp := allocT[int32](t, d, rows), allocT[float32](t, d, rows)
 
