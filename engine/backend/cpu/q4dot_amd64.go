@@ -16,6 +16,9 @@ import (
 func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
+func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
+
+//go:noescape
 func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
@@ -69,6 +72,20 @@ var q4dotKernel = func() string {
 // with AVX-512 (TestQ4Row512MatchesDequantized skips elsewhere), so a run takes it only when
 // $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernel, which such CPUs run too.
 var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2" && os.Getenv("RLHFSTATION_CPU_Q4_AVX512") == "1"
+
+// q4row16On sends one row of x alone to the int16 kernel (q4row16; see q4dot.go for its
+// error); tests switch it.
+var q4row16On = q4dotKernel == "avx2" && !q4row512
+
+// q4rowInt16 runs q4row16 over len(y) weight rows of n ≥ 1 chunks each, x from quantX16.
+func q4rowInt16(rows, n int, packed []byte, scales []float32, x []int16, y []float32, code *q4Tables) {
+	if q4dotKernel != "avx2" {
+		q4row16Go(n, packed, scales, x, y[:rows], code)
+		return
+	}
+	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[n*q4X16Len-1], y[rows-1]
+	q4row16(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+}
 
 // q4row1Order is the order of x the one-row kernel in use reads (see q4Row1AVX2).
 func q4row1Order() *[q4Chunk]uint8 {

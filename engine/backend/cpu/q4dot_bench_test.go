@@ -56,6 +56,14 @@ func BenchmarkQ4Dot(b *testing.B) {
 			b.Run(name+"/nf4-dot", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
 			})
+			if rows == 1 && q4row16On {
+				// One row's exact kernel (q4row1), which the int16 one replaced.
+				b.Run(name+"/nf4-dot-exact", func(b *testing.B) {
+					defer func(on bool) { q4row16On = on }(q4row16On)
+					q4row16On = false
+					benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
+				})
+			}
 			b.Run(name+"/nf4-gemm", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { Q4MulT(y, x, w, rows) })
 			})
@@ -63,6 +71,43 @@ func BenchmarkQ4Dot(b *testing.B) {
 				benchBytes(b, 4*len(dense), func() { MatmulForward(y, x, dense, nil, rows, s.in, s.out) })
 			})
 		}
+	}
+}
+
+// BenchmarkQ4Row1Loop: the one-row kernels' loop alone, exact (q4row1) and int16 (q4row16),
+// over a weight held in L1 (48 rows of 896 values: 21 KB of codes) read again and again, x
+// ready in its kernel's form; ns/chunk is per 64 codes.
+// run: go test ./engine/backend/cpu -run X -bench Q4Row1Loop -cpu 1
+func BenchmarkQ4Row1Loop(b *testing.B) {
+	const out, in = 48, 896
+	w, err := quant.Quantize(randn(out*in, 1), out, in, "", quant.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewQ4Dot(w)
+	chunks := in / q4Chunk
+	x := randn(in, 2)
+	xq := make([]int16, chunks*q4X16Len)
+	quantX16(xq, x)
+	y := make([]float32, out)
+	for _, k := range []string{"exact", "int16"} {
+		b.Run(k, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			for b.Loop() {
+				if k == "exact" {
+					q4row(out, chunks, w.Packed, d.scales, x, y, d.tables)
+				} else {
+					q4rowInt16(out, chunks, w.Packed, d.scales, xq, y, d.tables)
+				}
+			}
+			n := float64(b.N * out * chunks)
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/chunk")
+			if runtime.GOMAXPROCS(0) == 1 {
+				b.ReportMetric((threadCPU()-c0)*1e9/n, "cpu-ns/chunk")
+			}
+		})
 	}
 }
 
