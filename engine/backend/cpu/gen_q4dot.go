@@ -45,6 +45,7 @@ func main() {
 	fmt.Fprintf(&w, "GLOBL q4c<>(SB), RODATA|NOPTR, $64\n")
 	emitRow1(&w)
 	emitRow16(&w)
+	emitRow16x2(&w)
 	emitRow1AVX512(&w)
 	emitRowDense(&w, false)
 	emitRowDense(&w, true)
@@ -392,19 +393,13 @@ func emitRow16(w *bytes.Buffer) {
 	// chunk adds chunk k of the pass (packed at 32·k bytes from SI, x at 160·k from DI, the
 	// scale at 4·k from DX) into accumulators a and a+1.
 	chunk := func(k, a int) {
-		p("VMOVDQU %d(SI), Y8", 32*k)
-		p("VPSRLW $4, Y8, Y9")
-		p("VPAND Y6, Y9, Y9") // high nibbles: the even values
-		p("VPAND Y6, Y8, Y8") // low nibbles: the odd values
+		nibbles16(p, 32*k)
 		for h, I := range []string{"Y9", "Y8"} {
 			lo, hi := "Y10", "Y11"
 			if h == 1 {
 				lo, hi = "Y12", "Y13"
 			}
-			p("VPSHUFB %s, Y4, %s", I, lo)
-			p("VPSHUFB %s, Y5, %s", I, hi)
-			p("VPUNPCKLBW %s, %s, %s", hi, lo, I)  // int16 codes of bytes 0–7 of each lane
-			p("VPUNPCKHBW %s, %s, %s", hi, lo, lo) // … of bytes 8–15
+			decode16(p, I, lo, hi)
 			p("VPMADDWD %d(DI), %s, %s", 160*k+64*h, I, I)
 			p("VPMADDWD %d(DI), %s, %s", 160*k+64*h+32, lo, lo)
 			p("VPADDD %s, %s, %s", I, lo, lo)
@@ -451,6 +446,106 @@ func emitRow16(w *bytes.Buffer) {
 	p("ADDQ $4, R9")
 	p("DECQ BX")
 	p("JNZ row16")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// nibbles16 loads the 32 bytes of a chunk at off(SI) and splits them into the high nibbles
+// (Y9: the even values) and the low ones (Y8: the odd values), the mask in Y6.
+func nibbles16(p func(string, ...any), off int) {
+	p("VMOVDQU %d(SI), Y8", off)
+	p("VPSRLW $4, Y8, Y9")
+	p("VPAND Y6, Y9, Y9")
+	p("VPAND Y6, Y8, Y8")
+}
+
+// decode16 looks the 32 nibbles in I up in the int16 code book's byte planes (Y4: low bytes,
+// Y5: high) and unpacks them into int16 codes: bytes 0–7 of each lane into I, 8–15 into lo.
+func decode16(p func(string, ...any), I, lo, hi string) {
+	p("VPSHUFB %s, Y4, %s", I, lo)
+	p("VPSHUFB %s, Y5, %s", I, hi)
+	p("VPUNPCKLBW %s, %s, %s", hi, lo, I)
+	p("VPUNPCKHBW %s, %s, %s", hi, lo, lo)
+}
+
+// emitRow16x2 writes
+//
+//	func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+//
+// q4row16 for two rows of x (x and x + ldx int16 values, each from quantX16) into y and y +
+// ldy: a chunk is decoded once and multiplied into both (VPMADDWD twice), the same int32
+// bound holding for each. One chunk a pass: the two rows' accumulators are 4 chains already.
+//
+// Registers: accumulators Y0–Y3 (row i's halves in 2i, 2i+1), planes Y4/Y5, the mask Y6,
+// the nibbles Y8/Y9, codes Y10/Y11, temporaries Y12/Y13, the rows' factors Y14/Y15; x's rows
+// at DI and DI+R12, y's at R9 and R9+R13.
+func emitRow16x2(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)\n")
+	fmt.Fprintf(w, "TEXT ·q4row16x2(SB), NOSPLIT, $0-72\n")
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ packed+16(FP), SI")
+	p("MOVQ scales+24(FP), DX")
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ ldx+40(FP), R12")
+	p("SHLQ $1, R12")
+	p("MOVQ y+48(FP), R9")
+	p("MOVQ ldy+56(FP), R13")
+	p("SHLQ $2, R13")
+	p("MOVQ code+64(FP), R11")
+	p("VMOVDQU %d(R11), Y4", q4Tables16)
+	p("VMOVDQU %d(R11), Y5", q4Tables16+32)
+	p("VMOVDQU q4c<>+32(SB), Y6")
+	xAddr := func(i, off int) string {
+		if i == 0 {
+			return fmt.Sprintf("%d(DI)", off)
+		}
+		return fmt.Sprintf("%d(DI)(R12*1)", off)
+	}
+	fmt.Fprintf(w, "row16x2:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	for a := 0; a < 4; a++ {
+		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+	fmt.Fprintf(w, "chunk16x2:\n")
+	p("VBROADCASTSS (DX), Y15")
+	p("VMULPS %s, Y15, Y14", xAddr(0, 128))
+	p("VMULPS %s, Y15, Y15", xAddr(1, 128))
+	nibbles16(p, 0)
+	for h, I := range []string{"Y9", "Y8"} {
+		lo := "Y10"
+		decode16(p, I, lo, "Y11")
+		for i := 0; i < 2; i++ {
+			p("VPMADDWD %s, %s, Y12", xAddr(i, 64*h), I)
+			p("VPMADDWD %s, %s, Y13", xAddr(i, 64*h+32), lo)
+			p("VPADDD Y12, Y13, Y13")
+			p("VCVTDQ2PS Y13, Y13")
+			p("VFMADD231PS Y13, Y%d, Y%d", 14+i, 2*i+h)
+		}
+	}
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	p("ADDQ $160, DI")
+	p("DECQ CX")
+	p("JNZ chunk16x2")
+	for i := 0; i < 2; i++ {
+		a, y := 2*i, "(R9)"
+		if i == 1 {
+			y = "(R9)(R13*1)"
+		}
+		p("VADDPS Y%d, Y%d, Y%d", a+1, a, a)
+		p("VEXTRACTF128 $1, Y%d, X12", a)
+		p("VADDPS X12, X%d, X%d", a, a)
+		p("VHADDPS X%d, X%d, X%d", a, a, a)
+		p("VHADDPS X%d, X%d, X%d", a, a, a)
+		p("VADDSS %s, X%d, X%d", y, a, a)
+		p("VMOVSS X%d, %s", a, y)
+	}
+	p("ADDQ $4, R9")
+	p("DECQ BX")
+	p("JNZ row16x2")
 	p("VZEROUPPER")
 	p("RET")
 }

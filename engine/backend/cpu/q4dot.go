@@ -15,13 +15,13 @@ import (
 // ever written to memory. The GEMM path (q4.go) takes more rows,
 // and shapes the kernels cannot take.
 //
-// One row of x alone (a decoded token at one sequence) takes an approximation instead on AVX2
-// (q4row16): x quantized to int16 once a call, per chunk (scale_x = max|x|/32767), and the code
+// One or two rows of x alone (a decoded token at one or two sequences) take an approximation
+// instead on AVX2 (q4row16, q4row16x2): x quantized to int16 once a call, per chunk (scale_x = max|x|/32767), and the code
 // book held as int16 (code·2^14 rounded), so that the codes decode in a third of the byte
 // shuffles and multiply x in integer pair sums (VPMADDWD). Each product code·x is then off by
 // at most |code|·scale_x/2 + 2^-15·|x| (+ 2^-16·scale_x): about 1.5e-5 of max|x| a chunk
 // from x and 3e-5 from the codes, against bf16's 4e-3 and the GPU path's 0.06 log-prob
-// differences. Everything else keeps the exact float32 decoding: two or more rows (the 8- to
+// differences. Everything else keeps the exact float32 decoding: three rows or more (the 4- to
 // 64-row decoding kernels, and the training and reference passes, whose products take many
 // rows; an odd row count's last row goes to the exact one-row kernel q4row1), and the Go and
 // AVX-512 kernels.
@@ -82,8 +82,8 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 		panic("cpu: Q4Dot.MulT takes at most 64 rows")
 	}
 	_, _ = x[rows*in-1], y[rows*out-1]
-	if rows == 1 && q4row16On && d.tables.has16 {
-		d.mulT16(y, x)
+	if rows <= 2 && q4row16On && d.tables.has16 {
+		d.mulT16(y, x, rows)
 		return
 	}
 	// The kernels want each 16 values of x as the 8 even ones then the 8 odd ones: a byte
@@ -117,22 +117,25 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 	xScratch.Put(bp)
 }
 
-// mulT16 sets y = x·Wᵀ for one row of x, by the int16 kernel (q4row16).
-func (d *Q4Dot) mulT16(y, x []float32) {
+// mulT16 sets y = x·Wᵀ for one or two rows of x, by the int16 kernels (q4row16, q4row16x2).
+func (d *Q4Dot) mulT16(y, x []float32, rows int) {
 	w := d.W
 	in, out := w.Cols, w.Rows
 	chunks := in / q4Chunk
+	ldx := chunks * q4X16Len
 	bp := x16Scratch.Get().(*[]int16)
-	if cap(*bp) < chunks*q4X16Len {
-		*bp = make([]int16, chunks*q4X16Len)
+	if cap(*bp) < rows*ldx {
+		*bp = make([]int16, rows*ldx)
 	}
-	xq := (*bp)[:chunks*q4X16Len]
-	quantX16(xq, x[:in])
-	clear(y[:out])
+	xq := (*bp)[:rows*ldx]
+	for i := 0; i < rows; i++ {
+		quantX16(xq[i*ldx:(i+1)*ldx], x[i*in:(i+1)*in])
+	}
+	clear(y[:rows*out])
 	ForPieces(out, max(1, (1<<16)/in), 4, func(lo, hi int) {
 		fewRowBlocks(1, chunks, lo, hi, max(1, (64<<10)/in), func(_, r0, r1 int) {
 			c0, c1 := r0*chunks, r1*chunks
-			q4rowInt16(r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1], xq, y[r0:r1], d.tables)
+			q4rowInt16(rows, r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1], xq, ldx, y[r0:], out, d.tables)
 		}, nil, nil)
 	})
 	x16Scratch.Put(bp)

@@ -19,6 +19,9 @@ func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, 
 func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
 
 //go:noescape
+func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
 func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
@@ -73,18 +76,28 @@ var q4dotKernel = func() string {
 // $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernel, which such CPUs run too.
 var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2" && os.Getenv("RLHFSTATION_CPU_Q4_AVX512") == "1"
 
-// q4row16On sends one row of x alone to the int16 kernel (q4row16; see q4dot.go for its
-// error); tests switch it.
+// q4row16On sends one or two rows of x alone to the int16 kernels (q4row16, q4row16x2; see
+// q4dot.go for their error); tests switch it.
 var q4row16On = q4dotKernel == "avx2" && !q4row512
 
-// q4rowInt16 runs q4row16 over len(y) weight rows of n ≥ 1 chunks each, x from quantX16.
-func q4rowInt16(rows, n int, packed []byte, scales []float32, x []int16, y []float32, code *q4Tables) {
+// q4rowInt16 runs the int16 kernel for t ∈ {1, 2} rows of x (x + i·ldx from quantX16) over
+// rows weight rows of n ≥ 1 chunks each, into y[i·ldy+r].
+func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx int, y []float32, ldy int, code *q4Tables) {
 	if q4dotKernel != "avx2" {
-		q4row16Go(n, packed, scales, x, y[:rows], code)
+		for i := 0; i < t; i++ {
+			q4row16Go(n, packed, scales, x[i*ldx:], y[i*ldy:i*ldy+rows], code)
+		}
 		return
 	}
-	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[n*q4X16Len-1], y[rows-1]
-	q4row16(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[(t-1)*ldx+n*q4X16Len-1], y[(t-1)*ldy+rows-1]
+	switch t {
+	case 1:
+		q4row16(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+	case 2:
+		q4row16x2(rows, n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	default:
+		panic("cpu: q4rowInt16 takes 1 or 2 rows")
+	}
 }
 
 // q4row1Order is the order of x the one-row kernel in use reads (see q4Row1AVX2).

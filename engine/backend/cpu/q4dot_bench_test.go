@@ -49,15 +49,15 @@ func BenchmarkQ4Dot(b *testing.B) {
 		dense := make([]float32, s.out*s.in)
 		w.Dequantize(dense)
 		d := NewQ4Dot(w)
-		for _, rows := range []int{1, 8, 32, 64} {
+		for _, rows := range []int{1, 2, 8, 32, 64} {
 			x := randn(rows*s.in, 2)
 			y := make([]float32, rows*s.out)
 			name := fmt.Sprintf("%dx%d/rows=%d", s.out, s.in, rows)
 			b.Run(name+"/nf4-dot", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
 			})
-			if rows == 1 && q4row16On {
-				// One row's exact kernel (q4row1), which the int16 one replaced.
+			if rows <= 2 && q4row16On {
+				// The exact kernels (q4row1, q4dot2) that the int16 ones replaced.
 				b.Run(name+"/nf4-dot-exact", func(b *testing.B) {
 					defer func(on bool) { q4row16On = on }(q4row16On)
 					q4row16On = false
@@ -99,7 +99,7 @@ func BenchmarkQ4Row1Loop(b *testing.B) {
 				if k == "exact" {
 					q4row(out, chunks, w.Packed, d.scales, x, y, d.tables)
 				} else {
-					q4rowInt16(out, chunks, w.Packed, d.scales, xq, y, d.tables)
+					q4rowInt16(1, out, chunks, w.Packed, d.scales, xq, 0, y, 0, d.tables)
 				}
 			}
 			n := float64(b.N * out * chunks)

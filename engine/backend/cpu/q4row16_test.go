@@ -76,9 +76,10 @@ func check16(d *Q4Dot, x, y []float32) error {
 	return nil
 }
 
-// TestQ4Row16MatchesDequantized: one row of x through the int16 path (MulT), assembly and Go
-// reference, against the exact product within the quantization's bound (check16), and the
-// assembly against the reference's identical integer sums within float32 rounding of the sums.
+// TestQ4Row16MatchesDequantized: one and two rows of x through the int16 path (MulT), assembly
+// and Go reference, against the exact product within the quantization's bound (check16), and
+// the assembly against the reference's identical integer sums within float32 rounding of the
+// sums.
 func TestQ4Row16MatchesDequantized(t *testing.T) {
 	kernels := []string{"go"}
 	if q4dotKernel != "go" {
@@ -97,39 +98,46 @@ func TestQ4Row16MatchesDequantized(t *testing.T) {
 		if !d.tables.has16 {
 			t.Fatalf("%v: the code book is not held as int16", c.opt)
 		}
-		x := row16X(c.in, uint64(700+ci))
-		ref := make([]float32, c.out)
-		for _, k := range kernels {
-			q4dotKernel = k
-			y := randn(c.out, 7) // overwritten, not added to
-			d.MulT(y, x, 1)
-			if err := check16(d, x, y); err != nil {
-				t.Fatalf("%s %d×%d %v: %v", k, c.out, c.in, c.opt, err)
-			}
-			if k == "go" {
-				copy(ref, y)
-				continue
-			}
-			// The assembly against the reference: the same integer sums, so they differ by
-			// float32 rounding only, measured against Σ|factor·code16·x16|.
-			xq := make([]int16, c.in/q4Chunk*q4X16Len)
-			quantX16(xq, x)
-			for o := range y {
-				var mag float64
-				for j := 0; j < c.in/q4Chunk; j++ {
-					xs := xq[j*q4X16Len : (j+1)*q4X16Len]
-					f := math.Abs(float64(d.scales[o*c.in/q4Chunk+j] * x16Factor(xs)))
-					for s, v := range q4Row16 {
-						i := j*q4Chunk + int(v)
-						q := w.Packed[(o*c.in+i)/2] >> 4
-						if i%2 == 1 {
-							q = w.Packed[(o*c.in+i)/2] & 15
-						}
-						mag += f * math.Abs(float64(d.tables.code16[q])*float64(xs[s]))
+		for rows := 1; rows <= 2; rows++ {
+			x := append(row16X(c.in, uint64(700+ci)), randn(c.in, uint64(800+ci))...)[:rows*c.in]
+			ref := make([]float32, rows*c.out)
+			for _, k := range kernels {
+				q4dotKernel = k
+				y := randn(rows*c.out, 7) // overwritten, not added to
+				d.MulT(y, x, rows)
+				for i := 0; i < rows; i++ {
+					if err := check16(d, x[i*c.in:(i+1)*c.in], y[i*c.out:(i+1)*c.out]); err != nil {
+						t.Fatalf("%s %d×%d %v, row %d of %d: %v", k, c.out, c.in, c.opt, i, rows, err)
 					}
 				}
-				if e := math.Abs(float64(y[o]) - float64(ref[o])); e > 1e-6*mag {
-					t.Fatalf("%s %d×%d: y[%d] = %v, the reference %v (|difference| %.3g, Σ|terms| %.3g)", k, c.out, c.in, o, y[o], ref[o], e, mag)
+				if k == "go" {
+					copy(ref, y)
+					continue
+				}
+				// The assembly against the reference: the same integer sums, so they differ
+				// by float32 rounding only, measured against Σ|factor·code16·x16|.
+				xq := make([]int16, c.in/q4Chunk*q4X16Len)
+				for i := 0; i < rows; i++ {
+					quantX16(xq, x[i*c.in:(i+1)*c.in])
+					for o := 0; o < c.out; o++ {
+						var mag float64
+						for j := 0; j < c.in/q4Chunk; j++ {
+							xs := xq[j*q4X16Len : (j+1)*q4X16Len]
+							f := math.Abs(float64(d.scales[o*c.in/q4Chunk+j] * x16Factor(xs)))
+							for s, v := range q4Row16 {
+								p := o*c.in + j*q4Chunk + int(v)
+								q := w.Packed[p/2] >> 4
+								if p%2 == 1 {
+									q = w.Packed[p/2] & 15
+								}
+								mag += f * math.Abs(float64(d.tables.code16[q])*float64(xs[s]))
+							}
+						}
+						if e := math.Abs(float64(y[i*c.out+o]) - float64(ref[i*c.out+o])); e > 1e-6*mag {
+							t.Fatalf("%s %d×%d, row %d of %d: y[%d] = %v, the reference %v (|difference| %.3g, Σ|terms| %.3g)",
+								k, c.out, c.in, i, rows, o, y[i*c.out+o], ref[i*c.out+o], e, mag)
+						}
+					}
 				}
 			}
 		}
@@ -156,7 +164,7 @@ func TestQ4Row16CheckFails(t *testing.T) {
 	chunks := c.in / q4Chunk
 	run := func(tables *q4Tables, xq []int16) []float32 {
 		y := make([]float32, c.out)
-		q4rowInt16(c.out, chunks, w.Packed, d.scales, xq, y, tables)
+		q4rowInt16(1, c.out, chunks, w.Packed, d.scales, xq, 0, y, 0, tables)
 		return y
 	}
 	good := make([]int16, chunks*q4X16Len)
