@@ -71,9 +71,11 @@ var q4dotKernel = func() string {
 	return "go"
 }()
 
-// q4row512 picks the AVX-512 one-row kernel (tests switch it). It has not yet run on a CPU
-// with AVX-512 (TestQ4Row512MatchesDequantized skips elsewhere), so a run takes it only when
-// $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernel, which such CPUs run too.
+// q4row512 picks the AVX-512 one-row kernel (tests switch it). Its text is checked here under
+// an interpreter of the kernels' assembly (TestQ4Row512UnderTheInterpreter), but it has not
+// yet run on a CPU with AVX-512 (TestQ4Row512MatchesDequantized skips elsewhere), so a run
+// takes it only when $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernels,
+// which such CPUs run too.
 var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2" && os.Getenv("RLHFSTATION_CPU_Q4_AVX512") == "1"
 
 // q4row16On sends one or two rows of x alone to the int16 kernels (q4row16, q4row16x2; see
