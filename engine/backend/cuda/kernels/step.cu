@@ -277,9 +277,13 @@ extern "C" __global__ void __launch_bounds__(128) q4_linears_tc_f32(const u64* w
 // graph nodes of a captured step (a split-K kernel and its reduction, about 4.5 µs each on an
 // H200); here it is one. A block takes one column j of C (a row of B) and GNT_M rows of A
 // (blockIdx.y); its threads split k, each summing its share for every row, and the warps meet
-// in shared memory in a fixed order (the same sums every run). beta = 0 writes C unread.
+// in shared memory in a fixed order (the same sums every run). beta = 0 writes C unread. With
+// rnd, float32 inputs are rounded to bf16 as they are read: what cuBLAS's path does to them
+// (gemmMixed) unless A, B and C are all float32.
+__device__ __forceinline__ float ld_rnd(const float* p, bool rnd) { return rnd ? bf16_to_f32(f32_to_bf16(*p)) : *p; }
+__device__ __forceinline__ float ld_rnd(const bf16* p, bool) { return bf16_to_f32(*p); }
 template <typename TC, typename TA, typename TB>
-__device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b, int ldb, int m, int k, float alpha, float beta,
+__device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b, int ldb, int m, int k, float alpha, float beta, bool rnd,
                               float (*red)[GNT_M]) {
     int j = blockIdx.x, m0 = blockIdx.y * GNT_M, mm = min(m - m0, GNT_M);
     const TA* ar = a + (i64)m0 * lda;
@@ -288,10 +292,10 @@ __device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b,
 #pragma unroll
     for (int r = 0; r < GNT_M; r++) acc[r] = 0.f;
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
-        float w = ldf(bj + i);
+        float w = ld_rnd(bj + i, rnd);
 #pragma unroll
         for (int r = 0; r < GNT_M; r++)
-            if (r < mm) acc[r] += ldf(ar + (i64)r * lda + i) * w;
+            if (r < mm) acc[r] += ld_rnd(ar + (i64)r * lda + i, rnd) * w;
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 #pragma unroll
@@ -315,11 +319,12 @@ __device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b,
 extern "C" __global__ void gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m,
                                        int k, float alpha, float beta) {
     __shared__ float red[GNT_WARPS][GNT_M];
+    bool rnd = !(a_f32 && b_f32 && c_f32);
 #define GNT_B(TC, TA)                                                                                     \
     if (b_f32)                                                                                            \
-        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const float*)b, ldb, m, k, alpha, beta, red);      \
+        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const float*)b, ldb, m, k, alpha, beta, rnd, red); \
     else                                                                                                  \
-        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const bf16*)b, ldb, m, k, alpha, beta, red);
+        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const bf16*)b, ldb, m, k, alpha, beta, rnd, red);
 #define GNT_A(TC)          \
     if (a_f32) {           \
         GNT_B(TC, float)   \
