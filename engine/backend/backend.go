@@ -153,6 +153,11 @@ type Backend interface {
 	Q4MulT(y, x Buf, w *Q4, rows int) error
 	// Q4MulAcc accumulates dx[rows,w.Cols] += dy[rows,w.Rows]·W (its input gradient).
 	Q4MulAcc(dx, dy Buf, w *Q4, rows int) error
+	// Q4Embedding is EmbeddingForward over a 4-bit table: out[r] = row ids[r] of W
+	// (+ wpe[pos[r]]) for rows = ids.Len(), each row dequantized as it is read (a tied LM head
+	// held 4-bit is the token embedding too; the digit tokens' head rows). pos and wpe
+	// optional, as there.
+	Q4Embedding(out, ids, pos Buf, w *Q4, wpe Buf) error
 
 	// Rotary embeddings and attention.
 

@@ -149,6 +149,14 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		}
 		rest -= 2 * held
 	}
+	if c.Quant.Head && c.Quant.Type != "none" && !m.Quantized {
+		// [quant] head: the head (a tied one with the embedding) held 4-bit instead
+		held := int64(4)
+		if m.BF16 {
+			held = 2
+		}
+		rest += quantizedBytes(embed, c.Quant) - held*embed
+	}
 	switch {
 	case m.Quantized: // the linears arrive 4-bit and stay so
 		e.Load = rest + q4 + file

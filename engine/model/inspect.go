@@ -105,7 +105,7 @@ func ScanWeights(dir string, c *Config) (Tensors, error) {
 	t.Params = layoutParams(specs)
 	used := map[string]bool{}
 	for _, sp := range specs {
-		if sp.linear {
+		if sp.linear || sp.name == "lm_head.weight" {
 			base := strings.TrimSuffix(sp.name, ".weight")
 			if _, ok := set.Info(base + ".weight.absmax"); ok {
 				t.Quantized++

@@ -115,11 +115,16 @@ func (m *Model) ResidentBytes() int64 {
 	}
 	types := map[quant.Type]bool{}
 	nested := map[*[256]float32]bool{}
+	qs := []*Quantized{}
 	for _, l := range m.Linears() {
-		q, ok := l.W.(*Quantized)
-		if !ok {
-			continue
+		if q, ok := l.W.(*Quantized); ok {
+			qs = append(qs, q)
 		}
+	}
+	if m.HeadQ != nil {
+		qs = append(qs, m.HeadQ)
+	}
+	for _, q := range qs {
 		n += weightBytes(q.W)
 		if !types[q.W.Type] {
 			types[q.W.Type] = true
@@ -156,6 +161,9 @@ func (m *Model) Dequantize() (*Model, error) {
 			return nil, fmt.Errorf("dequantize: %s has no place in a float32 %s model", p.Name, m.Config.ModelType)
 		}
 		copy(dp.Data, p.Float32())
+	}
+	if m.HeadQ != nil { // d's head (its embedding too when tied)
+		m.HeadQ.W.Dequantize(d.Head.Data)
 	}
 	dl := d.Linears()
 	for i, l := range m.Linears() {
