@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"rlhfstation/engine/config"
@@ -73,6 +74,9 @@ type Model struct {
 	FileBytes  int64
 	DTypeBytes int
 	Quantized  bool // the linears are 4-bit in the folder (a bitsandbytes layout)
+	// QuantizedHead: so is lm_head (its quantization_config lists the modules it skips
+	// without naming lm_head, as Save writes a 4-bit head)
+	QuantizedHead bool
 	// BF16: the float weights are bfloat16 (config.json's torch_dtype), so that over a 4-bit
 	// base the embedding and head are held as the bf16 they are.
 	BF16 bool
@@ -91,7 +95,9 @@ func ReadModel(dir string) (Model, error) {
 	}
 	out := Model{Config: mc, DTypeBytes: 2}
 	if raw, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
-		_, out.Quantized, _ = quant.IsQuantized(raw)
+		var qc quant.Config
+		qc, out.Quantized, _ = quant.IsQuantized(raw)
+		out.QuantizedHead = out.Quantized && !mc.TieEmbed && qc.SkipModules != nil && !slices.Contains(qc.SkipModules, "lm_head")
 		var dt struct {
 			TorchDType string `json:"torch_dtype"`
 			DType      string `json:"dtype"` // transformers 4.56 and later
@@ -149,8 +155,8 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		}
 		rest -= 2 * held
 	}
-	if c.Quant.Head && c.Quant.Type != "none" && !m.Quantized {
-		// [quant] head: the head (a tied one with the embedding) held 4-bit instead
+	if c.Quant.Head && c.Quant.Type != "none" && !m.Quantized || m.QuantizedHead {
+		// [quant] head, or stored so: the head (a tied one with the embedding) held 4-bit instead
 		held := int64(4)
 		if m.BF16 {
 			held = 2

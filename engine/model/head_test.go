@@ -2,6 +2,8 @@ package model
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -156,6 +158,13 @@ func TestQ4Head(t *testing.T) {
 					t.Fatal("a tied 4-bit head is not written as its expansion")
 				}
 				return
+			}
+			raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if qc, ok, err := quant.IsQuantized(raw); err != nil || !ok || qc.SkipModules == nil || slices.Contains(qc.SkipModules, "lm_head") {
+				t.Fatalf("quantization_config skips %v (%v): transformers would keep lm_head 16-bit", qc.SkipModules, err)
 			}
 			if loaded.HeadQ == nil || !slices.Equal(loaded.HeadQ.W.Packed, q4.HeadQ.W.Packed) || loaded.ResidentBytes() != q4.ResidentBytes() {
 				t.Fatal("a bitsandbytes folder's 4-bit lm_head does not load as the 4-bit head")
