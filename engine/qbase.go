@@ -20,9 +20,13 @@ func (e *Engine) quantizeBase() error {
 	if at := e.model.QuantizedAtLoad; at[0] > 0 {
 		dense, packed = dense+at[0], packed+at[1]
 	}
+	what := "the base's linears"
+	if e.model.HeadQ != nil {
+		what += " and LM head" // a tied one: the embedding too
+	}
 	if dense > 0 {
-		e.logf("quantized the base's linears to %s (blocksize %d, double quant %v): %s → %s",
-			e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, human.Bytes(dense), human.Bytes(packed))
+		e.logf("quantized %s to %s (blocksize %d, double quant %v): %s → %s",
+			what, e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, human.Bytes(dense), human.Bytes(packed))
 	} else if n, b := e.model.QuantStats(); n > 0 {
 		e.logf("the base's linears are 4-bit as stored in the model folder (%.2f bits per parameter); [quant] does not apply",
 			8*float64(b)/float64(n))
