@@ -436,3 +436,12 @@ func LinearsBackwardOps(b Backend, dx Buf, acc bool, x, xa Buf, ldxa int, ls []L
 	}
 	return nil
 }
+
+// HeadExpander is a backend that runs a 4-bit LM head from a dense copy in its Weight
+// precision, made once, rather than through its 4-bit ops: a device whose 4-bit products
+// expand the weight for most shapes anyway (CUDA: its fused few-row product writes bf16, the
+// head's logits are float32), so that the head's ops, the tied embedding's lookup and a
+// captured decode step are those of a dense head. The 4-bit form stays the host's.
+type HeadExpander interface {
+	ExpandsQ4Head() bool
+}

@@ -549,11 +549,11 @@ func sliceActs(a acts, rows int, c *Config) acts {
 func (m *Model) logits(out, hidden backend.Buf, rows int) error {
 	c := &m.Config
 	var err error
-	if m.HeadQ != nil {
+	if m.q4Ops() {
 		err = m.HeadQ.MulT(m.b, out, hidden, rows)
 	} else {
 		var head backend.Buf
-		if head, err = m.Buf(m.Head); err != nil {
+		if head, err = m.headBuf(); err != nil {
 			return err
 		}
 		err = m.b.Logits(out, hidden, head, rows, c.Dim, c.Vocab)
@@ -743,8 +743,8 @@ func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []
 	b, V, D, s := m.b, m.Config.Vocab, m.Config.Dim, &m.scratch
 	var head backend.Buf
 	var err error
-	if m.HeadQ == nil {
-		if head, err = m.Buf(m.Head); err != nil {
+	if !m.q4Ops() {
+		if head, err = m.headBuf(); err != nil {
 			return err
 		}
 	}
@@ -766,7 +766,7 @@ func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []
 	if ent != nil {
 		eb = out.Slice(rows, rows)
 	}
-	if see == nil && m.HeadQ == nil {
+	if see == nil && !m.q4Ops() {
 		err = b.HeadLogProbs(lp, eb, hidden, head, tb, rows, D, V, invT, float32(m.Config.FinalSoftcap))
 	} else {
 		chunk := m.headRows()

@@ -15,7 +15,8 @@ import (
 // the 4-bit GEMM beyond), the log-probs form them a chunk of rows at a time (headRows) before
 // LogProbForward, the backward adds dlogits·W with Q4MulAcc (the head is frozen, as every
 // 4-bit weight), and a tied embedding reads its rows from the same 4-bit tensor
-// (Q4Embedding): no dequantized copy of the head is kept.
+// (Q4Embedding): no dequantized copy of the head is kept. A backend that would rather hold the
+// head dense (backend.HeadExpander: CUDA) gets its expansion, made once, and the dense paths.
 
 // QuantizeHead holds the LM head as a 4-bit weight of opt's format and frees its dense form;
 // a tied head stays tied: the embedding becomes the same 4-bit tensor (Embed and Head nil,
@@ -72,6 +73,55 @@ func (m *Model) HeadName() string {
 	return "model.embed_tokens.weight"
 }
 
+// q4Ops reports whether the head computes through the backend's 4-bit ops: it is 4-bit and
+// the backend does not expand it.
+func (m *Model) q4Ops() bool {
+	if m.HeadQ == nil {
+		return false
+	}
+	e, ok := m.Backend().(backend.HeadExpander)
+	return !ok || !e.ExpandsQ4Head()
+}
+
+// headExp is a 4-bit head expanded on a backend.HeadExpander.
+type headExp struct {
+	on  backend.Backend
+	w   *quant.Weight
+	buf backend.Buf
+}
+
+// headBuf is the head as a dense buffer on the backend: Head placed there, or the 4-bit
+// head's expansion in the Weight precision (made on first use; its 4-bit upload freed).
+func (m *Model) headBuf() (backend.Buf, error) {
+	if m.HeadQ == nil {
+		return m.Buf(m.Head)
+	}
+	b, x := m.Backend(), &m.hexp
+	if x.on == b && x.w == m.HeadQ.W {
+		return x.buf, nil
+	}
+	if x.on != nil {
+		x.on.Free(x.buf)
+		*x = headExp{}
+	}
+	h, err := m.HeadQ.handle(b)
+	if err != nil {
+		return backend.Buf{}, err
+	}
+	buf, err := b.Alloc(b.Precision().Weight, h.Rows*h.Cols)
+	if err != nil {
+		return backend.Buf{}, fmt.Errorf("the LM head's expansion: %w", err)
+	}
+	if err := b.Q4Dequantize(buf, h); err != nil {
+		b.Free(buf)
+		return backend.Buf{}, err
+	}
+	b.FreeQ4(h)
+	m.HeadQ.on, m.HeadQ.q = nil, nil
+	*x = headExp{on: b, w: m.HeadQ.W, buf: buf}
+	return buf, nil
+}
+
 // embed sets x to the token embedding of the pass's ids (and GPT-2's learned positions): from
 // the embedding table, or from the 4-bit head it is tied to.
 func (m *Model) embed(x backend.Buf, p *pass) error {
@@ -83,26 +133,34 @@ func (m *Model) embed(x backend.Buf, p *pass) error {
 	if !wpe.Nil() {
 		pos = p.posBuf
 	}
-	if m.Embed == nil {
+	if m.Embed == nil && m.q4Ops() {
 		h, err := m.HeadQ.handle(m.b)
 		if err != nil {
 			return err
 		}
 		return m.b.Q4Embedding(x, p.idsBuf, pos, h, wpe)
 	}
-	wte, err := m.Buf(m.Embed)
+	wte, err := m.embedBuf()
 	if err != nil {
 		return err
 	}
 	return m.b.EmbeddingForward(x, p.idsBuf, pos, wte, wpe, m.Config.Dim)
 }
 
+// embedBuf is the embedding table on the backend: Embed, or the tied 4-bit head's expansion.
+func (m *Model) embedBuf() (backend.Buf, error) {
+	if m.Embed == nil {
+		return m.headBuf()
+	}
+	return m.Buf(m.Embed)
+}
+
 // headRowsOf sets out [len(ids), Dim] (the Weight precision) to the head's rows ids: the
 // digit tokens' rows NTL's query multiplies.
 func (m *Model) headRowsOf(out backend.Buf, ids []int64) error {
 	b, D := m.b, m.Config.Dim
-	if m.HeadQ == nil {
-		head, err := m.Buf(m.Head)
+	if !m.q4Ops() {
+		head, err := m.headBuf()
 		if err != nil {
 			return err
 		}

@@ -144,6 +144,7 @@ type Model struct {
 	// frozen; Head is then nil, and so is Embed when the head is tied: the embedding reads its
 	// rows from HeadQ (head.go).
 	HeadQ *Quantized
+	hexp  headExp // HeadQ's dense expansion on a backend.HeadExpander
 
 	b       backend.Backend // where the passes compute (Use), the reference backend until set
 	data    []float32       // the one parameter allocation

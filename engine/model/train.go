@@ -418,8 +418,8 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 	}
 	var head backend.Buf
 	var err error
-	if m.HeadQ == nil {
-		if head, err = m.Buf(m.Head); err != nil {
+	if !m.q4Ops() {
+		if head, err = m.headBuf(); err != nil {
 			return err
 		}
 	}
@@ -449,7 +449,7 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 	dh := gr.dhsel.Slice(0, n*D)
 	b.Zero(dh)
 	softcap := float32(m.Config.FinalSoftcap)
-	if g == nil && m.HeadQ == nil {
+	if g == nil && !m.q4Ops() {
 		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, se, tb, n, D, V, t.invT, softcap)
 	} else { // full-parameter training, or a 4-bit head (frozen: dhidden += dlogits·W only)
 		var dHead backend.Buf
@@ -475,7 +475,7 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 				dl = raw
 			}
 			err = first(err, func() error {
-				if m.HeadQ != nil {
+				if m.q4Ops() {
 					return m.HeadQ.MulAcc(b, dh.Slice(k0*D, cn*D), dl, cn)
 				}
 				return b.MatmulBackward(dh.Slice(k0*D, cn*D), dHead, backend.Buf{}, dl, h, head, cn, D, V)

@@ -654,6 +654,12 @@ func (b *Backend) Q4MulAcc(dx, dy Buf, w *Q4, rows int) error {
 	})
 }
 
+// ExpandsQ4Head: a 4-bit LM head is held here as its bf16 expansion, made once at its upload
+// (backend.HeadExpander): its logits are float32, which the fused 4-bit product does not
+// write, and a captured decode step would otherwise expand it in every replay. The head's
+// bytes a token are then the bf16 head's, as without [quant] head; the host keeps it 4-bit.
+func (*Backend) ExpandsQ4Head() bool { return true }
+
 // Q4Embedding sets out[r] = row ids[r] of W (+ wpe[pos[r]], bf16) from W's bf16 expansion
 // (expandedQ4: kept for the run when memory is spare, as the 4-bit head's products keep it):
 // a 4-bit LM head tied to the embedding, and the digit tokens' head rows. A row-gathering

@@ -54,10 +54,10 @@ func TestBF16HeadOnTheDevice(t *testing.T) {
 }
 
 // TestQ4HeadOnTheDevice: a 4-bit LM head ([quant] head), untied and tied to the embedding,
-// runs on the device (its products through the 4-bit ops, which hold the weight expanded to
-// bf16 when memory is spare; the tied embedding's rows through Q4Embedding): log-probs match
-// the CPU's within the bf16 head's bounds, the decode step (graph) generates, and the
-// training pass's backward through the frozen head runs.
+// runs on the device as its bf16 expansion (ExpandsQ4Head; the embedding's rows read from it
+// when tied) where the CPU runs the 4-bit ops: log-probs match the CPU's within the bf16
+// head's bounds, the decode step (graph) generates, and the training pass's backward through
+// the frozen head runs.
 func TestQ4HeadOnTheDevice(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		c := decodeStructure
