@@ -155,16 +155,21 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		}
 		rest -= 2 * held
 	}
-	if c.Quant.Head && c.Quant.Type != "none" && !m.Quantized || m.QuantizedHead {
-		// [quant] head, or stored so: the head (a tied one with the embedding) held 4-bit instead
+	// A 4-bit head (a tied one with the embedding): stored so in a bitsandbytes folder, or
+	// [quant] head quantizing it once loaded (the dense head, its 4-bit form and a staging
+	// buffer held together then), saving the rest of its bytes.
+	var headQ4, headSaving int64
+	if m.Quantized && m.QuantizedHead || !m.Quantized && c.Quant.Head && c.Quant.Type != "none" {
 		held := int64(4)
 		if m.BF16 {
 			held = 2
 		}
-		rest += quantizedBytes(embed, c.Quant) - held*embed
+		headQ4 = quantizedBytes(embed, c.Quant)
+		headSaving = held*embed - headQ4
 	}
 	switch {
 	case m.Quantized: // the linears arrive 4-bit and stay so
+		rest -= headSaving
 		e.Load = rest + q4 + file
 		e.Weights = rest + q4
 	case c.Quant.Type == "none":
@@ -181,7 +186,10 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		perParam := float64(file) / float64(total) // bytes a parameter takes in the files
 		e.Load = max(q4+4*quant.StagingLen+int64(float64(maxLinear)*perParam),
 			rest+q4+int64(float64(min(embed, quant.StagingLen))*perParam))
-		e.Weights = rest + q4
+		if headQ4 > 0 {
+			e.Load = max(e.Load, rest+q4+headQ4+4*quant.StagingLen)
+		}
+		e.Weights = rest - headSaving + q4
 	}
 	prompt := c.MaxPromptLength
 	if promptTokens > 0 {
