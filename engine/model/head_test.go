@@ -142,6 +142,9 @@ func TestQ4Head(t *testing.T) {
 			if e := relErr(gQ, gR); e > 1e-5 || allZeroF(gQ) {
 				t.Errorf("adapter gradients: relative error %.2e against the dequantized head", e)
 			}
+			if q4.hexp.on != nil || q4.Head != nil {
+				t.Fatal("a dense copy of the 4-bit head was made on the CPU")
+			}
 			// Written and read back: an untied head as bitsandbytes' 4-bit lm_head (a
 			// quantization_config that does not skip it); a tied one expanded (bitsandbytes has
 			// no 4-bit embedding).
