@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -60,7 +61,17 @@ func TestQ4Head(t *testing.T) {
 				}
 				return out
 			}
-			near1e5(t, "decode logits", decode(q4), decode(ref))
+			// One and two rows of x take the CPU's int16 kernels for the 4-bit head (q4row16, an
+			// approximation: up to 2.1e-4 of these logits against the dense head's exact product).
+			near := func(what string, got, want []float32) {
+				t.Helper()
+				for i := range got {
+					if d := math.Abs(float64(got[i] - want[i])); d > 1e-3*math.Max(1, math.Abs(float64(want[i]))) {
+						t.Fatalf("%s[%d] = %g, dequantized dense %g", what, i, got[i], want[i])
+					}
+				}
+			}
+			near("decode logits", decode(q4), decode(ref))
 			lpOf := func(m *Model) []float32 {
 				lp, err := m.LogProbs(seqs, 0.7, AdaptersOff)
 				if err != nil {
@@ -89,7 +100,7 @@ func TestQ4Head(t *testing.T) {
 				if !slices.Equal(gq.Tokens[i], gr.Tokens[i]) {
 					t.Fatalf("greedy tokens %v, dequantized head %v", gq.Tokens[i], gr.Tokens[i])
 				}
-				near1e5(t, "generated log-probs", gq.LogProbs[i], gr.LogProbs[i])
+				near("generated log-probs", gq.LogProbs[i], gr.LogProbs[i])
 			}
 			dlogp := [][]float32{make([]float32, 13), make([]float32, 5)}
 			for _, d := range dlogp {
