@@ -103,8 +103,8 @@ func (m *Model) QuantStats() (params, bytes int64) {
 }
 
 // ResidentBytes is the memory the weights hold: 4 bytes per float32 parameter, 2 per bf16
-// one (Param.BF16), plus the 4-bit
-// linears (QuantStats' bytes) and their code books, each distinct table counted once (the 16
+// one (Param.BF16), plus the 4-bit linears (QuantStats' bytes), a 4-bit head (HeadQ) and
+// their code books, each distinct table counted once (the 16
 // values of each 4-bit type, the 256 of double quantization's code, which weights share).
 // With NF4, blocks of 64 and double quantization a quantized parameter costs
 // 4 + 8/64 + 32/(64·256) ≈ 4.127 bits.
