@@ -13,31 +13,60 @@ import (
 // phase takes
 //
 //	max(host calls × Launch, GPU time) + syncs × Sync,
-//	GPU time = max(product bytes / Bandwidth, product flops / BF16) + other bytes / Bandwidth,
-//	           at least graph nodes × Node,
+//	GPU time = kernels × Node + max(bandwidth time, latency time),
+//	bandwidth time = max(product bytes / Bandwidth, product flops / BF16) + other bytes / Bandwidth,
+//	latency time = Σ over kernels of Latency × chain × max(1, warps / resident) (latency.go),
 //
-// as the host queues work while the GPU runs it, and waits at each sync. The constants are
-// floors the issue sets, so that the estimate cannot be tuned by them.
+// as the host queues work while the GPU runs it, and waits at each sync. Launch, Node, Sync,
+// Bandwidth and BF16 are the floors issue 31 sets, so that the estimate cannot be tuned by
+// them; SMs and WarpsPerSM are the card's; Latency was calibrated once, for every kernel
+// alike, on an H200's measured decode kernels (TestCostModelH200).
 
 // Card is a GPU's constants.
 type Card struct {
-	Name      string
-	Bandwidth float64 // device memory, bytes/s
-	BF16      float64 // dense bf16 tensor-core throughput, flop/s
-	Launch    float64 // seconds per launch, copy or cuBLAS call outside a graph
-	Node      float64 // seconds per graph node (a small kernel's minimum time)
-	Sync      float64 // seconds per stream synchronisation
+	Name       string
+	Bandwidth  float64 // device memory, bytes/s
+	BF16       float64 // dense bf16 tensor-core throughput, flop/s
+	Launch     float64 // seconds per launch, copy or cuBLAS call outside a graph
+	Node       float64 // seconds per kernel or graph node at the least (a small kernel's minimum time)
+	Sync       float64 // seconds per stream synchronisation
+	SMs        int     // streaming multiprocessors
+	WarpsPerSM int     // the most warps an SM holds
+	Latency    float64 // seconds per dependent memory round trip of a warp (latency.go)
 }
 
-// The cards of the estimate.
+// latency is the round trip every card is given: calibrated on the H200's decode kernels
+// under Nsight Compute (TestCostModelH200), most of whose round trips hit L2 (a device-memory
+// access alone is 0.6–0.8 µs).
+const latency = 0.45e-6
+
+// The cards of the estimate. H200: 4.8 TB/s, 989 TFLOP/s dense bf16 (its data sheet), 132 SMs.
 var (
-	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6}
-	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6}
+	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency}
+	H200    = Card{Name: "H200", Bandwidth: 4.8e12, BF16: 989e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency}
+	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 128, WarpsPerSM: 48, Latency: latency}
 )
 
+// Cards are the cards an estimate is printed for.
+var Cards = []Card{H100, H200, RTX4090}
+
 func (c Card) String() string {
-	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a graph node, %.0f µs a sync",
-		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6)
+	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a kernel or graph node at the least, %.0f µs a sync, %d SMs × %d warps resident, %.2f µs a dependent memory round trip",
+		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6, c.SMs, c.WarpsPerSM, c.Latency*1e6)
+}
+
+func (c Card) resident() float64 { return float64(max(c.SMs*c.WarpsPerSM, 1)) }
+
+// chainTime is the latency term of kernels counted together (one name's launches): exact for
+// launches in one regime (all within the resident warps, or all beyond them).
+func (c Card) chainTime(k Count) float64 {
+	return c.Latency * max(float64(k.Chain), float64(k.WarpChain)/c.resident())
+}
+
+// KernelTime is the time on c of a kernel's launches k: each launch's floor, then the
+// longer of its bandwidth (or product) time and its latency term.
+func (c Card) KernelTime(k Count) float64 {
+	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, c.chainTime(k))
 }
 
 // The phases of a step.
@@ -269,18 +298,51 @@ func (w Workload) Tokens(phase string) float64 {
 	return float64(w.Seqs * (w.Prompt + w.Completion))
 }
 
-// Calls is a phase's fixed costs, from a ledger.
+// Calls is a phase's fixed costs, from a ledger: the host's calls, the graph nodes, the
+// syncs, the kernel launches and graph nodes the GPU runs (each at least Node), and the
+// chains of the latency term by kernel (Chain and WarpChain of each name, in and out of
+// graphs; cuBLAS calls under nodeBLAS).
 type Calls struct {
 	Host, Nodes, Syncs float64
+	Kernels            float64
+	Chains             map[string][2]float64
 }
 
 // CallsOf reads a ledger's calls.
 func CallsOf(l Ledger) Calls {
-	return Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs)}
+	c := Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs),
+		Kernels: float64(l.Launches() + l.BLAS.N + l.GraphNodes()), Chains: map[string][2]float64{}}
+	add := func(name string, k Count) {
+		v := c.Chains[name]
+		c.Chains[name] = [2]float64{v[0] + float64(k.Chain), v[1] + float64(k.WarpChain)}
+	}
+	for k, n := range l.Kernels {
+		add(k, n)
+	}
+	for k, n := range l.Nodes {
+		add(k, n)
+	}
+	add(nodeBLAS, l.BLAS)
+	return c
 }
 
 // Scale multiplies the calls (a structural run's layers to the model's, say).
-func (c Calls) Scale(f float64) Calls { return Calls{c.Host * f, c.Nodes * f, c.Syncs * f} }
+func (c Calls) Scale(f float64) Calls {
+	r := Calls{c.Host * f, c.Nodes * f, c.Syncs * f, c.Kernels * f, map[string][2]float64{}}
+	for k, v := range c.Chains {
+		r.Chains[k] = [2]float64{v[0] * f, v[1] * f}
+	}
+	return r
+}
+
+// Latency is the calls' latency term on card.
+func (c Calls) Latency(card Card) float64 {
+	var t float64
+	for _, v := range c.Chains {
+		t += card.chainTime(Count{Chain: int64(v[0]), WarpChain: int64(v[1])})
+	}
+	return t
+}
 
 // PhaseEstimate is one phase's estimated time on a card.
 type PhaseEstimate struct {
@@ -288,7 +350,8 @@ type PhaseEstimate struct {
 	Calls                                  Calls
 	Work                                   Work
 	Memory, Compute, Launches, Syncs, Time float64 // seconds
-	Bound                                  string  // memory, compute or launches
+	Latency, Floors                        float64 // seconds: the latency term, kernels × Node
+	Bound                                  string  // memory, compute, latency or launches
 	Tokens                                 float64
 }
 
@@ -311,13 +374,17 @@ func EstimatePhase(c Card, phase string, calls Calls, w Work, tokens float64) Ph
 	} else {
 		e.Compute = gemmComp
 	}
-	gpu := max(e.Memory+e.Compute, calls.Nodes*c.Node)
+	e.Latency = calls.Latency(c)
+	e.Floors = max(calls.Kernels, calls.Nodes) * c.Node
+	gpu := e.Floors + max(e.Memory+e.Compute, e.Latency)
 	e.Launches = calls.Host * c.Launch
 	e.Syncs = calls.Syncs * c.Sync
 	e.Time = max(gpu, e.Launches) + e.Syncs
 	switch {
-	case e.Launches >= gpu || calls.Nodes*c.Node >= e.Memory+e.Compute:
+	case e.Launches >= gpu || e.Floors >= max(e.Memory+e.Compute, e.Latency):
 		e.Bound = "launches"
+	case e.Latency > e.Memory+e.Compute:
+		e.Bound = "latency"
 	case e.Memory >= e.Compute:
 		e.Bound = "memory"
 	default:
@@ -372,10 +439,10 @@ func EstimateStep(c Card, w Workload, calls map[string]Calls, p Path) StepEstima
 func (s StepEstimate) Print(out io.Writer) {
 	w := s.Workload
 	fmt.Fprintf(out, "%s, %d × (%d + %d) tokens, on %s (estimated)\n", w.Name, w.Seqs, w.Prompt, w.Completion, s.Card.Name)
-	fmt.Fprintf(out, "  %-18s %10s %9s %9s %10s %10s %9s %9s %9s %12s\n", "phase", "host calls", "nodes", "syncs", "GB moved", "TFLOP", "memory", "compute", "time", "tokens/s")
+	fmt.Fprintf(out, "  %-18s %10s %9s %9s %10s %10s %9s %9s %9s %9s %9s %12s\n", "phase", "host calls", "nodes", "syncs", "GB moved", "TFLOP", "memory", "compute", "latency", "floors", "time", "tokens/s")
 	for _, p := range s.Phases {
-		fmt.Fprintf(out, "  %-18s %10.0f %9.0f %9.0f %10.3f %10.3f %9s %9s %9s %12.0f  %s-bound\n", p.Phase, p.Calls.Host, p.Calls.Nodes, p.Calls.Syncs,
-			(p.Work.GEMMBytes+p.Work.OtherBytes)/1e9, p.Work.GEMMFlops/1e12, seconds(p.Memory), seconds(p.Compute), seconds(p.Time), p.TokensPerSecond(), p.Bound)
+		fmt.Fprintf(out, "  %-18s %10.0f %9.0f %9.0f %10.3f %10.3f %9s %9s %9s %9s %9s %12.0f  %s-bound\n", p.Phase, p.Calls.Host, p.Calls.Nodes, p.Calls.Syncs,
+			(p.Work.GEMMBytes+p.Work.OtherBytes)/1e9, p.Work.GEMMFlops/1e12, seconds(p.Memory), seconds(p.Compute), seconds(p.Latency), seconds(p.Floors), seconds(p.Time), p.TokensPerSecond(), p.Bound)
 	}
 	tokens := float64(w.Seqs * (w.Prompt + w.Completion))
 	fmt.Fprintf(out, "  rollout %s (%d decode tokens); step %s, %.0f tokens/s\n", seconds(s.Rollout()), max(0, w.Completion-1), seconds(s.Total()), tokens/s.Total())
