@@ -1,9 +1,11 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 )
 
 // The cost model: a GRPO step's ledger, phase by phase, turned into an estimated time on a
@@ -57,16 +59,13 @@ func (c Card) String() string {
 
 func (c Card) resident() float64 { return float64(max(c.SMs*c.WarpsPerSM, 1)) }
 
-// chainTime is the latency term of kernels counted together (one name's launches): exact for
-// launches in one regime (all within the resident warps, or all beyond them).
-func (c Card) chainTime(k Count) float64 {
-	return c.Latency * max(float64(k.Chain), float64(k.WarpChain)/c.resident())
-}
-
 // KernelTime is the time on c of a kernel's launches k: each launch's floor, then the
-// longer of its bandwidth (or product) time and its latency term.
+// longer of its bandwidth (or product) time and its latency term; for launches counted
+// together (one name's), exact when they are in one regime (all within the resident warps,
+// or all beyond them).
 func (c Card) KernelTime(k Count) float64 {
-	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, c.chainTime(k))
+	lat := c.Latency * max(float64(k.Chain), float64(k.WarpChain)/c.resident())
+	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, lat)
 }
 
 // The phases of a step.
@@ -300,21 +299,24 @@ func (w Workload) Tokens(phase string) float64 {
 
 // Calls is a phase's fixed costs, from a ledger: the host's calls, the graph nodes, the
 // syncs, the kernel launches and graph nodes the GPU runs (each at least Node), and the
-// chains of the latency term by kernel (Chain and WarpChain of each name, in and out of
-// graphs; cuBLAS calls under nodeBLAS).
+// launches of each kernel with their chains, for the latency term (in and out of graphs;
+// cuBLAS calls under nodeBLAS).
 type Calls struct {
 	Host, Nodes, Syncs float64
 	Kernels            float64
-	Chains             map[string][2]float64
+	Chains             map[string]Chains
 }
+
+// Chains is a kernel's launches and their chains, summed (Count's N, Chain, WarpChain).
+type Chains struct{ N, Chain, WarpChain float64 }
 
 // CallsOf reads a ledger's calls.
 func CallsOf(l Ledger) Calls {
 	c := Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs),
-		Kernels: float64(l.Launches() + l.BLAS.N + l.GraphNodes()), Chains: map[string][2]float64{}}
+		Kernels: float64(l.Launches() + l.BLAS.N + l.GraphNodes()), Chains: map[string]Chains{}}
 	add := func(name string, k Count) {
 		v := c.Chains[name]
-		c.Chains[name] = [2]float64{v[0] + float64(k.Chain), v[1] + float64(k.WarpChain)}
+		c.Chains[name] = Chains{v.N + float64(k.N), v.Chain + float64(k.Chain), v.WarpChain + float64(k.WarpChain)}
 	}
 	for k, n := range l.Kernels {
 		add(k, n)
@@ -322,15 +324,17 @@ func CallsOf(l Ledger) Calls {
 	for k, n := range l.Nodes {
 		add(k, n)
 	}
-	add(nodeBLAS, l.BLAS)
+	if l.BLAS.N > 0 {
+		add(nodeBLAS, l.BLAS)
+	}
 	return c
 }
 
 // Scale multiplies the calls (a structural run's layers to the model's, say).
 func (c Calls) Scale(f float64) Calls {
-	r := Calls{c.Host * f, c.Nodes * f, c.Syncs * f, c.Kernels * f, map[string][2]float64{}}
+	r := Calls{c.Host * f, c.Nodes * f, c.Syncs * f, c.Kernels * f, map[string]Chains{}}
 	for k, v := range c.Chains {
-		r.Chains[k] = [2]float64{v[0] * f, v[1] * f}
+		r.Chains[k] = Chains{v.N * f, v.Chain * f, v.WarpChain * f}
 	}
 	return r
 }
@@ -339,9 +343,23 @@ func (c Calls) Scale(f float64) Calls {
 func (c Calls) Latency(card Card) float64 {
 	var t float64
 	for _, v := range c.Chains {
-		t += card.chainTime(Count{Chain: int64(v[0]), WarpChain: int64(v[1])})
+		t += card.Latency * max(v.Chain, v.WarpChain/card.resident())
 	}
 	return t
+}
+
+// withKeys is c with attn_rows' chains those of rows of keys keys each: a ledger's run has
+// its own short context; a rollout's decode token attends to P + C/2 keys on average, and
+// the chain grows with them (latency.go).
+func (c Calls) withKeys(keys int) Calls {
+	a, ok := c.Chains["attn_rows"]
+	if !ok || a.N == 0 || a.Chain == 0 {
+		return c
+	}
+	r := c.Scale(1)
+	f := a.N * float64(attnKeysChain(int64(keys))) / a.Chain
+	r.Chains["attn_rows"] = Chains{a.N, a.Chain * f, a.WarpChain * f}
+	return r
 }
 
 // PhaseEstimate is one phase's estimated time on a card.
@@ -430,7 +448,11 @@ func (s StepEstimate) Total() float64 {
 func EstimateStep(c Card, w Workload, calls map[string]Calls, p Path) StepEstimate {
 	s := StepEstimate{Card: c, Workload: w}
 	for _, ph := range Phases {
-		s.Phases = append(s.Phases, EstimatePhase(c, ph, calls[ph], w.Work(ph, p), w.Tokens(ph)))
+		cl := calls[ph]
+		if ph == PhaseDecode {
+			cl = cl.withKeys(w.Prompt + w.Completion/2)
+		}
+		s.Phases = append(s.Phases, EstimatePhase(c, ph, cl, w.Work(ph, p), w.Tokens(ph)))
 	}
 	return s
 }
@@ -456,4 +478,50 @@ func seconds(s float64) string {
 		return fmt.Sprintf("%.2f ms", s*1e3)
 	}
 	return fmt.Sprintf("%.1f µs", s*1e6)
+}
+
+// PrintKernels writes each kernel's share of l's time on c (graph nodes and launches alike,
+// cuBLAS calls as one), most first: calls, warps and chain a launch, bytes, time and its
+// bound. keys > 0 takes attn_rows' chains at keys keys a row (see Calls.withKeys).
+func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
+	type row struct {
+		name string
+		k    Count
+		t    float64
+	}
+	all := map[string]Count{}
+	for _, m := range []map[string]Count{l.Kernels, l.Nodes, {nodeBLAS: l.BLAS}} {
+		for k, n := range m {
+			if n.N > 0 {
+				all[k] = all[k].plus(n, 1)
+			}
+		}
+	}
+	var rows []row
+	var total float64
+	for k, n := range all {
+		if k == "attn_rows" && keys > 0 && n.Chain > 0 {
+			f := float64(n.N*attnKeysChain(int64(keys))) / float64(n.Chain)
+			n.Chain, n.WarpChain = int64(float64(n.Chain)*f), int64(float64(n.WarpChain)*f)
+		}
+		t := c.KernelTime(n)
+		total += t
+		rows = append(rows, row{k, n, t})
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.t, a.t) })
+	fmt.Fprintf(out, "  on %s, kernel by kernel (each at least %.1f µs, then the longer of bandwidth and %.2f µs a round trip × chain):\n", c.Name, c.Node*1e6, c.Latency*1e6)
+	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s %6s  %s\n", "kernel", "calls", "warps/call", "chain/call", "bytes", "time", "share", "bound")
+	for _, r := range rows {
+		n := float64(r.k.N)
+		bound := "latency"
+		if lat := c.Latency * max(float64(r.k.Chain), float64(r.k.WarpChain)/c.resident()); float64(r.k.Bytes())/c.Bandwidth >= lat {
+			bound = "bandwidth"
+		}
+		if n*c.Node >= r.t/2 {
+			bound = "floor"
+		}
+		fmt.Fprintf(out, "  %-26s %7.0f %12.0f %12.1f %10s %10s %5.1f%%  %s\n", r.name, n, float64(r.k.Warps)/n, float64(r.k.Chain)/n,
+			siCount(float64(r.k.Bytes())), seconds(r.t), 100*r.t/total, bound)
+	}
+	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s\n", "in all", "", "", "", "", seconds(total))
 }

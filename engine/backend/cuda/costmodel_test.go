@@ -33,7 +33,7 @@ func TestCostModelPhase(t *testing.T) {
 	near("400 graph nodes' floors and 0.1 ms of memory", e.Time, 400*1.5e-6+1e-4+10e-6)
 	// the latency term: 100 round trips of one kernel's 448 warps, 10 of another's 84,480
 	// (ten times the 8,448 an H100 holds: ten rounds)
-	chains := map[string][2]float64{"a": {100, 100 * 448}, "b": {10, 10 * 84480}}
+	chains := map[string]Chains{"a": {1, 100, 100 * 448}, "b": {1, 10, 10 * 84480}}
 	e = EstimatePhase(H100, PhaseDecode, Calls{Host: 1, Nodes: 2, Kernels: 2, Chains: chains}, Work{OtherBytes: 3e6}, 8)
 	near("200 round trips", e.Time, 2*1.5e-6+(100+10*10)*0.45e-6)
 	near("the latency term", e.Latency, (100+10*10)*0.45e-6)

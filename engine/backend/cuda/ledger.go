@@ -299,6 +299,14 @@ func (d *Device) ResetLedger() {
 	_ = d.do(func(o *owner) error { o.ledger = Ledger{}; o.ledger.init(); return nil })
 }
 
+// ShapesOnly makes the device count its kernel launches in the ledger without running them
+// (on, until called with off): a dry run of a model too large for the stand-in, whose ledger
+// the cost model reads (each launch's grid, bytes and chain). The results are garbage; only
+// cuBLAS calls and copies still run.
+func (b *Backend) ShapesOnly(on bool) {
+	_ = b.d.do(func(o *owner) error { o.shapesOnly = on; return nil })
+}
+
 // Ledger is the device's ledger (see Device.Ledger).
 func (b *Backend) Ledger() Ledger { return b.d.Ledger() }
 
