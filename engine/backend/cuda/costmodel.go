@@ -64,8 +64,13 @@ func (c Card) resident() float64 { return float64(max(c.SMs*c.WarpsPerSM, 1)) }
 // together (one name's), exact when they are in one regime (all within the resident warps,
 // or all beyond them).
 func (c Card) KernelTime(k Count) float64 {
-	lat := c.Latency * max(float64(k.Chain), float64(k.WarpChain)/c.resident())
-	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, lat)
+	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, c.chainTime(float64(k.Chain), float64(k.WarpChain)))
+}
+
+// chainTime is the latency term of launches whose chains sum to chain and, weighted by their
+// warps, to warpChain.
+func (c Card) chainTime(chain, warpChain float64) float64 {
+	return c.Latency * max(chain, warpChain/c.resident())
 }
 
 // The phases of a step.
@@ -343,7 +348,7 @@ func (c Calls) Scale(f float64) Calls {
 func (c Calls) Latency(card Card) float64 {
 	var t float64
 	for _, v := range c.Chains {
-		t += card.Latency * max(v.Chain, v.WarpChain/card.resident())
+		t += card.chainTime(v.Chain, v.WarpChain)
 	}
 	return t
 }
@@ -357,9 +362,15 @@ func (c Calls) withKeys(keys int) Calls {
 		return c
 	}
 	r := c.Scale(1)
-	f := a.N * float64(attnKeysChain(int64(keys))) / a.Chain
-	r.Chains["attn_rows"] = Chains{a.N, a.Chain * f, a.WarpChain * f}
+	r.Chains["attn_rows"] = a.atKeys(keys)
 	return r
+}
+
+// atKeys is attn_rows' launches a with the chain of rows of keys keys each (the warps as they
+// were).
+func (a Chains) atKeys(keys int) Chains {
+	f := a.N * float64(attnKeysChain(int64(keys))) / a.Chain
+	return Chains{a.N, a.Chain * f, a.WarpChain * f}
 }
 
 // PhaseEstimate is one phase's estimated time on a card.
@@ -501,8 +512,8 @@ func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	var total float64
 	for k, n := range all {
 		if k == "attn_rows" && keys > 0 && n.Chain > 0 {
-			f := float64(n.N*attnKeysChain(int64(keys))) / float64(n.Chain)
-			n.Chain, n.WarpChain = int64(float64(n.Chain)*f), int64(float64(n.WarpChain)*f)
+			a := Chains{float64(n.N), float64(n.Chain), float64(n.WarpChain)}.atKeys(keys)
+			n.Chain, n.WarpChain = int64(a.Chain), int64(a.WarpChain)
 		}
 		t := c.KernelTime(n)
 		total += t
@@ -514,7 +525,7 @@ func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	for _, r := range rows {
 		n := float64(r.k.N)
 		bound := "latency"
-		if lat := c.Latency * max(float64(r.k.Chain), float64(r.k.WarpChain)/c.resident()); float64(r.k.Bytes())/c.Bandwidth >= lat {
+		if float64(r.k.Bytes())/c.Bandwidth >= c.chainTime(float64(r.k.Chain), float64(r.k.WarpChain)) {
 			bound = "bandwidth"
 		}
 		if n*c.Node >= r.t/2 {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -156,5 +157,23 @@ func TestCostModelH200(t *testing.T) {
 	}
 	if noLatency*1e6 > measured/4 {
 		t.Errorf("without the latency term the token takes %.0f µs: the check could not fail", noLatency*1e6)
+	}
+}
+
+// A decode token's attention chain is taken at the rollout's mean context, whatever the
+// ledger's run attended to: 24 launches of 12 keys a row (chain 8) become 24 of 64 (chain
+// 34), their warps kept.
+func TestCostModelAttentionKeys(t *testing.T) {
+	calls := Calls{Nodes: 24, Kernels: 24, Chains: map[string]Chains{"attn_rows": {24, 24 * 8, 24 * 8 * 448}, "other": {1, 5, 5}}}
+	s := EstimateStep(H100, Qwen05B, map[string]Calls{PhaseDecode: calls}, Path{DecodeFused: true})
+	d := s.Phases[slices.Index(Phases, PhaseDecode)]
+	if got := d.Calls.Chains["attn_rows"]; got != (Chains{24, 24 * 34, 24 * 34 * 448}) || d.Calls.Chains["other"] != calls.Chains["other"] {
+		t.Errorf("attn_rows at 64 keys: %+v, the rest %+v", got, d.Calls.Chains["other"])
+	}
+	if calls.Chains["attn_rows"].Chain != 24*8 {
+		t.Errorf("the ledger's calls were changed: %+v", calls.Chains["attn_rows"])
+	}
+	if want := (24*34 + 5) * 0.45e-6; math.Abs(d.Latency-want) > 1e-12 {
+		t.Errorf("latency %g s, want %g", d.Latency, want)
 	}
 }

@@ -41,9 +41,13 @@ type chainFunc func(a *costArgs, c Count) int64
 
 // kernelChains declares the chains of the kernels a decode step waits on most; the others
 // take defaultChain.
+// (q4_linears_*: the grouped launch of the same products being written on issue-31b-s8, whose
+// blocks run q4_linear_t on their member; the chains read the parameters both have.)
 var kernelChains = map[string]chainFunc{
 	"q4_linear_bf16": q4LinearChain, "q4_linear_f32": q4LinearChain,
 	"q4_linear_tc_bf16": q4LinearTcChain, "q4_linear_tc_f32": q4LinearTcChain,
+	"q4_linears_bf16": q4LinearChain, "q4_linears_f32": q4LinearChain,
+	"q4_linears_tc_bf16": q4LinearTcChain, "q4_linears_tc_f32": q4LinearTcChain,
 	"rmsnorm_forward": rmsnormChain, "rmsnorm_forward_f32": rmsnormChain, "rmsnorm_forward_bf16": rmsnormChain,
 	"attn_rows": attnRowsChain,
 }
@@ -99,7 +103,13 @@ func q4LinearChain(a *costArgs, _ Count) int64 {
 	if a.i("vec") != 0 {
 		step *= 16
 	}
-	return q4Chain(ceilDiv64(cols, step), a.i("m"), a.sz("xa") > 0, a.sz("bias")+a.sz("res") > 0, false)
+	return q4Chain(ceilDiv64(cols, step), a.i("m"), a.sz("xa") > 0, biasOrRes(a), false)
+}
+
+// biasOrRes says whether a q4_linear launch adds a bias or a residual (q4_linears: its first
+// member's).
+func biasOrRes(a *costArgs) bool {
+	return a.szOpt("bias")+a.szOpt("res")+a.szOpt("bias0")+a.szOpt("res0") > 0
 }
 
 // q4LinearTcChain: the tensor-core product's loop over 16-column steps (no stores: unrolled),
@@ -110,7 +120,7 @@ func q4LinearTcChain(a *costArgs, _ Count) int64 {
 	if a.sz("xa") > 0 {
 		n += 8 * ceilDiv64(max(a.i("rank"), 1), unrollTrips)
 	}
-	if a.sz("bias")+a.sz("res") > 0 {
+	if biasOrRes(a) {
 		n++
 	}
 	return n

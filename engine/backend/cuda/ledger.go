@@ -235,7 +235,7 @@ func (l Ledger) Work() Count {
 }
 
 // Print writes the ledger as a table: the summary line, then each kernel or node with its
-// calls, bytes and flops, most bytes first.
+// calls, bytes and flops, most bytes first, and a launch's warps and chain (latency.go).
 func (l Ledger) Print(w io.Writer) {
 	work := l.Work()
 	fmt.Fprintf(w, "device calls: %d kernel launches, %d cuBLAS calls, %d graph launches (%d nodes), %d host→device copies (%s), %d device→host copies (%s), %d device copies, %d fills, %d syncs, %d allocations (%s); work: %s moved, %s flops\n",
@@ -264,9 +264,11 @@ func (l Ledger) Print(w io.Writer) {
 		}
 		return strings.Compare(a.where+a.name, b.where+b.name)
 	})
-	fmt.Fprintf(w, "  %-32s %-6s %9s %12s %12s\n", "kernel", "where", "calls", "bytes", "flops")
+	fmt.Fprintf(w, "  %-32s %-6s %9s %12s %12s %11s %11s\n", "kernel", "where", "calls", "bytes", "flops", "warps/call", "chain/call")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-32s %-6s %9d %12s %12s\n", r.name, r.where, r.c.N, human.Bytes(r.c.Bytes()), siCount(float64(r.c.Flops)))
+		n := float64(max(r.c.N, 1))
+		fmt.Fprintf(w, "  %-32s %-6s %9d %12s %12s %11.0f %11.1f\n", r.name, r.where, r.c.N, human.Bytes(r.c.Bytes()), siCount(float64(r.c.Flops)),
+			float64(r.c.Warps)/n, float64(r.c.Chain)/n)
 	}
 }
 
