@@ -44,6 +44,8 @@ func main() {
 	}
 	fmt.Fprintf(&w, "GLOBL q4c<>(SB), RODATA|NOPTR, $64\n")
 	emitRow1(&w)
+	emitRow16(&w)
+	emitRow16x2(&w)
 	emitRow1AVX512(&w)
 	emitRowDense(&w, false)
 	emitRowDense(&w, true)
@@ -353,6 +355,203 @@ func emitRow1(w *bytes.Buffer) {
 	p("VZEROUPPER")
 	p("RET")
 }
+
+// emitRow16 writes
+//
+//	func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
+//
+// q4row1's contract with x quantized to int16 (quantX16: each chunk's 64 values in the order
+// q4Row16, then scale_x/2^14 8 times as float32; the weight's scale multiplies it once a chunk) and the code book as
+// int16 (code·2^14, 16384 at most) in two byte planes. A chunk decodes in 9 shuffle-port
+// µops instead of q4row1's 25: a shift, 4 VPSHUFB (low and high bytes of the high and low
+// nibbles' codes), 4 unpacks into 64 int16; then 4 VPMADDWD against x give int32 sums of
+// pairs, added two by two and converted to float.
+//
+// Overflow: |code| ≤ 16384 and |x| ≤ 32767, so a VPMADDWD pair sum is at most 2·16384·32767 =
+// 1,073,709,056 and the VPADDD of two at most 2,147,418,112 = 2^31 − 65,536 < 2^31 − 1: exact.
+// A third term could overflow, so the two halves of the chunk are converted apart.
+//
+// Two chunks a pass, each into its own pair of accumulators (4 in all), so that no chain of
+// dependent multiply-adds is longer than one a chunk pass; an odd n ends with one chunk.
+//
+// Registers: accumulators Y0–Y3, the low- and high-byte planes Y4/Y5, the nibble mask Y6,
+// the chunk Y8, temporaries Y9–Y13, the factor Y14, the row's pointer into x DI.
+func emitRow16(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)\n")
+	fmt.Fprintf(w, "TEXT ·q4row16(SB), NOSPLIT, $0-56\n")
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ packed+16(FP), SI")
+	p("MOVQ scales+24(FP), DX")
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ y+40(FP), R9")
+	p("MOVQ code+48(FP), R11")
+	p("VMOVDQU %d(R11), Y4", q4Tables16)
+	p("VMOVDQU %d(R11), Y5", q4Tables16+32)
+	p("VMOVDQU q4c<>+32(SB), Y6")
+	// chunk adds chunk k of the pass (packed at 32·k bytes from SI, x at 160·k from DI, the
+	// scale at 4·k from DX) into accumulators a and a+1.
+	chunk := func(k, a int) {
+		nibbles16(p, 32*k)
+		for h, I := range []string{"Y9", "Y8"} {
+			lo, hi := "Y10", "Y11"
+			if h == 1 {
+				lo, hi = "Y12", "Y13"
+			}
+			decode16(p, I, lo, hi)
+			p("VPMADDWD %d(DI), %s, %s", 160*k+64*h, I, I)
+			p("VPMADDWD %d(DI), %s, %s", 160*k+64*h+32, lo, lo)
+			p("VPADDD %s, %s, %s", I, lo, lo)
+			p("VCVTDQ2PS %s, %s", lo, lo)
+		}
+		p("VBROADCASTSS %d(DX), Y14", 4*k)
+		p("VMULPS %d(DI), Y14, Y14", 160*k+128)
+		p("VFMADD231PS Y10, Y14, Y%d", a)
+		p("VFMADD231PS Y12, Y14, Y%d", a+1)
+	}
+	fmt.Fprintf(w, "row16:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	for a := 0; a < 4; a++ {
+		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+	p("CMPQ CX, $2")
+	p("JLT one16")
+	fmt.Fprintf(w, "two16:\n")
+	chunk(0, 0)
+	chunk(1, 2)
+	p("ADDQ $64, SI")
+	p("ADDQ $8, DX")
+	p("ADDQ $320, DI")
+	p("SUBQ $2, CX")
+	p("CMPQ CX, $2")
+	p("JGE two16")
+	fmt.Fprintf(w, "one16:\n")
+	p("TESTQ CX, CX")
+	p("JZ sum16")
+	chunk(0, 0)
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	fmt.Fprintf(w, "sum16:\n")
+	p("VADDPS Y1, Y0, Y0")
+	p("VADDPS Y3, Y2, Y2")
+	p("VADDPS Y2, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPS X1, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VHADDPS X0, X0, X0")
+	p("VADDSS (R9), X0, X0")
+	p("VMOVSS X0, (R9)")
+	p("ADDQ $4, R9")
+	p("DECQ BX")
+	p("JNZ row16")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// nibbles16 loads the 32 bytes of a chunk at off(SI) and splits them into the high nibbles
+// (Y9: the even values) and the low ones (Y8: the odd values), the mask in Y6.
+func nibbles16(p func(string, ...any), off int) {
+	p("VMOVDQU %d(SI), Y8", off)
+	p("VPSRLW $4, Y8, Y9")
+	p("VPAND Y6, Y9, Y9")
+	p("VPAND Y6, Y8, Y8")
+}
+
+// decode16 looks the 32 nibbles in I up in the int16 code book's byte planes (Y4: low bytes,
+// Y5: high) and unpacks them into int16 codes: bytes 0–7 of each lane into I, 8–15 into lo.
+func decode16(p func(string, ...any), I, lo, hi string) {
+	p("VPSHUFB %s, Y4, %s", I, lo)
+	p("VPSHUFB %s, Y5, %s", I, hi)
+	p("VPUNPCKLBW %s, %s, %s", hi, lo, I)
+	p("VPUNPCKHBW %s, %s, %s", hi, lo, lo)
+}
+
+// emitRow16x2 writes
+//
+//	func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+//
+// q4row16 for two rows of x (x and x + ldx int16 values, each from quantX16) into y and y +
+// ldy: a chunk is decoded once and multiplied into both (VPMADDWD twice), the same int32
+// bound holding for each. One chunk a pass: the two rows' accumulators are 4 chains already.
+//
+// Registers: accumulators Y0–Y3 (row i's halves in 2i, 2i+1), planes Y4/Y5, the mask Y6,
+// the nibbles Y8/Y9, codes Y10/Y11, temporaries Y12/Y13, the rows' factors Y14/Y15; x's rows
+// at DI and DI+R12, y's at R9 and R9+R13.
+func emitRow16x2(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	fmt.Fprintf(w, "\n// func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)\n")
+	fmt.Fprintf(w, "TEXT ·q4row16x2(SB), NOSPLIT, $0-72\n")
+	p("MOVQ rows+0(FP), BX")
+	p("MOVQ n+8(FP), R10")
+	p("MOVQ packed+16(FP), SI")
+	p("MOVQ scales+24(FP), DX")
+	p("MOVQ x+32(FP), R8")
+	p("MOVQ ldx+40(FP), R12")
+	p("SHLQ $1, R12")
+	p("MOVQ y+48(FP), R9")
+	p("MOVQ ldy+56(FP), R13")
+	p("SHLQ $2, R13")
+	p("MOVQ code+64(FP), R11")
+	p("VMOVDQU %d(R11), Y4", q4Tables16)
+	p("VMOVDQU %d(R11), Y5", q4Tables16+32)
+	p("VMOVDQU q4c<>+32(SB), Y6")
+	xAddr := func(i, off int) string {
+		if i == 0 {
+			return fmt.Sprintf("%d(DI)", off)
+		}
+		return fmt.Sprintf("%d(DI)(R12*1)", off)
+	}
+	fmt.Fprintf(w, "row16x2:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	for a := 0; a < 4; a++ {
+		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+	fmt.Fprintf(w, "chunk16x2:\n")
+	p("VBROADCASTSS (DX), Y15")
+	p("VMULPS %s, Y15, Y14", xAddr(0, 128))
+	p("VMULPS %s, Y15, Y15", xAddr(1, 128))
+	nibbles16(p, 0)
+	for h, I := range []string{"Y9", "Y8"} {
+		lo := "Y10"
+		decode16(p, I, lo, "Y11")
+		for i := 0; i < 2; i++ {
+			p("VPMADDWD %s, %s, Y12", xAddr(i, 64*h), I)
+			p("VPMADDWD %s, %s, Y13", xAddr(i, 64*h+32), lo)
+			p("VPADDD Y12, Y13, Y13")
+			p("VCVTDQ2PS Y13, Y13")
+			p("VFMADD231PS Y13, Y%d, Y%d", 14+i, 2*i+h)
+		}
+	}
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	p("ADDQ $160, DI")
+	p("DECQ CX")
+	p("JNZ chunk16x2")
+	for i := 0; i < 2; i++ {
+		a, y := 2*i, "(R9)"
+		if i == 1 {
+			y = "(R9)(R13*1)"
+		}
+		p("VADDPS Y%d, Y%d, Y%d", a+1, a, a)
+		p("VEXTRACTF128 $1, Y%d, X12", a)
+		p("VADDPS X12, X%d, X%d", a, a)
+		p("VHADDPS X%d, X%d, X%d", a, a, a)
+		p("VHADDPS X%d, X%d, X%d", a, a, a)
+		p("VADDSS %s, X%d, X%d", y, a, a)
+		p("VMOVSS X%d, %s", a, y)
+	}
+	p("ADDQ $4, R9")
+	p("DECQ BX")
+	p("JNZ row16x2")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// q4Tables16 is the offset of the int16 code book's byte planes in q4Tables.
+const q4Tables16 = 64 + 4*32
 
 // emitRow1AVX512 writes q4row1's AVX-512 form, q4row1AVX512 (same contract, x in the
 // AVX-512 row order, q4Row1Slot512): VPERMPS on 16 floats takes the whole code book in one

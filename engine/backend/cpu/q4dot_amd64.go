@@ -16,6 +16,12 @@ import (
 func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
+func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
+
+//go:noescape
+func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
 func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
@@ -65,10 +71,36 @@ var q4dotKernel = func() string {
 	return "go"
 }()
 
-// q4row512 picks the AVX-512 one-row kernel (tests switch it). It has not yet run on a CPU
-// with AVX-512 (TestQ4Row512MatchesDequantized skips elsewhere), so a run takes it only when
-// $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernel, which such CPUs run too.
+// q4row512 picks the AVX-512 one-row kernel (tests switch it). Its text is checked here under
+// an interpreter of the kernels' assembly (TestQ4Row512UnderTheInterpreter), but it has not
+// yet run on a CPU with AVX-512 (TestQ4Row512MatchesDequantized skips elsewhere), so a run
+// takes it only when $RLHFSTATION_CPU_Q4_AVX512=1 asks for it; otherwise the AVX2 kernels,
+// which such CPUs run too.
 var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2" && os.Getenv("RLHFSTATION_CPU_Q4_AVX512") == "1"
+
+// q4row16On sends one or two rows of x alone to the int16 kernels (q4row16, q4row16x2; see
+// q4dot.go for their error); tests switch it.
+var q4row16On = q4dotKernel == "avx2" && !q4row512
+
+// q4rowInt16 runs the int16 kernel for t ∈ {1, 2} rows of x (x + i·ldx from quantX16) over
+// rows weight rows of n ≥ 1 chunks each, into y[i·ldy+r].
+func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx int, y []float32, ldy int, code *q4Tables) {
+	if q4dotKernel != "avx2" {
+		for i := 0; i < t; i++ {
+			q4row16Go(n, packed, scales, x[i*ldx:], y[i*ldy:i*ldy+rows], code)
+		}
+		return
+	}
+	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[(t-1)*ldx+n*q4X16Len-1], y[(t-1)*ldy+rows-1]
+	switch t {
+	case 1:
+		q4row16(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+	case 2:
+		q4row16x2(rows, n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	default:
+		panic("cpu: q4rowInt16 takes 1 or 2 rows")
+	}
+}
 
 // q4row1Order is the order of x the one-row kernel in use reads (see q4Row1AVX2).
 func q4row1Order() *[q4Chunk]uint8 {

@@ -20,7 +20,8 @@ func TestQ4Row512MatchesDequantized(t *testing.T) {
 	if !cpu.X86.HasAVX512F || q4dotKernel != "avx2" {
 		t.Skip("no AVX-512 on this CPU: the AVX-512 one-row kernel is not run here")
 	}
-	defer func(on bool, k string) { q4row512, q4dotKernel = on, k }(q4row512, q4dotKernel)
+	defer func(on, on16 bool, k string) { q4row512, q4row16On, q4dotKernel = on, on16, k }(q4row512, q4row16On, q4dotKernel)
+	q4row16On = false // one row alone: the AVX-512 kernel, not the int16 one
 	cases := []struct {
 		out, in int
 		opt     quant.Options
@@ -74,7 +75,8 @@ func BenchmarkQ4Row512(b *testing.B) {
 	if !cpu.X86.HasAVX512F || q4dotKernel != "avx2" {
 		b.Skip("no AVX-512 on this CPU")
 	}
-	defer func(on bool) { q4row512 = on }(q4row512)
+	defer func(on, on16 bool) { q4row512, q4row16On = on, on16 }(q4row512, q4row16On)
+	q4row16On = false
 	for _, s := range []struct{ out, in int }{{4864, 896}, {896, 4864}} {
 		w, err := quant.Quantize(randn(s.out*s.in, 1), s.out, s.in, "", quant.Default())
 		if err != nil {

@@ -49,13 +49,21 @@ func BenchmarkQ4Dot(b *testing.B) {
 		dense := make([]float32, s.out*s.in)
 		w.Dequantize(dense)
 		d := NewQ4Dot(w)
-		for _, rows := range []int{1, 8, 32, 64} {
+		for _, rows := range []int{1, 2, 8, 32, 64} {
 			x := randn(rows*s.in, 2)
 			y := make([]float32, rows*s.out)
 			name := fmt.Sprintf("%dx%d/rows=%d", s.out, s.in, rows)
 			b.Run(name+"/nf4-dot", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
 			})
+			if rows <= 2 && q4row16On {
+				// The exact kernels (q4row1, q4dot2) that the int16 ones replaced.
+				b.Run(name+"/nf4-dot-exact", func(b *testing.B) {
+					defer func(on bool) { q4row16On = on }(q4row16On)
+					q4row16On = false
+					benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
+				})
+			}
 			b.Run(name+"/nf4-gemm", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { Q4MulT(y, x, w, rows) })
 			})
@@ -63,6 +71,43 @@ func BenchmarkQ4Dot(b *testing.B) {
 				benchBytes(b, 4*len(dense), func() { MatmulForward(y, x, dense, nil, rows, s.in, s.out) })
 			})
 		}
+	}
+}
+
+// BenchmarkQ4Row1Loop: the one-row kernels' loop alone, exact (q4row1) and int16 (q4row16),
+// over a weight held in L1 (48 rows of 896 values: 21 KB of codes) read again and again, x
+// ready in its kernel's form; ns/chunk is per 64 codes.
+// run: go test ./engine/backend/cpu -run X -bench Q4Row1Loop -cpu 1
+func BenchmarkQ4Row1Loop(b *testing.B) {
+	const out, in = 48, 896
+	w, err := quant.Quantize(randn(out*in, 1), out, in, "", quant.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewQ4Dot(w)
+	chunks := in / q4Chunk
+	x := randn(in, 2)
+	xq := make([]int16, chunks*q4X16Len)
+	quantX16(xq, x)
+	y := make([]float32, out)
+	for _, k := range []string{"exact", "int16"} {
+		b.Run(k, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			for b.Loop() {
+				if k == "exact" {
+					q4row(out, chunks, w.Packed, d.scales, x, y, d.tables)
+				} else {
+					q4rowInt16(1, out, chunks, w.Packed, d.scales, xq, 0, y, 0, d.tables)
+				}
+			}
+			n := float64(b.N * out * chunks)
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/chunk")
+			if runtime.GOMAXPROCS(0) == 1 {
+				b.ReportMetric((threadCPU()-c0)*1e9/n, "cpu-ns/chunk")
+			}
+		})
 	}
 }
 

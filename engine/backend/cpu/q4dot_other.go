@@ -7,6 +7,15 @@ var q4dotKernel = "go"
 // f32DotOn: the GEMM takes every product here.
 var f32DotOn = false
 
+// q4row16On: no int16 kernel here; its Go reference runs only in tests.
+var q4row16On = false
+
+func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx int, y []float32, ldy int, code *q4Tables) {
+	for i := 0; i < t; i++ {
+		q4row16Go(n, packed, scales, x[i*ldx:], y[i*ldy:i*ldy+rows], code)
+	}
+}
+
 func q4row1Order() *[q4Chunk]uint8 { return &q4Row1AVX2 }
 
 func q4row(rows, n int, packed []byte, scales []float32, x []float32, y []float32, code *q4Tables) {

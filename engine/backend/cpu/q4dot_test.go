@@ -12,7 +12,8 @@ import (
 // Go reference, against x·dequantize(W)ᵀ summed in float64, for every row count up to 64
 // (each split into kernel calls of 8, 4, 2 and 1 rows), shapes whose rows split unevenly over
 // the goroutines and column spans, NF4 and FP4, double quantization or not, blocks of 64 and
-// 256 (a chunk's scale is its block's).
+// 256 (a chunk's scale is its block's). One row alone takes the exact kernel here (the int16
+// one: TestQ4Row16MatchesDequantized).
 func TestQ4DotMatchesDequantized(t *testing.T) {
 	type tc struct {
 		out, in int
@@ -29,7 +30,8 @@ func TestQ4DotMatchesDequantized(t *testing.T) {
 	if q4dotKernel != "go" {
 		kernels = append(kernels, q4dotKernel)
 	}
-	defer func(k string) { q4dotKernel = k }(q4dotKernel)
+	defer func(k string, on bool) { q4dotKernel, q4row16On = k, on }(q4dotKernel, q4row16On)
+	q4row16On = false
 	for ci, c := range cases {
 		wf := randn(c.out*c.in, uint64(10+ci))
 		wf[5] = 9 // an outlier block
