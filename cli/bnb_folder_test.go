@@ -159,3 +159,52 @@ func TestBnb4bitSkipModules(t *testing.T) {
 		t.Fatalf("--batch: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestBnb4bitHead: a bitsandbytes folder of an untied model whose quantization_config lists
+// skipped modules without lm_head (transformers then quantizes the head too) holds lm_head as
+// packed codes and its quant state; it loads as the 4-bit head (the file's codes, never
+// expanded), check says so, and generate and --batch run on it.
+func TestBnb4bitHead(t *testing.T) {
+	src := filepath.Join(testmodel.Dir(t), "tokenizer.json")
+	tok, err := tokenizer.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := shrink(testmodel.PublishedLayouts()["SmolLM2-135M-Instruct"], tok.VocabSize())
+	cfg["tie_word_embeddings"] = false
+	fourBit, err := testmodel.WriteBnb4bitFolder(dir, cfg, []string{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, src, filepath.Join(dir, "tokenizer.json"))
+	if !slices.Contains(fourBit, "lm_head.weight") || len(fourBit) != 2*7+1 {
+		t.Fatalf("4-bit weights %v: want the 14 linears and lm_head", fourBit)
+	}
+	sameCodes(t, dir, fourBit)
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.HeadQ == nil || m.Head != nil || m.Embed == nil {
+		t.Fatal("lm_head is not held as the folder's 4-bit weight")
+	}
+	code, out, errOut := runCaptured(t, "check", "--model", dir)
+	if code != 0 || !strings.Contains(out, "14 linears 4-bit, lm_head 4-bit") {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCaptured(t, "generate", "--model", dir, "--max-new-tokens", "5", "--temperature", "0", "--device", "cpu", "Once upon a time")
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("generate: exit %d\n%s\n%s", code, out, errOut)
+	}
+	data := filepath.Join(t.TempDir(), "prompts.txt")
+	if err := os.WriteFile(data, []byte("Once upon a time\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	code, out, errOut = runCaptured(t, "--batch", "--model", dir, "--data", data, "--out", t.TempDir(), "--steps", "2", "--batch-size", "1",
+		"--num-generations", "2", "--max-completion-length", "4", "--run-name", "r", "--device", "cpu")
+	if code != 0 || !strings.Contains(out, "run r completed after 2 steps") {
+		t.Fatalf("--batch: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

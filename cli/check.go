@@ -56,6 +56,9 @@ func writeCheck(w io.Writer, r *check.Report) error {
 		if wt.Quantized > 0 {
 			p(", %d linears 4-bit", wt.Quantized)
 		}
+		if wt.QuantizedHead {
+			p(", lm_head 4-bit")
+		}
 		p("\n")
 	}
 	if wt.TotalSize > 0 && wt.Params > 0 {

@@ -312,13 +312,16 @@ func sameCodes(t *testing.T, dir string, fourBit []string) {
 		linears[l.Name+".weight"] = l
 	}
 	for _, name := range fourBit {
-		l := linears[name]
-		if l == nil {
+		var q *model.Quantized
+		if name == "lm_head.weight" {
+			q = m.HeadQ
+		} else if l := linears[name]; l != nil {
+			q, _ = l.W.(*model.Quantized)
+		} else {
 			t.Fatalf("%s: no such linear", name)
 		}
-		q, ok := l.W.(*model.Quantized)
-		if !ok {
-			t.Fatalf("%s: loaded %T, want the stored 4-bit weight", name, l.W)
+		if q == nil {
+			t.Fatalf("%s: not loaded as the stored 4-bit weight", name)
 		}
 		for suffix, got := range map[string][]byte{"": q.W.Packed, ".absmax": q.W.QAbsmax} {
 			file, err := set.Bytes(name + suffix)

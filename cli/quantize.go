@@ -10,7 +10,7 @@ func init() {
 	register(command{name: "quantize", summary: "write a 4-bit (NF4/FP4) copy of a model folder in bitsandbytes' layout", order: 80, run: runQuantize})
 }
 
-const quantizeHelp = `quantize --model DIR --out DIR [--quant nf4|fp4] [--blocksize 64] [--double-quant=true] [--json]
+const quantizeHelp = `quantize --model DIR --out DIR [--quant nf4|fp4] [--blocksize 64] [--double-quant=true] [--head] [--json]
 
 Writes a copy of the model folder with every linear weight of the transformer blocks quantized
 to 4 bits as bitsandbytes does (llama family: q/k/v/o_proj, gate/up/down_proj; GPT-2: c_attn,
@@ -19,7 +19,10 @@ else (embeddings, LM head, norms, biases) as it was. config.json gains a quantiz
 so transformers loads the folder with bitsandbytes; tokenizer and other small files are
 copied. The folder appears only when complete (written beside it, then renamed). It loads in
 every command (score, generate, --batch…) without the original, its linears staying 4-bit in
-memory.`
+memory. --head quantizes an untied LM head too (llm_int8_skip_modules then lists none, so
+transformers loads it 4-bit as well): a quarter of a bf16 head's bytes, read by every decoded
+token; a tied head is refused (bitsandbytes has no 4-bit embedding: use [quant] head = true in a
+run, which quantizes the tied tensor in memory).`
 
 func runQuantize(s streams, args []string) error {
 	fs := newFlagSet("quantize", quantizeHelp, s.stderr)
@@ -28,6 +31,7 @@ func runQuantize(s streams, args []string) error {
 	qtype := fs.String("quant", "nf4", "4-bit data type: nf4 or fp4")
 	bs := fs.Int("blocksize", 64, fmt.Sprintf("values per absmax block: one of %v", quant.BlockSizes))
 	dq := fs.Bool("double-quant", true, "quantize the absmax values too (8-bit, blocks of 256): about 4.13 instead of 4.5 bits per parameter")
+	head := fs.Bool("head", false, "quantize the (untied) LM head too")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON document")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -51,7 +55,7 @@ func runQuantize(s streams, args []string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := quant.QuantizeFolder(dir, *out, quant.FolderOptions{Options: opt, Progress: s.stderr})
+	sum, err := quant.QuantizeFolder(dir, *out, quant.FolderOptions{Options: opt, Progress: s.stderr, Head: *head})
 	if err != nil {
 		return err
 	}

@@ -442,3 +442,36 @@ func TestQuantizedGPT2FolderLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeHead: --head writes lm_head 4-bit too (15 tensors quantized), with a
+// quantization_config whose skip list is complete without it (TestBnb4bitHead loads such a
+// folder). A tied head (GPT-2's) is refused with the reason.
+func TestQuantizeHead(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	writeQuantTestModel(t, src, "llama")
+	out := filepath.Join(dir, "q")
+	code, stdout, stderr := runQuantizeCmd("quantize", "--model", src, "--out", out, "--head")
+	if code != 0 || !strings.Contains(stdout, "15 quantized, 6 kept") {
+		t.Fatalf("exit %d: %s\n%s", code, stdout, stderr)
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	if c, ok, err := quant.IsQuantized(raw); err != nil || !ok || c.SkipModules == nil || len(c.SkipModules) != 0 {
+		t.Errorf("quantization_config skips %v (%v): want an empty list, so that transformers quantizes lm_head", c.SkipModules, err)
+	}
+	set, err := safetensors.OpenSet(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if w, ok, err := quant.LoadWeight(set, "lm_head"); err != nil || !ok || w.Rows != 50 || w.Cols != 64 {
+		t.Fatalf("lm_head not stored 4-bit [50 64]: %v", err)
+	}
+	g := filepath.Join(dir, "gpt2")
+	os.Mkdir(g, 0o755)
+	writeQuantTestModel(t, g, "gpt2")
+	if code, _, stderr := runQuantizeCmd("quantize", "--model", g, "--out", filepath.Join(dir, "gq"), "--head"); code != 1 || !strings.Contains(stderr, "tied") {
+		t.Errorf("a tied head: exit %d, %s", code, stderr)
+	}
+}

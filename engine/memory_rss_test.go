@@ -27,7 +27,8 @@ type memShape struct {
 	Dir                string // "" = the built-in model
 	Batch, Gens        int
 	Completion, Prompt int
-	Steps              int // 0: one
+	Steps              int  // 0: one
+	QuantHead          bool // [quant] head
 }
 
 // shapedDir writes a random model of the published config (bf16 weights, as released) beside
@@ -87,6 +88,7 @@ func peakChildRun(t *testing.T, env, parent, device string) (memShape, string, *
 	c.Preset, c.OutputDir, c.RunName, c.Device = "story", t.TempDir(), "run", device
 	c.MaxSteps, c.PerDeviceTrainBatchSize, c.NumGenerations = max(s.Steps, 1), s.Batch, s.Gens
 	c.MaxCompletionLength, c.MaxPromptLength = s.Completion, s.Prompt
+	c.Quant.Head = s.QuantHead
 	if err := c.Finish(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,8 @@ func procStatus(key string) int64 {
 // models of Qwen2.5-0.5B's and gemma-3-270m's published layouts (bf16 files, their widths and
 // vocabularies; 4 and 3 of their 24 and 18 blocks unless RLHFSTATION_MEMORY_FULL=1, as a
 // full-depth step takes minutes on two cores), the last with Gemma 3's own 262k-entry
-// tokenizer. The estimate must be within 25%.
+// tokenizer; and the Qwen2.5-0.5B one again with [quant] head (its tied head 4-bit). The
+// estimate must be within 25%.
 func TestMemoryEstimateMatchesPeakRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a 0.5B-shaped model")
@@ -152,9 +155,11 @@ func TestMemoryEstimateMatchesPeakRSS(t *testing.T) {
 	if os.Getenv("RLHFSTATION_MEMORY_FULL") == "1" {
 		layers = [2]int{24, 18}
 	}
+	qwen := shapedDir(t, fmt.Sprintf(memory.Qwen05Config, layers[0]), "")
 	shapes := []memShape{
 		{Name: "built-in", Batch: 2, Gens: 8, Completion: 48, Prompt: 128, Steps: 4},
-		{Name: "qwen2.5-0.5b", Dir: shapedDir(t, fmt.Sprintf(memory.Qwen05Config, layers[0]), ""), Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2},
+		{Name: "qwen2.5-0.5b", Dir: qwen, Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2},
+		{Name: "qwen2.5-0.5b, 4-bit head", Dir: qwen, Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2, QuantHead: true},
 		{Name: "gemma-3-270m", Dir: shapedDir(t, fmt.Sprintf(memory.Gemma270Config, layers[1]), testref.SharedData(t, "tokenizers/gemma3/tokenizer.json")), Batch: 1, Gens: 4, Completion: 16, Prompt: 64, Steps: 2},
 	}
 	for _, s := range shapes {

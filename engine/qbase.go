@@ -20,9 +20,13 @@ func (e *Engine) quantizeBase() error {
 	if at := e.model.QuantizedAtLoad; at[0] > 0 {
 		dense, packed = dense+at[0], packed+at[1]
 	}
+	what := "the base's linears"
+	if e.model.HeadQ != nil {
+		what += " and LM head" // a tied one: the embedding too
+	}
 	if dense > 0 {
-		e.logf("quantized the base's linears to %s (blocksize %d, double quant %v): %s → %s",
-			e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, human.Bytes(dense), human.Bytes(packed))
+		e.logf("quantized %s to %s (blocksize %d, double quant %v): %s → %s",
+			what, e.cfg.Quant.Type, e.cfg.Quant.BlockSize, e.cfg.Quant.DoubleQuant, human.Bytes(dense), human.Bytes(packed))
 	} else if n, b := e.model.QuantStats(); n > 0 {
 		e.logf("the base's linears are 4-bit as stored in the model folder (%.2f bits per parameter); [quant] does not apply",
 			8*float64(b)/float64(n))
@@ -30,8 +34,8 @@ func (e *Engine) quantizeBase() error {
 	return nil
 }
 
-// QuantizeLinears replaces every linear of the blocks (never the LM head or embeddings, as
-// bitsandbytes does) by its 4-bit weight, so generation, scoring and training run on the
+// QuantizeLinears replaces every linear of the blocks (the LM head too with [quant] head; never
+// the embeddings, as bitsandbytes does) by its 4-bit weight, so generation, scoring and training run on the
 // quantized base that the adapters learn on top of, and frees the float32 copies. Linears
 // already 4-bit in the model folder stay as they are. It returns the bytes of the dense
 // weights replaced and of their 4-bit form; type "none" does nothing.
@@ -47,5 +51,12 @@ func QuantizeLinears(m *model.Model, q config.Quant) (dense, packed int64, err e
 	if err := opt.Check(); err != nil {
 		return 0, 0, fmt.Errorf("[quant]: %w", err)
 	}
-	return m.Quantize(opt)
+	if dense, packed, err = m.Quantize(opt); err != nil || !q.Head {
+		return dense, packed, err
+	}
+	hd, hp, err := m.QuantizeHead(opt)
+	if err != nil {
+		return 0, 0, fmt.Errorf("[quant] head: %w", err)
+	}
+	return dense + hd, packed + hp, nil
 }

@@ -26,9 +26,9 @@ func NewConfig(opt Options, computeDType string) Config {
 
 // JSON returns the config as BitsAndBytesConfig.to_dict writes it (keys sorted by encoding/json).
 func (c Config) JSON() map[string]any {
-	var skip any
-	if len(c.SkipModules) > 0 {
-		skip = c.SkipModules
+	var skip any // null: transformers' default (the LM head kept 16-bit)
+	if c.SkipModules != nil {
+		skip = c.SkipModules // complete as it is: [] quantizes the head too
 	}
 	return map[string]any{
 		"quant_method":                     "bitsandbytes",

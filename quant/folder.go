@@ -72,6 +72,10 @@ type FolderOptions struct {
 	// Progress receives a line now and then for models large enough to take a while, and the
 	// files left out; nil for none.
 	Progress io.Writer
+	// Head quantizes lm_head.weight too, and writes a skip list without it (transformers
+	// then loads it 4-bit). A tied head (no lm_head.weight) is refused: bitsandbytes stores no
+	// 4-bit embedding.
+	Head bool
 }
 
 // defaultShardBytes is the size above which the output weights are split into shards.
@@ -141,11 +145,14 @@ func QuantizeFolder(dir, out string, o FolderOptions) (FolderSummary, error) {
 	}
 	sum.BytesBefore = total
 	prog := newQuantProgress(progress, "quantize", total)
+	if _, ok := set.Info("lm_head.weight"); o.Head && !ok {
+		return sum, fmt.Errorf("%s: no lm_head.weight: the head is tied to the embedding, which bitsandbytes does not store 4-bit (a run's [quant] head = true quantizes the tied tensor in memory)", dir)
+	}
 	var tensors []safetensors.Tensor
 	for _, name := range set.Names() {
 		info, _ := set.Info(name)
 		size := info.End - info.Begin
-		if !linear.MatchString(name) {
+		if !linear.MatchString(name) && !(o.Head && name == "lm_head.weight") {
 			b, err := set.Bytes(name) // kept as is: a view of the mapped input, not a copy
 			if err != nil {
 				return sum, err
@@ -186,7 +193,11 @@ func QuantizeFolder(dir, out string, o FolderOptions) (FolderSummary, error) {
 	if err := writeFolderWeights(tmp, tensors, o.ShardBytes); err != nil {
 		return sum, err
 	}
-	cfg["quantization_config"] = NewConfig(opt, computeDType(cfg)).JSON()
+	qc := NewConfig(opt, computeDType(cfg))
+	if o.Head {
+		qc.SkipModules = []string{} // complete: lm_head is not skipped
+	}
+	cfg["quantization_config"] = qc.JSON()
 	if err := writeJSON(filepath.Join(tmp, "config.json"), cfg); err != nil {
 		return sum, err
 	}

@@ -153,6 +153,11 @@ type Backend interface {
 	Q4MulT(y, x Buf, w *Q4, rows int) error
 	// Q4MulAcc accumulates dx[rows,w.Cols] += dy[rows,w.Rows]·W (its input gradient).
 	Q4MulAcc(dx, dy Buf, w *Q4, rows int) error
+	// Q4Embedding is EmbeddingForward over a 4-bit table: out[r] = row ids[r] of W
+	// (+ wpe[pos[r]]) for rows = ids.Len(), each row dequantized as it is read (a tied LM head
+	// held 4-bit is the token embedding too; the digit tokens' head rows). pos and wpe
+	// optional, as there.
+	Q4Embedding(out, ids, pos Buf, w *Q4, wpe Buf) error
 
 	// Rotary embeddings and attention.
 
@@ -458,4 +463,13 @@ func LinearsBackwardOps(b Backend, dx Buf, acc bool, x, xa Buf, ldxa int, ls []L
 		}
 	}
 	return nil
+}
+
+// HeadExpander is a backend that runs a 4-bit LM head from a dense copy in its Weight
+// precision, made once, rather than through its 4-bit ops: a device whose 4-bit products
+// expand the weight for most shapes anyway (CUDA: its fused few-row product writes bf16, the
+// head's logits are float32), so that the head's ops, the tied embedding's lookup and a
+// captured decode step are those of a dense head. The 4-bit form stays the host's.
+type HeadExpander interface {
+	ExpandsQ4Head() bool
 }

@@ -217,6 +217,10 @@ type Quant struct {
 	Type        string `toml:"type" enum:"nf4,fp4,none"`
 	BlockSize   int    `toml:"blocksize"`
 	DoubleQuant bool   `toml:"double_quant"`
+	// Head quantizes the LM head too (a tied head with the embedding: one 4-bit tensor), as
+	// bitsandbytes does not by default: a quarter of a bf16 head's bytes, read by every decoded
+	// token. Off by default.
+	Head bool `toml:"head"`
 }
 
 // AllLinear is the target_modules value meaning every linear layer but the LM head.

@@ -108,6 +108,7 @@ var help = map[string]string{
 	"quant.type":                          "4-bit format of the frozen base",
 	"quant.blocksize":                     "quantization block size",
 	"quant.double_quant":                  "quantize the block scales too",
+	"quant.head":                          "quantize the LM head too (a tied one with the embedding): a quarter of a bf16 head's bytes per decoded token",
 	"num_train_epochs":                    "the run's length in passes over the prompts, when max_steps is not set",
 	"lr_scheduler_kwargs.min_lr":          "cosine_with_min_lr: the floor of the learning rate",
 	"lr_scheduler_kwargs.min_lr_rate":     "cosine_with_min_lr: the floor as a share of learning_rate",

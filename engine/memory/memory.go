@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"rlhfstation/engine/config"
@@ -73,6 +74,9 @@ type Model struct {
 	FileBytes  int64
 	DTypeBytes int
 	Quantized  bool // the linears are 4-bit in the folder (a bitsandbytes layout)
+	// QuantizedHead: so is lm_head (its quantization_config lists the modules it skips
+	// without naming lm_head, as Save writes a 4-bit head)
+	QuantizedHead bool
 	// BF16: the float weights are bfloat16 (config.json's torch_dtype), so that over a 4-bit
 	// base the embedding and head are held as the bf16 they are.
 	BF16 bool
@@ -91,7 +95,9 @@ func ReadModel(dir string) (Model, error) {
 	}
 	out := Model{Config: mc, DTypeBytes: 2}
 	if raw, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
-		_, out.Quantized, _ = quant.IsQuantized(raw)
+		var qc quant.Config
+		qc, out.Quantized, _ = quant.IsQuantized(raw)
+		out.QuantizedHead = out.Quantized && !mc.TieEmbed && qc.SkipModules != nil && !slices.Contains(qc.SkipModules, "lm_head")
 		var dt struct {
 			TorchDType string `json:"torch_dtype"`
 			DType      string `json:"dtype"` // transformers 4.56 and later
@@ -149,8 +155,21 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		}
 		rest -= 2 * held
 	}
+	// A 4-bit head (a tied one with the embedding): stored so in a bitsandbytes folder, or
+	// [quant] head quantizing it once loaded (the dense head, its 4-bit form and a staging
+	// buffer held together then), saving the rest of its bytes.
+	var headQ4, headSaving int64
+	if m.Quantized && m.QuantizedHead || !m.Quantized && c.Quant.Head && c.Quant.Type != "none" {
+		held := int64(4)
+		if m.BF16 {
+			held = 2
+		}
+		headQ4 = quantizedBytes(embed, c.Quant)
+		headSaving = held*embed - headQ4
+	}
 	switch {
 	case m.Quantized: // the linears arrive 4-bit and stay so
+		rest -= headSaving
 		e.Load = rest + q4 + file
 		e.Weights = rest + q4
 	case c.Quant.Type == "none":
@@ -167,7 +186,10 @@ func For(m Model, c *config.Config, promptTokens int) Estimate {
 		perParam := float64(file) / float64(total) // bytes a parameter takes in the files
 		e.Load = max(q4+4*quant.StagingLen+int64(float64(maxLinear)*perParam),
 			rest+q4+int64(float64(min(embed, quant.StagingLen))*perParam))
-		e.Weights = rest + q4
+		if headQ4 > 0 {
+			e.Load = max(e.Load, rest+q4+headQ4+4*quant.StagingLen)
+		}
+		e.Weights = rest - headSaving + q4
 	}
 	prompt := c.MaxPromptLength
 	if promptTokens > 0 {

@@ -89,3 +89,22 @@ func TestModelAloneTooLarge(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// [quant] head: Qwen2.5-0.5B's tied bf16 embedding and head (one tensor, 151,936 × 896) held
+// as NF4 with double quantization instead: half a byte a value, an 8-bit absmax a block of 64,
+// a float32 scale a 256 blocks (and the offset).
+func TestQuantizedHead(t *testing.T) {
+	m := folder(t, fmt.Sprintf(Qwen05Config, 24))
+	c := config.Default()
+	e0 := For(m, c, 160)
+	c.Quant.Head = true
+	e1 := For(m, c, 160)
+	n := int64(151936 * 896)
+	want := 2*n - (n/2 + n/64 + 4*n/(64*256) + 4)
+	if d := e0.Weights - e1.Weights; d < want*99/100 || d > want*101/100 {
+		t.Errorf("the 4-bit head saves %d bytes of weights, want %d", d, want)
+	}
+	if e1.Total() >= e0.Total() {
+		t.Errorf("total %d with the 4-bit head, %d without", e1.Total(), e0.Total())
+	}
+}

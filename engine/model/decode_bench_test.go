@@ -223,3 +223,82 @@ func median(v []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// BenchmarkDecodeQ4Head times one-sequence decode steps (as BenchmarkDecodeNF4) of the
+// Qwen2.5-0.5B-shaped NF4 model with its tied head held bf16 (the default) and 4-bit ([quant]
+// head: the embedding read from the same tensor), interleaved step by step,
+// RLHFSTATION_DECODE_REPS rounds (5 by default); medians of wall and CPU ms a token, and the
+// weights' bytes each reads a token.
+// run: go test ./engine/model -run '^$' -bench DecodeQ4Head -benchtime 1x -v -timeout 30m
+func BenchmarkDecodeQ4Head(b *testing.B) {
+	reps := 5
+	if n, err := strconv.Atoi(os.Getenv("RLHFSTATION_DECODE_REPS")); err == nil && n > 0 {
+		reps = n
+	}
+	var models [2]*Model
+	for k := range models {
+		m, err := NewRandom(qwen05Shape, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, v := range m.data { // a bf16 checkpoint's values
+			m.data[i] = math.Float32frombits((math.Float32bits(v) + 0x7fff + (math.Float32bits(v)>>16)&1) &^ 0xffff)
+		}
+		if _, _, err := m.Quantize(quant.Default()); err != nil {
+			b.Fatal(err)
+		}
+		if k == 1 {
+			if _, _, err := m.QuantizeHead(quant.Default()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		models[k] = m
+		runtime.GC()
+	}
+	const promptLen, steps = 16, 4
+	rng := rand.New(rand.NewPCG(7, 7))
+	prompt := make([]int, promptLen)
+	for j := range prompt {
+		prompt[j] = rng.IntN(qwen05Shape.Vocab)
+	}
+	caches := [2]*Cache{}
+	for k, m := range models {
+		caches[k] = m.NewCache(1, promptLen+steps)
+		if err := m.prefill(caches[k], [][]int{prompt}, AdaptersOn, func(backend.Buf, *pass) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step := func(k int) (wall, cpu float64) {
+		m, c := models[k], caches[k]
+		c.Len[0] = promptLen
+		c0, t0 := processCPU(), time.Now()
+		for range steps {
+			lg, p, err := m.forward(c, [][]int{{prompt[0]}}, true, AdaptersOn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := m.b.Sample(lg, []float64{0}, len(p.runs), m.Config.Vocab, 0, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0).Seconds() / steps, (processCPU() - c0) / steps
+	}
+	step(0)
+	step(1)
+	var wall, cpu [2][]float64
+	for b.Loop() {
+		for range reps {
+			for k := range models {
+				w, c := step(k)
+				wall[k], cpu[k] = append(wall[k], w), append(cpu[k], c)
+			}
+		}
+	}
+	names := [2]string{"bf16-head", "q4-head"}
+	for k, m := range models {
+		b.ReportMetric(1e3*median(wall[k]), names[k]+"-ms/token")
+		b.ReportMetric(1e3*median(cpu[k]), names[k]+"-cpu-ms/token")
+		b.Logf("%s: resident %.0f MB, %.1f ms a token, %.1f ms of CPU", names[k], float64(m.ResidentBytes())/1e6, 1e3*median(wall[k]), 1e3*median(cpu[k]))
+	}
+	b.ReportMetric(median(cpu[0])/median(cpu[1]), "cpu-bf16/q4")
+}

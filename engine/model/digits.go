@@ -69,21 +69,18 @@ func (t *Tape) digitForward(q *DigitQuery) error {
 	if nd == 0 || K == 0 {
 		return nil
 	}
-	head, err := m.Buf(m.Head)
-	if err != nil {
-		return err
-	}
+	var err error
 	if d.h, err = m.scratchBuf(&d.scrap[0], nd*D, t.hsel.DType()); err != nil {
 		return err
 	}
-	if d.w, err = m.scratchBuf(&d.scrap[1], K*D, head.DType()); err != nil {
+	if d.w, err = m.scratchBuf(&d.scrap[1], K*D, m.headType()); err != nil {
 		return err
 	}
 	if d.z, err = m.scratchBuf(&d.scrap[2], nd*K, backend.F32); err != nil {
 		return err
 	}
 	err = first(b.CopyRows(d.h, nil, D, t.hsel, d.rows, D, nd, D),
-		func() error { return b.CopyRows(d.w, nil, D, head, d.ids, D, K, D) },
+		func() error { return m.headRowsOf(d.w, d.ids) },
 		func() error { return b.Logits(d.z, d.h, d.w, nd, D, K) },
 		func() error {
 			// The model's logits, as its head forms them (gemma2's final soft-cap included).
@@ -165,7 +162,8 @@ func (t *Tape) digitBackward(g *Grads) error {
 		return err
 	}
 	var dw, dHead backend.Buf
-	if g != nil {
+	trainHead := g != nil && m.Head != nil // a 4-bit head is frozen
+	if trainHead {
 		dHead = g.Of(m.Head)
 		if dw, err = b.Alloc(dHead.DType(), K*D); err != nil {
 			return err
@@ -174,7 +172,7 @@ func (t *Tape) digitBackward(g *Grads) error {
 	}
 	return first(b.CopyRows(dh, nil, D, gr.hidden, rows, D, nd, D),
 		func() error {
-			if g != nil {
+			if trainHead {
 				return b.CopyRows(dw, nil, D, dHead, d.ids, D, K, D)
 			}
 			return nil
@@ -182,7 +180,7 @@ func (t *Tape) digitBackward(g *Grads) error {
 		func() error { return b.MatmulBackward(dh, dw, backend.Buf{}, dz, d.h, d.w, nd, D, K) },
 		func() error { return b.CopyRows(gr.hidden, rows, D, dh, nil, D, nd, D) }, // rows are distinct
 		func() error {
-			if g != nil {
+			if trainHead {
 				return b.CopyRows(dHead, d.ids, D, dw, nil, D, K, D) // ids are distinct
 			}
 			return nil

@@ -304,20 +304,8 @@ func (m *Model) spans(p *pass, l int, a *acts) ([]backend.Span, error) {
 // block's input, or the final norm's input). It returns the last block's output.
 func (m *Model) blocks(p *pass, actsOf func(l int) *acts, out func(l int) backend.Buf, tmp backend.Buf) (backend.Buf, error) {
 	c := &m.Config
-	wte, err := m.Buf(m.Embed)
-	if err != nil {
-		return backend.Buf{}, err
-	}
-	wpe, err := m.bufOf(m.PosEmb)
-	if err != nil {
-		return backend.Buf{}, err
-	}
-	var pos backend.Buf
-	if !wpe.Nil() {
-		pos = p.posBuf
-	}
 	x := actsOf(0).in
-	if err := m.b.EmbeddingForward(x, p.idsBuf, pos, wte, wpe, c.Dim); err != nil {
+	if err := m.embed(x, p); err != nil {
 		return backend.Buf{}, err
 	}
 	if c.EmbedScale != 0 { // gemma: √hidden
@@ -568,14 +556,19 @@ func sliceActs(a acts, rows int, c *Config) acts {
 }
 
 // logits sets out[rows,Vocab] (float32) = hidden[rows,Dim]·Headᵀ, soft-capped where the
-// family caps its logits (gemma2).
+// family caps its logits (gemma2); a 4-bit head through the backend's 4-bit product.
 func (m *Model) logits(out, hidden backend.Buf, rows int) error {
-	head, err := m.Buf(m.Head)
-	if err != nil {
-		return err
-	}
 	c := &m.Config
-	err = m.b.Logits(out, hidden, head, rows, c.Dim, c.Vocab)
+	var err error
+	if m.q4Ops() {
+		err = m.HeadQ.MulT(m.b, out, hidden, rows)
+	} else {
+		var head backend.Buf
+		if head, err = m.headBuf(); err != nil {
+			return err
+		}
+		err = m.b.Logits(out, hidden, head, rows, c.Dim, c.Vocab)
+	}
 	if err == nil && c.FinalSoftcap > 0 {
 		err = m.b.SoftcapForward(out, out, rows*c.Vocab, float32(c.FinalSoftcap))
 	}
@@ -755,12 +748,16 @@ func targetsOf(p *pass, seqs [][]int) []int32 {
 
 // headLogProbs computes on the host logp (and ent, when not nil) of the targets from the
 // final hidden states on the backend: the backend's chunked HeadLogProbs, or, when see is
-// set, logits formed headRows rows at a time and each row shown to see first.
+// set or the head is 4-bit, logits formed headRows rows at a time (each row shown to see
+// first) before LogProbForward.
 func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []int32, rows int, invT float32, see func(row int, logits []float32)) error {
 	b, V, D, s := m.b, m.Config.Vocab, m.Config.Dim, &m.scratch
-	head, err := m.Buf(m.Head)
-	if err != nil {
-		return err
+	var head backend.Buf
+	var err error
+	if !m.q4Ops() {
+		if head, err = m.headBuf(); err != nil {
+			return err
+		}
 	}
 	tb, err := b.Place(targets, backend.I32)
 	if err != nil {
@@ -780,7 +777,7 @@ func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []
 	if ent != nil {
 		eb = out.Slice(rows, rows)
 	}
-	if see == nil {
+	if see == nil && !m.q4Ops() {
 		err = b.HeadLogProbs(lp, eb, hidden, head, tb, rows, D, V, invT, float32(m.Config.FinalSoftcap))
 	} else {
 		chunk := m.headRows()
@@ -788,17 +785,22 @@ func (m *Model) headLogProbs(logp, ent []float32, hidden backend.Buf, targets []
 		if lg, err = m.scratchBuf(&s.logits, min(rows, chunk)*V, backend.F32); err != nil {
 			return err
 		}
-		host := make([]float32, min(rows, chunk)*V)
+		var host []float32
+		if see != nil {
+			host = make([]float32, min(rows, chunk)*V)
+		}
 		for r0 := 0; r0 < rows && err == nil; r0 += chunk {
 			n := min(chunk, rows-r0)
 			if err = m.logits(lg, hidden.Slice(r0*D, n*D), n); err != nil {
 				break
 			}
-			if err = b.Download(host[:n*V], lg.Slice(0, n*V)); err != nil {
-				break
-			}
-			for j := 0; j < n; j++ {
-				see(r0+j, host[j*V:(j+1)*V])
+			if see != nil {
+				if err = b.Download(host[:n*V], lg.Slice(0, n*V)); err != nil {
+					break
+				}
+				for j := 0; j < n; j++ {
+					see(r0+j, host[j*V:(j+1)*V])
+				}
 			}
 			var e backend.Buf
 			if ent != nil {

@@ -18,17 +18,19 @@ import (
 // Tensors describes a folder's weights from the safetensors headers alone: no tensor is read,
 // so it costs the same for an 8B folder as for a tiny one.
 type Tensors struct {
-	Files     []string `json:"files"`           // weight files present
-	Absent    []string `json:"absent"`          // shards the index names that the folder lacks
-	Count     int      `json:"tensors"`         // tensors in the headers (or the index, without the shards)
-	Bytes     int64    `json:"bytes"`           // their data bytes
-	TotalSize int64    `json:"total_size"`      // the index's metadata.total_size, 0 without one
-	Params    int64    `json:"parameters"`      // what the config's layout holds
-	Quantized int      `json:"quantized"`       // linears stored 4-bit
-	TiedHead  bool     `json:"tied_head"`       // no lm_head.weight: the head is the embedding
-	Unused    []string `json:"unused"`          // tensors the model does not read (a few)
-	DTypes    []string `json:"dtypes"`          // the stored dtypes
-	Index     string   `json:"index,omitempty"` // the index file, "" for a single file
+	Files     []string `json:"files"`      // weight files present
+	Absent    []string `json:"absent"`     // shards the index names that the folder lacks
+	Count     int      `json:"tensors"`    // tensors in the headers (or the index, without the shards)
+	Bytes     int64    `json:"bytes"`      // their data bytes
+	TotalSize int64    `json:"total_size"` // the index's metadata.total_size, 0 without one
+	Params    int64    `json:"parameters"` // what the config's layout holds
+	Quantized int      `json:"quantized"`  // linears stored 4-bit
+	// QuantizedHead: lm_head.weight is stored 4-bit (bitsandbytes' layout), loaded as Model.HeadQ
+	QuantizedHead bool     `json:"quantized_head"`
+	TiedHead      bool     `json:"tied_head"`       // no lm_head.weight: the head is the embedding
+	Unused        []string `json:"unused"`          // tensors the model does not read (a few)
+	DTypes        []string `json:"dtypes"`          // the stored dtypes
+	Index         string   `json:"index,omitempty"` // the index file, "" for a single file
 }
 
 // ScanWeights checks the weight files of dir against the layout of c from their headers: every
@@ -105,10 +107,14 @@ func ScanWeights(dir string, c *Config) (Tensors, error) {
 	t.Params = layoutParams(specs)
 	used := map[string]bool{}
 	for _, sp := range specs {
-		if sp.linear {
+		if sp.linear || sp.name == "lm_head.weight" {
 			base := strings.TrimSuffix(sp.name, ".weight")
 			if _, ok := set.Info(base + ".weight.absmax"); ok {
-				t.Quantized++
+				if sp.linear {
+					t.Quantized++
+				} else {
+					t.QuantizedHead = true
+				}
 				for _, n := range set.Names() {
 					if strings.HasPrefix(n, base+".weight") {
 						used[n] = true

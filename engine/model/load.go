@@ -72,7 +72,7 @@ func LoadWith(dir string, o LoadOptions) (*Model, error) {
 	quantized := map[string]*quant.Weight{}
 	var loadStats [2]int64
 	for _, sp := range layout(cfg) {
-		if sp.linear {
+		if sp.linear || sp.name == "lm_head.weight" { // a head stored 4-bit loads as Model.HeadQ
 			w, err := loadQuantized(set, sp, dir)
 			if err != nil {
 				return nil, err

@@ -138,8 +138,13 @@ type Model struct {
 	Layers []Layer
 	Embed  *Param // token embedding [Vocab,Dim]
 	PosEmb *Param // learned positions [MaxPos,Dim] (gpt2), else nil
-	Head   *Param // LM head [Vocab,Dim]; the same Param as Embed when tied
+	Head   *Param // LM head [Vocab,Dim]; the same Param as Embed when tied; nil when HeadQ holds it
 	Final  Norm
+	// HeadQ is the LM head held 4-bit (QuantizeHead, or stored so in a bitsandbytes folder),
+	// frozen; Head is then nil, and so is Embed when the head is tied: the embedding reads its
+	// rows from HeadQ (head.go).
+	HeadQ *Quantized
+	hexp  headExp // HeadQ's dense expansion on a backend.HeadExpander
 
 	b       backend.Backend // where the passes compute (Use), the reference backend until set
 	data    []float32       // the one parameter allocation
@@ -209,9 +214,9 @@ func (m *Model) NewGrads() (*Grads, error) {
 	return &Grads{Data: d, b: b}, nil
 }
 
-// Of returns p's gradient: absent for a frozen bf16 tensor (Param.BF16).
+// Of returns p's gradient: absent for a frozen bf16 tensor (Param.BF16) or none (a 4-bit head).
 func (g *Grads) Of(p *Param) backend.Buf {
-	if p.BF16 != nil {
+	if p == nil || p.BF16 != nil {
 		return backend.Buf{}
 	}
 	return g.Data.Slice(p.Off, len(p.Data))
@@ -261,6 +266,9 @@ func (m *Model) NumParams() int {
 		if q, ok := l.W.(*Quantized); ok {
 			n += q.W.Len()
 		}
+	}
+	if m.HeadQ != nil {
+		n += m.HeadQ.W.Len()
 	}
 	return n
 }
@@ -463,6 +471,9 @@ func buildBF16(c *Config, quantized map[string]*quant.Weight, bf16 map[string]bo
 	m.Head = m.Embed
 	if !c.TieEmbed {
 		m.Head = byName["lm_head.weight"]
+		if q := quantized["lm_head.weight"]; q != nil {
+			m.HeadQ = &Quantized{W: q}
+		}
 	}
 	return m, nil
 }

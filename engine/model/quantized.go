@@ -103,8 +103,8 @@ func (m *Model) QuantStats() (params, bytes int64) {
 }
 
 // ResidentBytes is the memory the weights hold: 4 bytes per float32 parameter, 2 per bf16
-// one (Param.BF16), plus the 4-bit
-// linears (QuantStats' bytes) and their code books, each distinct table counted once (the 16
+// one (Param.BF16), plus the 4-bit linears (QuantStats' bytes), a 4-bit head (HeadQ) and
+// their code books, each distinct table counted once (the 16
 // values of each 4-bit type, the 256 of double quantization's code, which weights share).
 // With NF4, blocks of 64 and double quantization a quantized parameter costs
 // 4 + 8/64 + 32/(64·256) ≈ 4.127 bits.
@@ -115,11 +115,16 @@ func (m *Model) ResidentBytes() int64 {
 	}
 	types := map[quant.Type]bool{}
 	nested := map[*[256]float32]bool{}
+	qs := []*Quantized{}
 	for _, l := range m.Linears() {
-		q, ok := l.W.(*Quantized)
-		if !ok {
-			continue
+		if q, ok := l.W.(*Quantized); ok {
+			qs = append(qs, q)
 		}
+	}
+	if m.HeadQ != nil {
+		qs = append(qs, m.HeadQ)
+	}
+	for _, q := range qs {
 		n += weightBytes(q.W)
 		if !types[q.W.Type] {
 			types[q.W.Type] = true
@@ -156,6 +161,9 @@ func (m *Model) Dequantize() (*Model, error) {
 			return nil, fmt.Errorf("dequantize: %s has no place in a float32 %s model", p.Name, m.Config.ModelType)
 		}
 		copy(dp.Data, p.Float32())
+	}
+	if m.HeadQ != nil { // d's head (its embedding too when tied)
+		m.HeadQ.W.Dequantize(d.Head.Data)
 	}
 	dl := d.Linears()
 	for i, l := range m.Linears() {

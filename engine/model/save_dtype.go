@@ -44,6 +44,13 @@ func (m *Model) SaveAs(dir string, dtype safetensors.DType) error {
 		}
 		tensors = append(tensors, tensor(p.Name, shape, data))
 	}
+	if m.HeadQ != nil && m.Config.TieEmbed {
+		// bitsandbytes has no 4-bit embedding: a tied 4-bit head is written expanded (it
+		// loads back 16-bit; [quant] head quantizes it again).
+		emb := make([]float32, m.HeadQ.W.Len())
+		m.HeadQ.W.Dequantize(emb)
+		tensors = append(tensors, tensor(m.HeadName(), []int{m.Config.Vocab, m.Config.Dim}, emb))
+	}
 	tensors = append(tensors, qtensors...)
 	if err := safetensors.Write(filepath.Join(dir, safetensors.SingleFile), tensors, map[string]string{"format": "pt"}); err != nil {
 		return err
@@ -85,11 +92,26 @@ func (m *Model) quantizedTensors(computeDType string) (*quant.Config, []safetens
 			dense = append(dense, l.Name)
 		}
 	}
+	head := m.HeadQ != nil && !m.Config.TieEmbed // lm_head written 4-bit
+	if head {
+		w := m.HeadQ.W
+		if first == nil {
+			first = w
+		} else if w.Type != first.Type || w.Nested() != first.Nested() {
+			return nil, nil, fmt.Errorf("lm_head is %s (double quant %v) but the linears are %s (double quant %v): bitsandbytes' config holds one setting",
+				w.Type, w.Nested(), first.Type, first.Nested())
+		}
+		ts = append(ts, w.Tensors("lm_head")...)
+	}
 	if first == nil {
 		return nil, nil, nil
 	}
 	c := quant.NewConfig(quant.Options{Type: first.Type, BlockSize: first.BlockSize, DoubleQuant: first.Nested()}, computeDType)
-	if len(dense) > 0 {
+	switch {
+	case head:
+		// an explicit list (even empty) is complete: the head, not named, is 4-bit
+		c.SkipModules = append([]string{}, dense...)
+	case len(dense) > 0:
 		// transformers takes an explicit list as complete: the head must be named too.
 		c.SkipModules = append(dense, "lm_head")
 	}

@@ -397,6 +397,9 @@ func (m *Model) backward(t *Tape, selGrad, selEnt []float32, g *Grads) error {
 	if m.PosEmb != nil {
 		dpos, pos = g.Of(m.PosEmb), p.posBuf
 	}
+	if m.Embed == nil && dpos.Nil() { // the embedding is the frozen 4-bit head
+		return nil
+	}
 	return b.EmbeddingBackward(g.Of(m.Embed), dpos, gr.res, p.idsBuf, pos, D)
 }
 
@@ -413,9 +416,12 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 	if n == 0 || (allZero(selGrad) && selEnt == nil) {
 		return nil
 	}
-	head, err := m.Buf(m.Head)
-	if err != nil {
-		return err
+	var head backend.Buf
+	var err error
+	if !m.q4Ops() {
+		if head, err = m.headBuf(); err != nil {
+			return err
+		}
 	}
 	sg, err := b.Place(selGrad, backend.F32)
 	if err != nil {
@@ -443,10 +449,13 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 	dh := gr.dhsel.Slice(0, n*D)
 	b.Zero(dh)
 	softcap := float32(m.Config.FinalSoftcap)
-	if g == nil {
+	if g == nil && !m.q4Ops() {
 		err = b.HeadLogProbsBackward(dh, t.hsel, head, sg, se, tb, n, D, V, t.invT, softcap)
-	} else {
-		dHead := g.Of(m.Head)
+	} else { // full-parameter training, or a 4-bit head (frozen: dhidden += dlogits·W only)
+		var dHead backend.Buf
+		if g != nil {
+			dHead = g.Of(m.Head)
+		}
 		chunk := m.headRows()
 		for k0 := 0; k0 < n && err == nil; k0 += chunk {
 			cn := min(chunk, n-k0)
@@ -466,6 +475,9 @@ func (m *Model) headBackward(t *Tape, selGrad, selEnt []float32, g *Grads) error
 				dl = raw
 			}
 			err = first(err, func() error {
+				if m.q4Ops() {
+					return m.HeadQ.MulAcc(b, dh.Slice(k0*D, cn*D), dl, cn)
+				}
 				return b.MatmulBackward(dh.Slice(k0*D, cn*D), dHead, backend.Buf{}, dl, h, head, cn, D, V)
 			})
 		}

@@ -77,6 +77,8 @@ func skipped(path string, skip []string) bool {
 // NF4 folder (blocks of 64, double quantization, from bfloat16) is on disk: config.json is
 // cfg with Bnb4bitConfig(skip); model.safetensors holds every block linear not skipped as
 // packed codes and its quant state, everything else in bf16 (as WriteRandomFolder makes it).
+// An untied lm_head is a linear too when skip is a list (transformers' default skips it only
+// for null): listed, it stays bf16; not listed, it is 4-bit.
 // The codes and scales are random; a block's scale comes out in [0.02, 0.03]. It returns the
 // names of the 4-bit weights.
 func WriteBnb4bitFolder(dir string, cfg map[string]any, skip []string, seed uint64) ([]string, error) {
@@ -101,7 +103,8 @@ func WriteBnb4bitFolder(dir string, cfg map[string]any, skip []string, seed uint
 	var fourBit []string
 	for _, ts := range model.Layout(c) {
 		n := numel(ts.Shape)
-		if !blockLinear.MatchString(ts.Name) || skipped(strings.TrimSuffix(ts.Name, ".weight"), skip) {
+		linear := blockLinear.MatchString(ts.Name) || ts.Name == "lm_head.weight" && skip != nil
+		if !linear || skipped(strings.TrimSuffix(ts.Name, ".weight"), skip) {
 			norm := strings.HasSuffix(ts.Name, "norm.weight")
 			tensors = append(tensors, safetensors.Streamed{Name: ts.Name, DType: safetensors.BF16, Shape: ts.Shape,
 				Fill: func(w io.Writer) error { return randomBF16(w, n, norm, rng) }})

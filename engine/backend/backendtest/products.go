@@ -362,6 +362,29 @@ func q4Ops(e *env) {
 					e.oracle("dx + dy·dequantize(W)", got[0], want, 3e-7*float64(c.out)*0.05+1e-6, 1e-5)
 				}
 			})
+			e.check("Q4Embedding", rshape, func() {
+				ids := make([]int32, rows)
+				for r := range ids {
+					ids[r] = int32((r*7 + rows) % c.out)
+				}
+				ids[0] = int32(c.out - 1) // the last row
+				got := e.twin(func(s *side) []backend.Buf {
+					y := s.outAs(act, rows*c.in)
+					if q := q4(s); q != nil {
+						s.do("Q4Embedding", s.b.Q4Embedding(y, s.i32(ids), backend.Buf{}, q, backend.Buf{}))
+					}
+					return []backend.Buf{y}
+				})
+				if got != nil {
+					want := make([]float64, rows*c.in)
+					for r, id := range ids {
+						for i := 0; i < c.in; i++ {
+							want[r*c.in+i] = float64(dense[int(id)*c.in+i])
+						}
+					}
+					e.oracle("rows ids of dequantize(W)", got[0], want, 1e-7, 4e-3)
+				}
+			})
 			qr, _ := e.ref.UploadQ4(w)
 			e.fd("Q4MulAcc", rshape, fdCase{
 				inputs: [][]float32{x}, diff: []int{0},

@@ -13,10 +13,28 @@ import (
 
 func (*Backend) EmbeddingForward(out, ids, pos, wte, wpe backend.Buf, dim int) error {
 	var a args
+	te := a.weight("wte", wte, 0)
+	if a.err != nil {
+		return a.err
+	}
+	return embedding(out, ids, pos, te, wpe, dim)
+}
+
+// Q4Embedding reads each row of the 4-bit table straight from its codes (wmat.row): no
+// dequantized copy of the table is made.
+func (*Backend) Q4Embedding(out, ids, pos backend.Buf, w *backend.Q4, wpe backend.Buf) error {
+	if w == nil || w.W == nil {
+		return fmt.Errorf("cpu: Q4Embedding without a weight")
+	}
+	return embedding(out, ids, pos, wmat{q: w.W}, wpe, w.Cols)
+}
+
+// embedding is EmbeddingForward over any table wmat holds.
+func embedding(out, ids, pos backend.Buf, te wmat, wpe backend.Buf, dim int) error {
+	var a args
 	rows := ids.Len()
 	o := a.f32("out", out, rows*dim)
 	id := a.i32("ids", ids, rows)
-	te := a.weight("wte", wte, 0)
 	pe := a.optF32("wpe", wpe, 0)
 	var p []int32
 	if pe != nil {
@@ -34,11 +52,11 @@ func (*Backend) EmbeddingForward(out, ids, pos, wte, wpe backend.Buf, dim int) e
 			return fmt.Errorf("cpu: position %d (row %d) outside the table of %d", p[r], r, len(pe)/max(dim, 1))
 		}
 	}
-	if te.h == nil {
+	if te.f != nil {
 		EmbeddingForward(o, id[:rows], p, te.f, pe, dim)
 		return nil
 	}
-	For(rows, grainFor(dim)*8, func(lo, hi int) { // a bf16 table widened row by row
+	For(rows, grainFor(dim)*8, func(lo, hi int) { // a bf16 or 4-bit table expanded row by row
 		for r := lo; r < hi; r++ {
 			te.row(o[r*dim:(r+1)*dim], int(id[r]))
 		}

@@ -1,12 +1,17 @@
 package cpu
 
-import "rlhfstation/engine/backend"
+import (
+	"rlhfstation/engine/backend"
+	"rlhfstation/quant"
+)
 
 // wmat is a frozen matrix [out, in] as an op receives it: float32, or bf16 bits (the LM
-// head and token embedding of a 4-bit base, model.Param.BF16).
+// head and token embedding of a 4-bit base, model.Param.BF16), or (row only) a 4-bit
+// weight (Q4Embedding).
 type wmat struct {
 	f []float32
 	h []uint16
+	q *quant.Weight
 }
 
 // weight returns the host float32 or bf16 slice of x, which must hold n values.
@@ -17,11 +22,20 @@ func (a *args) weight(name string, x backend.Buf, n int) wmat {
 	return wmat{f: a.f32(name, x, n)}
 }
 
-func (w wmat) len() int { return len(w.f) + len(w.h) }
+func (w wmat) len() int {
+	if w.q != nil {
+		return w.q.Len()
+	}
+	return len(w.f) + len(w.h)
+}
 
 // row sets dst to row r of w (rows len(dst) wide).
 func (w wmat) row(dst []float32, r int) {
 	n := len(dst)
+	if w.q != nil {
+		w.q.DequantizeRange(dst, r*n)
+		return
+	}
 	if w.h == nil {
 		copy(dst, w.f[r*n:(r+1)*n])
 		return

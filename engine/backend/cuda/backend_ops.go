@@ -702,6 +702,36 @@ func (b *Backend) Q4MulAcc(dx, dy Buf, w *Q4, rows int) error {
 	})
 }
 
+// ExpandsQ4Head: a 4-bit LM head is held here as its bf16 expansion, made once at its upload
+// (backend.HeadExpander): its logits are float32, which the fused 4-bit product does not
+// write, and a captured decode step would otherwise expand it in every replay. The head's
+// bytes a token are then the bf16 head's, as without [quant] head; the host keeps it 4-bit.
+func (*Backend) ExpandsQ4Head() bool { return true }
+
+// Q4Embedding sets out[r] = row ids[r] of W (+ wpe[pos[r]], bf16) from W's bf16 expansion
+// (expandedQ4: kept for the run when memory is spare, as the 4-bit head's products keep it):
+// a 4-bit LM head tied to the embedding, and the digit tokens' head rows. A row-gathering
+// 4-bit kernel would spare the expansion; the device holds the head as bf16 either way.
+func (b *Backend) Q4Embedding(out, ids, pos Buf, w *Q4, wpe Buf) error {
+	st, err := state(w)
+	if err != nil {
+		return err
+	}
+	rows := ids.Len()
+	if rows == 0 {
+		return nil
+	}
+	return b.queue(firstErr(act("out", out, rows*w.Cols), need("ids", ids, I32, rows), opt("pos", pos, I32, rows),
+		opt("wpe", wpe, BF16, w.Cols)), func(o *owner) error {
+		p, done, err := o.expandedQ4(st)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return o.embed(out, i32(ids), i32(pos), backend.Device(BF16, p, w.Rows*w.Cols), wpe, rows, w.Cols)
+	})
+}
+
 // expandedQ4 is st's weight as bf16 for a product: the kept expansion, or one made now and
 // kept when the device keeps at least a quarter of its memory free afterwards (so a run
 // that fits without the expansions still fits: they only take what is spare), else one in

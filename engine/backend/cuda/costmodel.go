@@ -1,9 +1,11 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 )
 
 // The cost model: a GRPO step's ledger, phase by phase, turned into an estimated time on a
@@ -13,31 +15,62 @@ import (
 // phase takes
 //
 //	max(host calls × Launch, GPU time) + syncs × Sync,
-//	GPU time = max(product bytes / Bandwidth, product flops / BF16) + other bytes / Bandwidth,
-//	           at least graph nodes × Node,
+//	GPU time = kernels × Node + max(bandwidth time, latency time),
+//	bandwidth time = max(product bytes / Bandwidth, product flops / BF16) + other bytes / Bandwidth,
+//	latency time = Σ over kernels of Latency × chain × max(1, warps / resident) (latency.go),
 //
-// as the host queues work while the GPU runs it, and waits at each sync. The constants are
-// floors the issue sets, so that the estimate cannot be tuned by them.
+// as the host queues work while the GPU runs it, and waits at each sync. Launch, Node, Sync,
+// Bandwidth and BF16 are the floors issue 31 sets, so that the estimate cannot be tuned by
+// them; SMs and WarpsPerSM are the card's; Latency was calibrated once, for every kernel
+// alike, on an H200's measured decode kernels (TestCostModelH200).
 
 // Card is a GPU's constants.
 type Card struct {
-	Name      string
-	Bandwidth float64 // device memory, bytes/s
-	BF16      float64 // dense bf16 tensor-core throughput, flop/s
-	Launch    float64 // seconds per launch, copy or cuBLAS call outside a graph
-	Node      float64 // seconds per graph node (a small kernel's minimum time)
-	Sync      float64 // seconds per stream synchronisation
+	Name       string
+	Bandwidth  float64 // device memory, bytes/s
+	BF16       float64 // dense bf16 tensor-core throughput, flop/s
+	Launch     float64 // seconds per launch, copy or cuBLAS call outside a graph
+	Node       float64 // seconds per kernel or graph node at the least (a small kernel's minimum time)
+	Sync       float64 // seconds per stream synchronisation
+	SMs        int     // streaming multiprocessors
+	WarpsPerSM int     // the most warps an SM holds
+	Latency    float64 // seconds per dependent memory round trip of a warp (latency.go)
 }
 
-// The cards of the estimate.
+// latency is the round trip every card is given: calibrated on the H200's decode kernels
+// under Nsight Compute (TestCostModelH200), most of whose round trips hit L2 (a device-memory
+// access alone is 0.6–0.8 µs).
+const latency = 0.45e-6
+
+// The cards of the estimate. H200: 4.8 TB/s, 989 TFLOP/s dense bf16 (its data sheet), 132 SMs.
 var (
-	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6}
-	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6}
+	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency}
+	H200    = Card{Name: "H200", Bandwidth: 4.8e12, BF16: 989e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency}
+	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 128, WarpsPerSM: 48, Latency: latency}
 )
 
+// Cards are the cards an estimate is printed for.
+var Cards = []Card{H100, H200, RTX4090}
+
 func (c Card) String() string {
-	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a graph node, %.0f µs a sync",
-		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6)
+	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a kernel or graph node at the least, %.0f µs a sync, %d SMs × %d warps resident, %.2f µs a dependent memory round trip",
+		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6, c.SMs, c.WarpsPerSM, c.Latency*1e6)
+}
+
+func (c Card) resident() float64 { return float64(max(c.SMs*c.WarpsPerSM, 1)) }
+
+// KernelTime is the time on c of a kernel's launches k: each launch's floor, then the
+// longer of its bandwidth (or product) time and its latency term; for launches counted
+// together (one name's), exact when they are in one regime (all within the resident warps,
+// or all beyond them).
+func (c Card) KernelTime(k Count) float64 {
+	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, c.chainTime(float64(k.Chain), float64(k.WarpChain)))
+}
+
+// chainTime is the latency term of launches whose chains sum to chain and, weighted by their
+// warps, to warpChain.
+func (c Card) chainTime(chain, warpChain float64) float64 {
+	return c.Latency * max(chain, warpChain/c.resident())
 }
 
 // The phases of a step.
@@ -269,18 +302,76 @@ func (w Workload) Tokens(phase string) float64 {
 	return float64(w.Seqs * (w.Prompt + w.Completion))
 }
 
-// Calls is a phase's fixed costs, from a ledger.
+// Calls is a phase's fixed costs, from a ledger: the host's calls, the graph nodes, the
+// syncs, the kernel launches and graph nodes the GPU runs (each at least Node), and the
+// launches of each kernel with their chains, for the latency term (in and out of graphs;
+// cuBLAS calls under nodeBLAS).
 type Calls struct {
 	Host, Nodes, Syncs float64
+	Kernels            float64
+	Chains             map[string]Chains
 }
+
+// Chains is a kernel's launches and their chains, summed (Count's N, Chain, WarpChain).
+type Chains struct{ N, Chain, WarpChain float64 }
 
 // CallsOf reads a ledger's calls.
 func CallsOf(l Ledger) Calls {
-	return Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs)}
+	c := Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs),
+		Kernels: float64(l.Launches() + l.BLAS.N + l.GraphNodes()), Chains: map[string]Chains{}}
+	add := func(name string, k Count) {
+		v := c.Chains[name]
+		c.Chains[name] = Chains{v.N + float64(k.N), v.Chain + float64(k.Chain), v.WarpChain + float64(k.WarpChain)}
+	}
+	for k, n := range l.Kernels {
+		add(k, n)
+	}
+	for k, n := range l.Nodes {
+		add(k, n)
+	}
+	if l.BLAS.N > 0 {
+		add(nodeBLAS, l.BLAS)
+	}
+	return c
 }
 
 // Scale multiplies the calls (a structural run's layers to the model's, say).
-func (c Calls) Scale(f float64) Calls { return Calls{c.Host * f, c.Nodes * f, c.Syncs * f} }
+func (c Calls) Scale(f float64) Calls {
+	r := Calls{c.Host * f, c.Nodes * f, c.Syncs * f, c.Kernels * f, map[string]Chains{}}
+	for k, v := range c.Chains {
+		r.Chains[k] = Chains{v.N * f, v.Chain * f, v.WarpChain * f}
+	}
+	return r
+}
+
+// Latency is the calls' latency term on card.
+func (c Calls) Latency(card Card) float64 {
+	var t float64
+	for _, v := range c.Chains {
+		t += card.chainTime(v.Chain, v.WarpChain)
+	}
+	return t
+}
+
+// withKeys is c with attn_rows' chains those of rows of keys keys each: a ledger's run has
+// its own short context; a rollout's decode token attends to P + C/2 keys on average, and
+// the chain grows with them (latency.go).
+func (c Calls) withKeys(keys int) Calls {
+	a, ok := c.Chains["attn_rows"]
+	if !ok || a.N == 0 || a.Chain == 0 {
+		return c
+	}
+	r := c.Scale(1)
+	r.Chains["attn_rows"] = a.atKeys(keys)
+	return r
+}
+
+// atKeys is attn_rows' launches a with the chain of rows of keys keys each (the warps as they
+// were).
+func (a Chains) atKeys(keys int) Chains {
+	f := a.N * float64(attnKeysChain(int64(keys))) / a.Chain
+	return Chains{a.N, a.Chain * f, a.WarpChain * f}
+}
 
 // PhaseEstimate is one phase's estimated time on a card.
 type PhaseEstimate struct {
@@ -288,7 +379,8 @@ type PhaseEstimate struct {
 	Calls                                  Calls
 	Work                                   Work
 	Memory, Compute, Launches, Syncs, Time float64 // seconds
-	Bound                                  string  // memory, compute or launches
+	Latency, Floors                        float64 // seconds: the latency term, kernels × Node
+	Bound                                  string  // memory, compute, latency or launches
 	Tokens                                 float64
 }
 
@@ -311,13 +403,17 @@ func EstimatePhase(c Card, phase string, calls Calls, w Work, tokens float64) Ph
 	} else {
 		e.Compute = gemmComp
 	}
-	gpu := max(e.Memory+e.Compute, calls.Nodes*c.Node)
+	e.Latency = calls.Latency(c)
+	e.Floors = max(calls.Kernels, calls.Nodes) * c.Node
+	gpu := e.Floors + max(e.Memory+e.Compute, e.Latency)
 	e.Launches = calls.Host * c.Launch
 	e.Syncs = calls.Syncs * c.Sync
 	e.Time = max(gpu, e.Launches) + e.Syncs
 	switch {
-	case e.Launches >= gpu || calls.Nodes*c.Node >= e.Memory+e.Compute:
+	case e.Launches >= gpu || e.Floors >= max(e.Memory+e.Compute, e.Latency):
 		e.Bound = "launches"
+	case e.Latency > e.Memory+e.Compute:
+		e.Bound = "latency"
 	case e.Memory >= e.Compute:
 		e.Bound = "memory"
 	default:
@@ -363,7 +459,11 @@ func (s StepEstimate) Total() float64 {
 func EstimateStep(c Card, w Workload, calls map[string]Calls, p Path) StepEstimate {
 	s := StepEstimate{Card: c, Workload: w}
 	for _, ph := range Phases {
-		s.Phases = append(s.Phases, EstimatePhase(c, ph, calls[ph], w.Work(ph, p), w.Tokens(ph)))
+		cl := calls[ph]
+		if ph == PhaseDecode {
+			cl = cl.withKeys(w.Prompt + w.Completion/2)
+		}
+		s.Phases = append(s.Phases, EstimatePhase(c, ph, cl, w.Work(ph, p), w.Tokens(ph)))
 	}
 	return s
 }
@@ -372,10 +472,10 @@ func EstimateStep(c Card, w Workload, calls map[string]Calls, p Path) StepEstima
 func (s StepEstimate) Print(out io.Writer) {
 	w := s.Workload
 	fmt.Fprintf(out, "%s, %d × (%d + %d) tokens, on %s (estimated)\n", w.Name, w.Seqs, w.Prompt, w.Completion, s.Card.Name)
-	fmt.Fprintf(out, "  %-18s %10s %9s %9s %10s %10s %9s %9s %9s %12s\n", "phase", "host calls", "nodes", "syncs", "GB moved", "TFLOP", "memory", "compute", "time", "tokens/s")
+	fmt.Fprintf(out, "  %-18s %10s %9s %9s %10s %10s %9s %9s %9s %9s %9s %12s\n", "phase", "host calls", "nodes", "syncs", "GB moved", "TFLOP", "memory", "compute", "latency", "floors", "time", "tokens/s")
 	for _, p := range s.Phases {
-		fmt.Fprintf(out, "  %-18s %10.0f %9.0f %9.0f %10.3f %10.3f %9s %9s %9s %12.0f  %s-bound\n", p.Phase, p.Calls.Host, p.Calls.Nodes, p.Calls.Syncs,
-			(p.Work.GEMMBytes+p.Work.OtherBytes)/1e9, p.Work.GEMMFlops/1e12, seconds(p.Memory), seconds(p.Compute), seconds(p.Time), p.TokensPerSecond(), p.Bound)
+		fmt.Fprintf(out, "  %-18s %10.0f %9.0f %9.0f %10.3f %10.3f %9s %9s %9s %9s %9s %12.0f  %s-bound\n", p.Phase, p.Calls.Host, p.Calls.Nodes, p.Calls.Syncs,
+			(p.Work.GEMMBytes+p.Work.OtherBytes)/1e9, p.Work.GEMMFlops/1e12, seconds(p.Memory), seconds(p.Compute), seconds(p.Latency), seconds(p.Floors), seconds(p.Time), p.TokensPerSecond(), p.Bound)
 	}
 	tokens := float64(w.Seqs * (w.Prompt + w.Completion))
 	fmt.Fprintf(out, "  rollout %s (%d decode tokens); step %s, %.0f tokens/s\n", seconds(s.Rollout()), max(0, w.Completion-1), seconds(s.Total()), tokens/s.Total())
@@ -389,4 +489,50 @@ func seconds(s float64) string {
 		return fmt.Sprintf("%.2f ms", s*1e3)
 	}
 	return fmt.Sprintf("%.1f µs", s*1e6)
+}
+
+// PrintKernels writes each kernel's share of l's time on c (graph nodes and launches alike,
+// cuBLAS calls as one), most first: calls, warps and chain a launch, bytes, time and its
+// bound. keys > 0 takes attn_rows' chains at keys keys a row (see Calls.withKeys).
+func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
+	type row struct {
+		name string
+		k    Count
+		t    float64
+	}
+	all := map[string]Count{}
+	for _, m := range []map[string]Count{l.Kernels, l.Nodes, {nodeBLAS: l.BLAS}} {
+		for k, n := range m {
+			if n.N > 0 {
+				all[k] = all[k].plus(n, 1)
+			}
+		}
+	}
+	var rows []row
+	var total float64
+	for k, n := range all {
+		if k == "attn_rows" && keys > 0 && n.Chain > 0 {
+			a := Chains{float64(n.N), float64(n.Chain), float64(n.WarpChain)}.atKeys(keys)
+			n.Chain, n.WarpChain = int64(a.Chain), int64(a.WarpChain)
+		}
+		t := c.KernelTime(n)
+		total += t
+		rows = append(rows, row{k, n, t})
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.t, a.t) })
+	fmt.Fprintf(out, "  on %s, kernel by kernel (each at least %.1f µs, then the longer of bandwidth and %.2f µs a round trip × chain):\n", c.Name, c.Node*1e6, c.Latency*1e6)
+	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s %6s  %s\n", "kernel", "calls", "warps/call", "chain/call", "bytes", "time", "share", "bound")
+	for _, r := range rows {
+		n := float64(r.k.N)
+		bound := "latency"
+		if float64(r.k.Bytes())/c.Bandwidth >= c.chainTime(float64(r.k.Chain), float64(r.k.WarpChain)) {
+			bound = "bandwidth"
+		}
+		if n*c.Node >= r.t/2 {
+			bound = "floor"
+		}
+		fmt.Fprintf(out, "  %-26s %7.0f %12.0f %12.1f %10s %10s %5.1f%%  %s\n", r.name, n, float64(r.k.Warps)/n, float64(r.k.Chain)/n,
+			siCount(float64(r.k.Bytes())), seconds(r.t), 100*r.t/total, bound)
+	}
+	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s\n", "in all", "", "", "", "", seconds(total))
 }

@@ -60,6 +60,7 @@ type owner struct {
 	hint       int64            // the next launch's volume that lives on the device (costs.go)
 	attnHint   attnVolume       // the same for a ragged attention launch (ragged.go)
 	costErr    string           // a cost declaration that asked for a parameter its kernel lacks
+	shapesOnly bool             // kernels are counted, not run (Backend.ShapesOnly)
 	// expandedBytes is the 4-bit weights' kept bf16 expansions (backend_ops.go expandedQ4).
 	expandedBytes int64
 	kept          []*q4State // the weights whose expansions are kept

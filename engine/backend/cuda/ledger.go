@@ -11,22 +11,31 @@ import (
 )
 
 // Count is a number of device calls and what they declare: bytes of device memory read and
-// written, floating-point operations.
+// written, floating-point operations; and, for kernels, the launches' shapes that the cost
+// model's latency term needs (latency.go): warps and blocks launched, and each launch's
+// chain, the dependent memory round trips its longest warp makes, summed (Chain) and
+// weighted by the launch's warps (WarpChain).
 type Count struct {
-	N             int64
-	Read, Written int64
-	Flops         int64
+	N                int64
+	Read, Written    int64
+	Flops            int64
+	Warps, Blocks    int64
+	Chain, WarpChain int64
 }
 
-func (c *Count) add(x Count) {
-	c.N += x.N
-	c.Read += x.Read
-	c.Written += x.Written
-	c.Flops += x.Flops
+func (c *Count) add(x Count) { *c = c.plus(x, 1) }
+
+func (c Count) sub(x Count) Count { return c.plus(x, -1) }
+
+// plus is c + f·x.
+func (c Count) plus(x Count, f int64) Count {
+	return Count{c.N + f*x.N, c.Read + f*x.Read, c.Written + f*x.Written, c.Flops + f*x.Flops,
+		c.Warps + f*x.Warps, c.Blocks + f*x.Blocks, c.Chain + f*x.Chain, c.WarpChain + f*x.WarpChain}
 }
 
-func (c Count) sub(x Count) Count {
-	return Count{c.N - x.N, c.Read - x.Read, c.Written - x.Written, c.Flops - x.Flops}
+// Div is c's share of n identical rounds (each count divided, rounding down).
+func (c Count) Div(n int64) Count {
+	return Count{c.N / n, c.Read / n, c.Written / n, c.Flops / n, c.Warps / n, c.Blocks / n, c.Chain / n, c.WarpChain / n}
 }
 
 // Bytes is what the calls move through device memory.
@@ -128,7 +137,7 @@ func (l *Ledger) Add(x Ledger) {
 // Plus is l with f times x's calls added (x may be a difference of ledgers, f negative).
 func (l Ledger) Plus(x Ledger, f int64) Ledger {
 	r := l.Clone()
-	mul := func(c Count) Count { return Count{c.N * f, c.Read * f, c.Written * f, c.Flops * f} }
+	mul := func(c Count) Count { return Count{}.plus(c, f) }
 	for k, c := range x.Kernels {
 		v := r.Kernels[k]
 		v.add(mul(c))
@@ -226,7 +235,7 @@ func (l Ledger) Work() Count {
 }
 
 // Print writes the ledger as a table: the summary line, then each kernel or node with its
-// calls, bytes and flops, most bytes first.
+// calls, bytes and flops, most bytes first, and a launch's warps and chain (latency.go).
 func (l Ledger) Print(w io.Writer) {
 	work := l.Work()
 	fmt.Fprintf(w, "device calls: %d kernel launches, %d cuBLAS calls, %d graph launches (%d nodes), %d host→device copies (%s), %d device→host copies (%s), %d device copies, %d fills, %d syncs, %d allocations (%s); work: %s moved, %s flops\n",
@@ -255,9 +264,11 @@ func (l Ledger) Print(w io.Writer) {
 		}
 		return strings.Compare(a.where+a.name, b.where+b.name)
 	})
-	fmt.Fprintf(w, "  %-32s %-6s %9s %12s %12s\n", "kernel", "where", "calls", "bytes", "flops")
+	fmt.Fprintf(w, "  %-32s %-6s %9s %12s %12s %11s %11s\n", "kernel", "where", "calls", "bytes", "flops", "warps/call", "chain/call")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-32s %-6s %9d %12s %12s\n", r.name, r.where, r.c.N, human.Bytes(r.c.Bytes()), siCount(float64(r.c.Flops)))
+		n := float64(max(r.c.N, 1))
+		fmt.Fprintf(w, "  %-32s %-6s %9d %12s %12s %11.0f %11.1f\n", r.name, r.where, r.c.N, human.Bytes(r.c.Bytes()), siCount(float64(r.c.Flops)),
+			float64(r.c.Warps)/n, float64(r.c.Chain)/n)
 	}
 }
 
@@ -290,6 +301,14 @@ func (d *Device) ResetLedger() {
 	_ = d.do(func(o *owner) error { o.ledger = Ledger{}; o.ledger.init(); return nil })
 }
 
+// ShapesOnly makes the device count its kernel launches in the ledger without running them
+// (on, until called with off): a dry run of a model too large for the stand-in, whose ledger
+// the cost model reads (each launch's grid, bytes and chain). The results are garbage; only
+// cuBLAS calls and copies still run.
+func (b *Backend) ShapesOnly(on bool) {
+	_ = b.d.do(func(o *owner) error { o.shapesOnly = on; return nil })
+}
+
 // Ledger is the device's ledger (see Device.Ledger).
 func (b *Backend) Ledger() Ledger { return b.d.Ledger() }
 
@@ -299,9 +318,17 @@ func (b *Backend) ResetLedger() { b.d.ResetLedger() }
 // Recording, on the owning thread. While a graph is captured the work goes to the graph's
 // node list instead (see Graph.Launch).
 
+// recordKernel is where every launch of ours is counted (module.go's launch): its declared
+// bytes and flops, and its shape and chain for the latency term, so that a new kernel with a
+// declared cost is counted in full with no more work.
 func (o *owner) recordKernel(id kernelID, d dims) {
 	c := kernelCost(o, id, d)
 	c.N = 1
+	c.Blocks = int64(d.grid[0]) * int64(d.grid[1]) * int64(d.grid[2])
+	threads := int64(d.block[0]) * int64(d.block[1]) * int64(d.block[2])
+	c.Warps = c.Blocks * ((threads + 31) / 32)
+	c.Chain = kernelChain(o, id, d, c)
+	c.WarpChain = c.Chain * c.Warps
 	o.hint, o.attnHint = 0, attnVolume{}
 	o.recordWork(kernelNames[id], c, &o.ledger.Kernels)
 }
@@ -326,7 +353,7 @@ func (o *owner) recordWork(name string, c Count, outside *map[string]Count) {
 func (o *owner) recordBLAS(g *gemmArgs) {
 	batch := int64(max(g.batch, 1))
 	m, n, k := int64(g.m), int64(g.n), int64(g.k)
-	c := Count{N: 1, Flops: 2 * m * n * k * batch,
+	c := Count{N: 1, Flops: 2 * m * n * k * batch, Chain: blasChain,
 		Read:    batch * (m*k*int64(dtypeBytes(g.aType)) + k*n*int64(dtypeBytes(g.bType))),
 		Written: batch * m * n * int64(dtypeBytes(g.cType))}
 	if g.beta != 0 {

@@ -41,6 +41,10 @@ func (o *owner) launch(id kernelID, d dims) error {
 		o.hint, o.attnHint = 0, attnVolume{}
 		return nil
 	}
+	if o.shapesOnly {
+		o.recordKernel(id, d)
+		return nil
+	}
 	dr := o.d.drv
 	r := call(dr.cuLaunchKernel, o.fns[id], uintptr(d.grid[0]), uintptr(d.grid[1]), uintptr(d.grid[2]),
 		uintptr(d.block[0]), uintptr(d.block[1]), uintptr(d.block[2]), uintptr(d.shared), o.stream,

@@ -1,0 +1,156 @@
+package cuda
+
+// The latency term of the cost model. A kernel with too few warps in flight cannot reach the
+// card's bandwidth: by Little's law it moves at most (bytes in flight) / (memory latency),
+// and a warp that must wait for one load before it can issue the next takes, whatever the
+// bandwidth, its chain of dependent round trips × the latency. Each launch is counted with
+// its warps and blocks (recordKernel) and with its chain, declared here from the kernel's
+// code and its launch's shape, as its bytes and flops are in costs.go. The model then takes
+// a launch as
+//
+//	Node + max(bytes / Bandwidth, flops / BF16, Latency × chain × max(1, warps / resident)),
+//	resident = SMs × WarpsPerSM,
+//
+// the last term being Little's law with the bytes a warp has in flight those of one link of
+// its chain: a launch of more warps than the card holds runs in rounds.
+//
+// A chain counts, in program order, each point where a warp waits for loads it issued:
+//   - the loads of straight-line code (a loop with constant bounds under #pragma unroll) go
+//     out together and cost one round trip where their values are first used;
+//   - a load behind a runtime condition (if (mi < m) in an unrolled loop) is issued after
+//     the code before it: a round trip each;
+//   - a runtime-bounded loop without stores is unrolled 4 times by the compiler (NVCC's
+//     default), a round trip per 4 iterations; one that stores through a pointer its loads
+//     may alias (no __restrict__) waits each iteration;
+//   - a barrier (__syncthreads, a block-wide sum) is not a round trip; its shared memory is
+//     cheap beside device memory.
+// The rule is the same for every kernel; no kernel has a constant of its own.
+
+// Defaults of the chain for kernels that declare none (element-wise kernels and the like):
+// each thread moves its share of the launch's bytes, bytesPerTrip a round trip (4 unrolled
+// iterations of 16 bytes: four float4 or 4 × 4 values of a few tensors), after the index
+// arithmetic; a cuBLAS product (whose code we do not see) blasChain round trips: its
+// pointers and first tiles, the pipelined k loop's last tiles, the epilogue's store.
+const (
+	bytesPerTrip = 64
+	blasChain    = 4
+	unrollTrips  = 4 // iterations of a runtime-bounded loop whose loads the compiler overlaps
+)
+
+type chainFunc func(a *costArgs, c Count) int64
+
+// kernelChains declares the chains of the kernels a decode step waits on most; the others
+// take defaultChain.
+// (q4_linears_*: the grouped launch of the same products being written on issue-31b-s8, whose
+// blocks run q4_linear_t on their member; the chains read the parameters both have.)
+var kernelChains = map[string]chainFunc{
+	"q4_linear_bf16": q4LinearChain, "q4_linear_f32": q4LinearChain,
+	"q4_linear_tc_bf16": q4LinearTcChain, "q4_linear_tc_f32": q4LinearTcChain,
+	"q4_linears_bf16": q4LinearChain, "q4_linears_f32": q4LinearChain,
+	"q4_linears_tc_bf16": q4LinearTcChain, "q4_linears_tc_f32": q4LinearTcChain,
+	"rmsnorm_forward": rmsnormChain, "rmsnorm_forward_f32": rmsnormChain, "rmsnorm_forward_bf16": rmsnormChain,
+	"attn_rows": attnRowsChain,
+}
+
+// kernelChain is the chain of the launch of id whose arguments sit in o's slots (c: its
+// declared cost and shape).
+func kernelChain(o *owner, id kernelID, d dims, c Count) int64 {
+	f := kernelChains[kernelNames[id]]
+	if f == nil {
+		return defaultChain(c)
+	}
+	a := costArgs{params: kernelParams[id], slots: &o.args.slots, d: d, hint: o.hint, attn: o.attnHint}
+	n := f(&a, c)
+	if a.bad != "" {
+		o.costErr = kernelNames[id] + ": no parameter " + a.bad
+	}
+	return max(n, 1)
+}
+
+func defaultChain(c Count) int64 {
+	threads := max(c.Warps*32, 1)
+	return 1 + ceilDiv64(c.Bytes(), threads*bytesPerTrip)
+}
+
+func (a *costArgs) threads() int64 {
+	return max(int64(a.d.block[0])*int64(a.d.block[1])*int64(a.d.block[2]), 1)
+}
+
+// q4Chain is a q4_linear warp's chain (kernels/step.cu): the code tables (1); per step of
+// its loop over the columns, the weights' bytes and scales (1) and then each of the m ≤ 8
+// rows of x, each behind its if (mi < m) (m); with LoRA, each of the 2 output features × m
+// rows' rank loop, behind the same condition (2m); then the bias and residual: read by 16
+// threads at once (1), or, as at commit 8fa3b91, by lane 0 for each feature and row in turn
+// (serialOut: 2m).
+func q4Chain(steps, m int64, lora, biasOrRes, serialOut bool) int64 {
+	m = min(m, 8)
+	n := 1 + steps*(1+m)
+	if lora {
+		n += 2 * m
+	}
+	if biasOrRes {
+		if serialOut {
+			n += 2 * m
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+func q4LinearChain(a *costArgs, _ Count) int64 {
+	cols, step := a.i("cols"), a.threads()
+	if a.i("vec") != 0 {
+		step *= 16
+	}
+	return q4Chain(ceilDiv64(cols, step), a.i("m"), a.sz("xa") > 0, biasOrRes(a), false)
+}
+
+// biasOrRes says whether a q4_linear launch adds a bias or a residual (q4_linears: its first
+// member's).
+func biasOrRes(a *costArgs) bool {
+	return a.szOpt("bias")+a.szOpt("res")+a.szOpt("bias0")+a.szOpt("res0") > 0
+}
+
+// q4LinearTcChain: the tensor-core product's loop over 16-column steps (no stores: unrolled),
+// then per output element (8 a lane) its LoRA loop over the rank (unrolled) and the bias and
+// residual.
+func q4LinearTcChain(a *costArgs, _ Count) int64 {
+	n := 1 + ceilDiv64(ceilDiv64(a.i("cols"), 16), unrollTrips)
+	if a.sz("xa") > 0 {
+		n += 8 * ceilDiv64(max(a.i("rank"), 1), unrollTrips)
+	}
+	if biasOrRes(a) {
+		n++
+	}
+	return n
+}
+
+// normChain is an RMSNorm's chain over a row of dim values shared by `threads` threads (a
+// block per row, or a warp per row as at commit 8fa3b91, rowsEach rows a warp): the sum of
+// squares (unrolled), then the scaled row written as it is read (a store each iteration), and
+// the statistic.
+func normChain(dim, threads, rowsEach int64) int64 {
+	each := ceilDiv64(dim, threads)
+	return rowsEach * (ceilDiv64(each, unrollTrips) + each + 1)
+}
+
+func rmsnormChain(a *costArgs, _ Count) int64 {
+	rows, grid := a.i("rows"), int64(a.d.grid[0])
+	if grid >= rows { // a block per row
+		return normChain(a.i("dim"), a.threads(), 1)
+	}
+	warps := grid * (a.threads() / 32)
+	return normChain(a.i("dim"), 32, ceilDiv64(rows, max(warps, 1)))
+}
+
+// attnKeysChain is attn_rows' chain (kernels/attention.cu) for a row of keys keys: the
+// position and sequence, then the query (2); per key of the warp's share (its 4 warps take
+// keys in turn), the key's values and, after their warp sum, the value's (2); the merge goes
+// through shared memory.
+func attnKeysChain(keys int64) int64 { return 2 + 2*ceilDiv64(keys, 4) }
+
+func attnRowsChain(a *costArgs, _ Count) int64 {
+	rows := max(int64(a.d.grid[0]), 1)
+	return attnKeysChain(ceilDiv64(a.hint, rows))
+}
