@@ -492,7 +492,7 @@ func TestLedgerShapesOnly(t *testing.T) {
 	if n := real.decode.Nodes["rmsnorm_forward"]; n.N == 0 || n.Blocks != 8*n.N || n.Warps != 64*n.N {
 		t.Errorf("rmsnorm_forward: %d launches of %d blocks and %d warps in all, want 8 and 64 each", n.N, n.Blocks, n.Warps)
 	}
-	if real.decode.Nodes["q4_linear_bf16"].Chain == 0 {
-		t.Errorf("q4_linear_bf16 recorded no chain: %+v", real.decode.Nodes["q4_linear_bf16"])
+	if real.decode.Nodes["q4_linears_bf16"].Chain == 0 {
+		t.Errorf("q4_linears_bf16 recorded no chain: %+v", real.decode.Nodes["q4_linears_bf16"])
 	}
 }
