@@ -76,12 +76,12 @@ func (a *costArgs) threads() int64 {
 	return max(int64(a.d.block[0])*int64(a.d.block[1])*int64(a.d.block[2]), 1)
 }
 
-// q4Chain is a q4_linear warp's chain (kernels/step.cu): the code tables (1); per step of
-// its loop over the columns, the weights' bytes and scales (1) and then each of the m ≤ 8
-// rows of x, each behind its if (mi < m) (m); with LoRA, each of the 2 output features × m
-// rows' rank loop, behind the same condition (2m); then the bias and residual: read by 16
-// threads at once (1), or, as at commit 8fa3b91, by lane 0 for each feature and row in turn
-// (serialOut: 2m).
+// q4Chain is a q4_linear warp's chain as at commit 8fa3b91 (the code the H200 measured,
+// TestCostModelH200): the code tables (1); per step of its loop over the columns, the weights'
+// bytes and scales (1) and then each of the m ≤ 8 rows of x, each behind its if (mi < m) (m);
+// with LoRA, each of the 2 output features × m rows' rank loop, behind the same condition
+// (2m); then the bias and residual: read by 16 threads at once (1), or by lane 0 for each
+// feature and row in turn (serialOut: 2m).
 func q4Chain(steps, m int64, lora, biasOrRes, serialOut bool) int64 {
 	m = min(m, 8)
 	n := 1 + steps*(1+m)
@@ -98,12 +98,25 @@ func q4Chain(steps, m int64, lora, biasOrRes, serialOut bool) int64 {
 	return n
 }
 
+// q4LinearChain is q4_linears' chain now (kernels/step.cu, quant.cu's q4_rows_dot): the code
+// tables (1); per step of the column loop, x's rows (clamped, unconditional) and then the
+// weights' bytes and scales, straight-line: one round trip; the LoRA term's loop over the rank,
+// the block's threads taking a rank each (runtime-bounded, no stores: unrolled); the bias and
+// residual, read by 16 threads at once (1).
 func q4LinearChain(a *costArgs, _ Count) int64 {
-	cols, step := a.i("cols"), a.threads()
+	cols, threads := a.i("cols"), a.threads()
+	step := threads
 	if a.i("vec") != 0 {
 		step *= 16
 	}
-	return q4Chain(ceilDiv64(cols, step), a.i("m"), a.sz("xa") > 0, biasOrRes(a), false)
+	n := 1 + ceilDiv64(cols, step)
+	if a.sz("xa") > 0 {
+		n += ceilDiv64(ceilDiv64(max(a.i("rank"), 1), threads), unrollTrips)
+	}
+	if biasOrRes(a) {
+		n++
+	}
+	return n
 }
 
 // biasOrRes says whether a q4_linear launch adds a bias or a residual (q4_linears: its first

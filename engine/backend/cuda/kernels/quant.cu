@@ -66,13 +66,24 @@ extern "C" __global__ void dequant4_f32(float* out, const u8* packed, const floa
 // step, so a warp reads 256 contiguous bytes of each row; vec selects 16-byte loads of x. slot
 // is the thread's place among nslots threads sharing the rows (a warp's lanes, or the lanes of
 // every warp of a block when the columns are split over warps), which take the row's 16-weight
-// pieces (single weights when not vec) in turn.
+// pieces (single weights when not vec) in turn. Each step loads x's M rows unconditionally (row
+// min(mi, m − 1): m ≥ 1) before the weights, so that the step waits once, not once per row.
 template <int R, int M>
 __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, int ldx, int m, const u8* packed, const float* absmax,
                                             const u8* qabsmax, const float* nested_absmax, const float* ncode, const float* code,
                                             float offset, int r0, int rows, int cols, int block_shift, int vec, int slot, int nslots) {
     if (vec) {
         for (int c = slot * 16; c < cols; c += nslots * 16) {
+            // x's m rows first, all at once (a missing row repeats the last; its sums are not
+            // stored), so that they and the weights below go out as one round trip.
+            u32 xs[M][8];
+#pragma unroll
+            for (int mi = 0; mi < M; mi++) {
+                const u32x4* xp = (const u32x4*)(x + (i64)min(mi, m - 1) * ldx + c);
+                u32x4 a = xp[0], b = xp[1];
+                xs[mi][0] = a.x, xs[mi][1] = a.y, xs[mi][2] = a.z, xs[mi][3] = a.w;
+                xs[mi][4] = b.x, xs[mi][5] = b.y, xs[mi][6] = b.z, xs[mi][7] = b.w;
+            }
             float w[R][16];
 #pragma unroll
             for (int q = 0; q < R; q++) {
@@ -91,22 +102,20 @@ __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, i
             }
 #pragma unroll
             for (int mi = 0; mi < M; mi++) {
-                if (mi < m) {
-                    const u32x4* xp = (const u32x4*)(x + (i64)mi * ldx + c);
-                    u32x4 a = xp[0], b = xp[1];
-                    u32 xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-                    for (int q = 0; q < R; q++) {
-                        float t = 0.f;
+                for (int q = 0; q < R; q++) {
+                    float t = 0.f;
 #pragma unroll
-                        for (int k = 0; k < 8; k++) t += lo_bf16(xs[k]) * w[q][2 * k] + hi_bf16(xs[k]) * w[q][2 * k + 1];
-                        acc[q][mi] += t;
-                    }
+                    for (int k = 0; k < 8; k++) t += lo_bf16(xs[mi][k]) * w[q][2 * k] + hi_bf16(xs[mi][k]) * w[q][2 * k + 1];
+                    acc[q][mi] += t;
                 }
             }
         }
     } else {
         for (int c = slot; c < cols; c += nslots) {
+            float xv[M];
+#pragma unroll
+            for (int mi = 0; mi < M; mi++) xv[mi] = bf16_to_f32(x[(i64)min(mi, m - 1) * ldx + c]);
             float w[R];
 #pragma unroll
             for (int q = 0; q < R; q++) {
@@ -117,13 +126,9 @@ __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, i
                 w[q] = code[(j & 1) ? (b & 15) : (b >> 4)] * s;
             }
 #pragma unroll
-            for (int mi = 0; mi < M; mi++) {
-                if (mi < m) {
-                    float xv = bf16_to_f32(x[(i64)mi * ldx + c]);
+            for (int mi = 0; mi < M; mi++)
 #pragma unroll
-                    for (int q = 0; q < R; q++) acc[q][mi] += xv * w[q];
-                }
-            }
+                for (int q = 0; q < R; q++) acc[q][mi] += xv[mi] * w[q];
         }
     }
 }

@@ -37,8 +37,8 @@ extern "C" __global__ void advance_pos(int* pos, int rows, int limit) {
 // few rows leave a product too little work to hide memory latency when a warp walks whole
 // rows (on an H200, 23–38 µs for Qwen2.5-0.5B's linears, 8 rows): split so, a 896-column row
 // takes two warps and a 4864-column one eight, and far more warps are in flight. Each warp's
-// sums meet in shared memory; the first warp adds the LoRA term (spread over its lanes: lane
-// k takes ranks k, k+32…), bias and residual and stores.
+// sums meet in shared memory with the LoRA term (its ranks spread over all the block's threads);
+// 16 threads add bias and residual and store.
 template <typename T>
 __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
                             const float* nested_absmax, const float* nested_code, const float* code16, float offset, const float* bias,
@@ -61,18 +61,19 @@ __device__ void q4_linear_t(T* y, const T* res, int ldy, const bf16* x, int ldx,
         for (int k = 0; k < Q4L_M; k++) acc[q][k] = 0.f;
     q4_rows_dot<Q4L_ROWS, Q4L_M>(acc, x, ldx, m, packed, absmax, qabsmax, nested_absmax, ncode, code, offset, r0, rows, cols, block_shift, vec,
                                  threadIdx.x, blockDim.x);
-    if (xa && warp == 0) {
+    if (xa) {
+        // The LoRA term over the whole block: thread t takes ranks t, t + blockDim.x… of every
+        // row and feature, its loads (rows clamped as in q4_rows_dot) going out together.
         xa += (i64)m0 * ldxa;
+        for (int k = threadIdx.x; k < rank; k += blockDim.x) {
+            float bk[Q4L_ROWS];
 #pragma unroll
-        for (int q = 0; q < Q4L_ROWS; q++) {
-            const bf16* bq = lb + (i64)min(r0 + q, rows - 1) * rank;
+            for (int q = 0; q < Q4L_ROWS; q++) bk[q] = bf16_to_f32(lb[(i64)min(r0 + q, rows - 1) * rank + k]);
 #pragma unroll
             for (int mi = 0; mi < Q4L_M; mi++) {
-                if (mi < m) {
-                    float t = 0.f;
-                    for (int k = lane; k < rank; k += 32) t += bf16_to_f32(xa[(i64)mi * ldxa + k]) * bf16_to_f32(bq[k]);
-                    acc[q][mi] += scale * t;
-                }
+                float a = scale * bf16_to_f32(xa[(i64)min(mi, m - 1) * ldxa + k]);
+#pragma unroll
+                for (int q = 0; q < Q4L_ROWS; q++) acc[q][mi] += a * bk[q];
             }
         }
     }
