@@ -171,7 +171,7 @@ func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32
 	for _, e := range ms {
 		feats += e.st.q.rows
 		if tc {
-			blocks += ceilDiv(e.st.q.rows, 64)
+			blocks += ceilDiv(e.st.q.rows, 16)
 		} else {
 			blocks += ceilDiv(e.st.q.rows, 2)
 		}
@@ -179,7 +179,7 @@ func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32
 	}
 	d := q4LinearDims(blocks, rows, cols)
 	if tc {
-		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{128, 1, 1}}
+		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{256, 1, 1}}
 	}
 	w := func(i int) devptr[uint64] {
 		if m[i].st == nil {

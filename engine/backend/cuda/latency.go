@@ -125,13 +125,15 @@ func biasOrRes(a *costArgs) bool {
 	return a.szOpt("bias")+a.szOpt("res")+a.szOpt("bias0")+a.szOpt("res0") > 0
 }
 
-// q4LinearTcChain: the tensor-core product's loop over 16-column steps (no stores: unrolled),
-// then per output element (8 a lane) its LoRA loop over the rank (unrolled) and the bias and
+// q4LinearTcChain: a warp's share of the 16-column steps (its block's Q4TC_WARPS = 8 warps
+// take them in turn; no stores: unrolled), the tiles' sum through shared memory, then a
+// thread's one output element: its LoRA loop over the rank (unrolled) and the bias and
 // residual.
 func q4LinearTcChain(a *costArgs, _ Count) int64 {
-	n := 1 + ceilDiv64(ceilDiv64(a.i("cols"), 16), unrollTrips)
+	warps := max(a.threads()/32, 1)
+	n := 1 + ceilDiv64(ceilDiv64(ceilDiv64(a.i("cols"), 16), warps), unrollTrips)
 	if a.sz("xa") > 0 {
-		n += 8 * ceilDiv64(max(a.i("rank"), 1), unrollTrips)
+		n += ceilDiv64(max(a.i("rank"), 1), unrollTrips)
 	}
 	if biasOrRes(a) {
 		n++

@@ -106,28 +106,31 @@ extern "C" __global__ void scale_f32(float* x, i64 n, float s) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] = s == 0.f ? 0.f : x[i] * s;
 }
 
-#define Q4TC_WARPS 4
+#define Q4TC_WARPS 8
 
 // q4_linear on the tensor cores for 16 rows and more (cols a multiple of 16): a block takes 16
-// rows of x (blockIdx.y) and 16·Q4TC_WARPS output features, a warp 16 features as two
-// m16n8k16 tiles. Each lane expands the 4 weights of its B fragments from 2 packed bytes
-// (one scale: a 16-column step stays inside a quantization block) and rounds them to bf16 in
-// registers; x is read as bf16 pairs. The epilogue adds the LoRA term, bias and residual as
-// q4_linear_t does.
+// rows of x (blockIdx.y) and 16 output features, and its Q4TC_WARPS warps split the columns
+// (warp w the 16-column steps w, w + Q4TC_WARPS…, as q4_linear_t's warps do: a warp walking a
+// whole row waits on every step's loads in turn), each step as two m16n8k16 tiles. Each lane
+// expands the 4 weights of its B fragments from 2 packed bytes (one scale: a 16-column step
+// stays inside a quantization block) and rounds them to bf16 in registers; x is read as bf16
+// pairs. The warps' tiles meet in shared memory (a fixed order: the same sums every run); then
+// each of the block's 256 threads takes one of the 16 × 16 outputs and adds its LoRA term
+// (its rank loop), bias and residual.
 template <typename T>
 __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
                                const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset,
                                const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m,
-                               int block_shift, int bx, float* code, float* ncode) {
+                               int block_shift, int bx, float* code, float* ncode, float (*tile)[16][16]) {
     for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
     if (qabsmax)
         for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
     __syncthreads();
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int n0 = (bx * Q4TC_WARPS + (threadIdx.x >> 5)) * 16, m0 = blockIdx.y * 16;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int n0 = bx * 16, m0 = blockIdx.y * 16;
     int ra = m0 + g, rb = m0 + g + 8;
     float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    for (int k0 = 0; k0 < cols; k0 += 16) {
+    for (int k0 = warp * 16; k0 < cols; k0 += 16 * Q4TC_WARPS) {
         u32 a[4];
         a[0] = ra < m ? *(const u32*)(x + (i64)ra * ldx + k0 + 2 * t) : 0u;
         a[1] = rb < m ? *(const u32*)(x + (i64)rb * ldx + k0 + 2 * t) : 0u;
@@ -148,23 +151,23 @@ __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int l
         }
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int r = e < 2 ? ra : rb, f = n0 + 8 * i + 2 * t + (e & 1);
-            if (r >= m || f >= rows) continue;
-            float v = d[i][e];
-            if (xa) {
-                float l = 0.f;
-                for (int k = 0; k < rank; k++) l += bf16_to_f32(xa[(i64)r * ldxa + k]) * bf16_to_f32(lb[(i64)f * rank + k]);
-                v += scale * l;
-            }
-            if (bias) v += bias[f];
-            i64 o = (i64)r * ldy + f;
-            if (res) v = ldf(res + o) + v;
-            stf(y + o, v);
-        }
+        for (int e = 0; e < 4; e++) tile[warp][g + (e < 2 ? 0 : 8)][8 * i + 2 * t + (e & 1)] = d[i][e];
+    __syncthreads();
+    int rl = threadIdx.x >> 4, fl = threadIdx.x & 15, r = m0 + rl, f = n0 + fl;
+    if (threadIdx.x >= 256 || r >= m || f >= rows) return;
+    float v = 0.f;
+    for (int w = 0; w < Q4TC_WARPS; w++) v += tile[w][rl][fl];
+    if (xa) {
+        float l = 0.f;
+        for (int k = 0; k < rank; k++) l += bf16_to_f32(xa[(i64)r * ldxa + k]) * bf16_to_f32(lb[(i64)f * rank + k]);
+        v += scale * l;
     }
+    if (bias) v += bias[f];
+    i64 o = (i64)r * ldy + f;
+    if (res) v = ldf(res + o) + v;
+    stf(y + o, v);
 }
 
 // A 4-bit weight's device form as one launch of several weights reads it: eight words that
@@ -217,9 +220,9 @@ template <typename T, bool TC>
 __device__ void q4_linears_t(const u64* w0, const u64* w1, const u64* w2, T* y0, T* y1, T* y2, const T* res0, const T* res1, const T* res2,
                              const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2,
                              int off0, int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols,
-                             int m, int vec, float* code, float* ncode, float (*red)[Q4L_ROWS][Q4L_M]) {
+                             int m, int vec, float* code, float* ncode, float (*red)[Q4L_ROWS][Q4L_M], float (*tile)[16][16]) {
     int bx = blockIdx.x;
-    int i = q4_member(w0, w1, w2, TC ? 16 * Q4TC_WARPS : Q4L_ROWS, &bx);
+    int i = q4_member(w0, w1, w2, TC ? 16 : Q4L_ROWS, &bx);
     q4_desc q = q4_desc_of(i == 0 ? w0 : i == 1 ? w1 : w2);
     T* y = i == 0 ? y0 : i == 1 ? y1 : y2;
     const T* res = i == 0 ? res0 : i == 1 ? res1 : res2;
@@ -228,7 +231,7 @@ __device__ void q4_linears_t(const u64* w0, const u64* w1, const u64* w2, T* y0,
     const bf16* xai = lb ? xa + (i == 0 ? off0 : i == 1 ? off1 : off2) : (const bf16*)0;
     if (TC)
         q4_linear_tc_t(y, res, q.rows, x, ldx, q.packed, q.absmax, q.qabsmax, q.nested_absmax, q.nested_code, q.code, q.offset, bias, xai,
-                       ldxa, lb, rank, scale, q.rows, cols, m, q.block_shift, bx, code, ncode);
+                       ldxa, lb, rank, scale, q.rows, cols, m, q.block_shift, bx, code, ncode, tile);
     else
         q4_linear_t(y, res, q.rows, x, ldx, q.packed, q.absmax, q.qabsmax, q.nested_absmax, q.nested_code, q.code, q.offset, bias, xai, ldxa,
                     lb, rank, scale, q.rows, cols, m, q.block_shift, vec, bx, code, ncode, red);
@@ -240,7 +243,7 @@ extern "C" __global__ void q4_linears_bf16(const u64* w0, const u64* w1, const u
     __shared__ float code[16];
     __shared__ float ncode[256];
     __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
-    q4_linears_t<bf16, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+    q4_linears_t<bf16, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red, 0);
 }
 
 extern "C" __global__ void q4_linears_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
@@ -249,25 +252,25 @@ extern "C" __global__ void q4_linears_f32(const u64* w0, const u64* w1, const u6
     __shared__ float code[16];
     __shared__ float ncode[256];
     __shared__ float red[Q4L_WARPS][Q4L_ROWS][Q4L_M];
-    q4_linears_t<float, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+    q4_linears_t<float, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(128) q4_linears_tc_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
+extern "C" __global__ void __launch_bounds__(256) q4_linears_tc_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
                 const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
                 int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
-    float (*red)[Q4L_ROWS][Q4L_M] = 0;
-    q4_linears_t<bf16, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+    __shared__ float tile[Q4TC_WARPS][16][16];
+    q4_linears_t<bf16, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, 0, tile);
 }
 
-extern "C" __global__ void __launch_bounds__(128) q4_linears_tc_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
+extern "C" __global__ void __launch_bounds__(256) q4_linears_tc_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
                 const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
                 int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
-    float (*red)[Q4L_ROWS][Q4L_M] = 0;
-    q4_linears_t<float, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red);
+    __shared__ float tile[Q4TC_WARPS][16][16];
+    q4_linears_t<float, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, 0, tile);
 }
 
 #define GNT_M 8
