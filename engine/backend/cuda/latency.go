@@ -49,7 +49,7 @@ var kernelChains = map[string]chainFunc{
 	"q4_linears_bf16": q4LinearChain, "q4_linears_f32": q4LinearChain,
 	"q4_linears_tc_bf16": q4LinearTcChain, "q4_linears_tc_f32": q4LinearTcChain,
 	"rmsnorm_forward": rmsnormChain, "rmsnorm_forward_f32": rmsnormChain, "rmsnorm_forward_bf16": rmsnormChain,
-	"attn_rows": attnRowsChain,
+	"attn_rows": attnRowsChain, "gemm_nt_few": gemmNTFewChain,
 }
 
 // kernelChain is the chain of the launch of id whose arguments sit in o's slots (c: its
@@ -139,6 +139,13 @@ func q4LinearTcChain(a *costArgs, _ Count) int64 {
 		n++
 	}
 	return n
+}
+
+// gemmNTFewChain is gemm_nt_few's (kernels/step.cu): its threads' loop over k (a row of B and
+// the 8 rows of A, unconditional: one round trip an iteration; runtime-bounded, no stores:
+// unrolled), then C read (beta ≠ 0) and written by the first threads (1).
+func gemmNTFewChain(a *costArgs, _ Count) int64 {
+	return 1 + ceilDiv64(ceilDiv64(a.i("k"), a.threads()), unrollTrips) + 1
 }
 
 // normChain is an RMSNorm's chain over a row of dim values shared by `threads` threads (a

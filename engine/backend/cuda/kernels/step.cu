@@ -280,7 +280,8 @@ extern "C" __global__ void __launch_bounds__(256) q4_linears_tc_f32(const u64* w
 // with m ≤ 64 and n ≤ 256, LoRA's x·Aᵀ in a decode step. Through cuBLAS that product was two
 // graph nodes of a captured step (a split-K kernel and its reduction, about 4.5 µs each on an
 // H200); here it is one. A block takes one column j of C (a row of B) and GNT_M rows of A
-// (blockIdx.y); its threads split k, each summing its share for every row, and the warps meet
+// (blockIdx.y); its threads split k, each summing its share for every row (rows past m read the
+// last one's values, not stored, so that a step's loads go out together), and the warps meet
 // in shared memory in a fixed order (the same sums every run). beta = 0 writes C unread. With
 // rnd, float32 inputs are rounded to bf16 as they are read: what cuBLAS's path does to them
 // (gemmMixed) unless A, B and C are all float32.
@@ -298,8 +299,7 @@ __device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b,
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
         float w = ld_rnd(bj + i, rnd);
 #pragma unroll
-        for (int r = 0; r < GNT_M; r++)
-            if (r < mm) acc[r] += ld_rnd(ar + (i64)r * lda + i, rnd) * w;
+        for (int r = 0; r < GNT_M; r++) acc[r] += ld_rnd(ar + (i64)min(r, mm - 1) * lda + i, rnd) * w;  // unconditional: one round trip
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 #pragma unroll
