@@ -144,7 +144,7 @@ t=$(stage 90)
 # the 0.5B decode token's launches at full width (a dry run): the latency term's chains
 (cd engine/backend/cuda && RLHFSTATION_ESTIMATE_FULL=Qwen2.5-0.5B timeout "$t" "../../../$bin/cuda.test" -test.run '^$' -test.bench 'LedgerEstimate' -test.benchtime 1x) > "$out/estimate.log" 2>&1
 say "   estimated (cost model with its latency term; see $out/estimate.log for every phase, kernel and constant):"
-grep -E '^(==|--|[A-Z].*tokens, on|  rollout|  q4_linear|  attn_rows|  in all)' "$out/estimate.log" | tee -a "$summary"
+grep -E '^(==|--|[A-Z].*tokens, on|  rollout|  q4_linear|  attn_rows|  gemm_nt_few|  in all)' "$out/estimate.log" | tee -a "$summary"
 say "   measured (above): the engine's GRPOStep/qwen05B s/step and rollout-s against the Qwen2.5-0.5B estimate's step and rollout"
 fi
 pack
