@@ -32,6 +32,7 @@ type asmSim struct {
 	gpr    map[string]uint64
 	vec    [32][64]byte
 	zf     bool
+	lt     bool // SF ≠ OF: after CMPQ a, b (Go's order), a < b signed
 	args   []uint64
 	steps  int
 }
@@ -275,6 +276,7 @@ func (s *asmSim) Run(args ...uint64) {
 		switch mn {
 		case "RET":
 			return
+		case "PREFETCHT0": // a hint: no effect on registers, flags or memory (it may point past the data)
 		case "VZEROUPPER":
 			for i := range s.vec {
 				clear(s.vec[i][16:])
@@ -289,6 +291,28 @@ func (s *asmSim) Run(args ...uint64) {
 		case "SHLQ":
 			s.gpr[dst] <<= s.scalar(ops[0])
 			s.zf = s.gpr[dst] == 0
+		case "SUBQ": // flags as CMPQ dst, src
+			a, b := int64(s.gpr[dst]), int64(s.scalar(ops[0]))
+			s.gpr[dst] = uint64(a - b)
+			s.zf, s.lt = a == b, a < b
+		case "CMPQ": // Go's order: CMPQ a, b compares a with b
+			a, b := int64(s.scalar(ops[0])), int64(s.scalar(dst))
+			s.zf, s.lt = a == b, a < b
+		case "TESTQ": // ZF from a AND b; OF = 0, so SF ≠ OF is its sign
+			v := int64(s.scalar(ops[0]) & s.scalar(dst))
+			s.zf, s.lt = v == 0, v < 0
+		case "JZ", "JEQ":
+			if s.zf {
+				pc = s.jump(dst)
+			}
+		case "JLT": // JL: SF ≠ OF
+			if s.lt {
+				pc = s.jump(dst)
+			}
+		case "JGE": // JGE: SF = OF
+			if !s.lt {
+				pc = s.jump(dst)
+			}
 		case "DECQ":
 			s.gpr[dst]--
 			s.zf = s.gpr[dst] == 0
@@ -379,6 +403,25 @@ func (s *asmSim) Run(args ...uint64) {
 			for i := 0; i < lanes; i++ {
 				j := int(binary.LittleEndian.Uint32(idx[4*i:])) & (lanes - 1)
 				copy(out[4*i:4*i+4], tab[4*j:])
+			}
+			s.write(dst, out)
+		case "VPMADDWD": // int16 pairs: out[i] = a[2i]·b[2i] + a[2i+1]·b[2i+1] in int32 (wraps only at -2^15·-2^15·2)
+			a, b, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				w := func(v []byte, j int) int32 { return int32(int16(binary.LittleEndian.Uint16(v[j:]))) }
+				binary.LittleEndian.PutUint32(out[i:], uint32(w(a, i)*w(b, i)+w(a, i+2)*w(b, i+2)))
+			}
+			s.write(dst, out)
+		case "VPADDD":
+			a, b, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				binary.LittleEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(a[i:])+binary.LittleEndian.Uint32(b[i:]))
+			}
+			s.write(dst, out)
+		case "VCVTDQ2PS": // int32 to float32, rounded to nearest even (MXCSR's default)
+			a, out := s.read(ops[0], width), make([]byte, width)
+			for i := 0; i < lanes; i++ {
+				putF32(out, i, float32(int32(binary.LittleEndian.Uint32(a[4*i:]))))
 			}
 			s.write(dst, out)
 		case "VPMOVZXBD":

@@ -67,6 +67,17 @@ func TestAsmSimMatchesTheCPU(t *testing.T) {
 		s.Run(rows, n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x)), s.ptr(bytesOf(ys)), s.ptr(tablesBytes(tables)))
 		simSameBits(t, "q4row1", ys, y)
 	})
+	t.Run("q4row16", func(t *testing.T) {
+		// an odd chunk count: the two-chunk loop and the one-chunk tail
+		x16 := make([]int16, n*q4X16Len)
+		quantX16(x16, randn(n*q4Chunk, 12))
+		y := randn(rows, 13)
+		ys := append([]float32(nil), y...)
+		q4row16(rows, n, &packed[0], &scales[0], &x16[0], &y[0], tables)
+		s := simKernel(t, "q4row16")
+		s.Run(rows, n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x16)), s.ptr(bytesOf(ys)), s.ptr(tablesBytes(tables)))
+		simSameBits(t, "q4row16", ys, y)
+	})
 	for _, k := range []int{2, 4, 8} {
 		t.Run("q4dot"+string(rune('0'+k)), func(t *testing.T) {
 			ldx, ldy := n*q4Chunk+64, 3
