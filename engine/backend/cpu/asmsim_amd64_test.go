@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
 )
 
 // An interpreter of the generated kernels' assembly (q4dot_amd64.s), instruction by
@@ -96,14 +95,6 @@ func loadAsmFunc(path, name string) (*asmSim, error) {
 		s.mem = append(s.mem, r)
 	}
 	return s, nil
-}
-
-// bytesOf is a slice's memory as bytes.
-func bytesOf[T any](v []T) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
 }
 
 // ptr maps a slice into the interpreter's memory and gives its address.
