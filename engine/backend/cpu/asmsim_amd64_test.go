@@ -374,6 +374,28 @@ func (s *asmSim) Run(args ...uint64) {
 				}
 			}
 			s.write(dst, out)
+		case "VPMADDWD": // per dword: src1's two int16 times src2's, the two int32 products summed (wrapping)
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				var sum int32
+				for k := 0; k < 4; k += 2 {
+					sum += int32(int16(binary.LittleEndian.Uint16(src1[i+k:]))) * int32(int16(binary.LittleEndian.Uint16(src2[i+k:])))
+				}
+				binary.LittleEndian.PutUint32(out[i:], uint32(sum))
+			}
+			s.write(dst, out)
+		case "VPADDD": // per dword, wrapping
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				binary.LittleEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(src1[i:])+binary.LittleEndian.Uint32(src2[i:]))
+			}
+			s.write(dst, out)
+		case "VCVTDQ2PS": // int32 to float32, rounded to nearest even (MXCSR's default)
+			src, out := s.read(ops[0], width), make([]byte, width)
+			for i := 0; i < lanes; i++ {
+				putF32(out, i, float32(int32(binary.LittleEndian.Uint32(src[4*i:]))))
+			}
+			s.write(dst, out)
 		case "VPERMPS", "VPERMD": // out[i] = table[idx[i] mod lanes], across the whole register
 			tab, idx, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
 			for i := 0; i < lanes; i++ {
