@@ -389,30 +389,33 @@ func (s *asmSim) Run(args ...uint64) {
 				}
 			}
 			s.write(dst, out)
+		case "VPMADDWD": // per dword: src1's two int16 times src2's, the two int32 products summed (wrapping)
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				var sum int32
+				for k := 0; k < 4; k += 2 {
+					sum += int32(int16(binary.LittleEndian.Uint16(src1[i+k:]))) * int32(int16(binary.LittleEndian.Uint16(src2[i+k:])))
+				}
+				binary.LittleEndian.PutUint32(out[i:], uint32(sum))
+			}
+			s.write(dst, out)
+		case "VPADDD": // per dword, wrapping
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				binary.LittleEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(src1[i:])+binary.LittleEndian.Uint32(src2[i:]))
+			}
+			s.write(dst, out)
+		case "VCVTDQ2PS": // int32 to float32, rounded to nearest even (MXCSR's default)
+			src, out := s.read(ops[0], width), make([]byte, width)
+			for i := 0; i < lanes; i++ {
+				putF32(out, i, float32(int32(binary.LittleEndian.Uint32(src[4*i:]))))
+			}
+			s.write(dst, out)
 		case "VPERMPS", "VPERMD": // out[i] = table[idx[i] mod lanes], across the whole register
 			tab, idx, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
 			for i := 0; i < lanes; i++ {
 				j := int(binary.LittleEndian.Uint32(idx[4*i:])) & (lanes - 1)
 				copy(out[4*i:4*i+4], tab[4*j:])
-			}
-			s.write(dst, out)
-		case "VPMADDWD": // int16 pairs: out[i] = a[2i]·b[2i] + a[2i+1]·b[2i+1] in int32 (wraps only at -2^15·-2^15·2)
-			a, b, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
-			for i := 0; i < width; i += 4 {
-				w := func(v []byte, j int) int32 { return int32(int16(binary.LittleEndian.Uint16(v[j:]))) }
-				binary.LittleEndian.PutUint32(out[i:], uint32(w(a, i)*w(b, i)+w(a, i+2)*w(b, i+2)))
-			}
-			s.write(dst, out)
-		case "VPADDD":
-			a, b, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
-			for i := 0; i < width; i += 4 {
-				binary.LittleEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(a[i:])+binary.LittleEndian.Uint32(b[i:]))
-			}
-			s.write(dst, out)
-		case "VCVTDQ2PS": // int32 to float32, rounded to nearest even (MXCSR's default)
-			a, out := s.read(ops[0], width), make([]byte, width)
-			for i := 0; i < lanes; i++ {
-				putF32(out, i, float32(int32(binary.LittleEndian.Uint32(a[4*i:]))))
 			}
 			s.write(dst, out)
 		case "VPMOVZXBD":

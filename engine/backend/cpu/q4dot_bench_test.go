@@ -66,6 +66,12 @@ func BenchmarkQ4Dot(b *testing.B) {
 					benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
 				})
 			}
+			if rows > 2 && q4row16On {
+				// The decode step's int16 kernels (MulTSampled) beside the exact ones (nf4-dot).
+				b.Run(name+"/nf4-dot-sampled", func(b *testing.B) {
+					benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulTSampled(y, x, rows) })
+				})
+			}
 			b.Run(name+"/nf4-gemm", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { Q4MulT(y, x, w, rows) })
 			})
