@@ -255,7 +255,7 @@ func (d *decoder) linears(ls []*Linear, ys []backend.Buf, x backend.Buf, rows in
 			return true, err
 		}
 	}
-	return true, b.Q4Linears(outs, x, xa, ld, rows)
+	return true, backend.SamplingOf(b).Q4Linears(outs, x, xa, ld, rows)
 }
 
 // linear is linearForward in the decode step: out = res + x·Wᵀ + bias + s·xa·Bᵀ (res
@@ -295,7 +295,7 @@ func (d *decoder) linear(l *Linear, out, res, x backend.Buf, rows int) (bool, er
 		if err != nil {
 			return true, err
 		}
-		return true, b.Q4Linear(out, res, x, h, bias, xa, ld, lb, r, scale, rows)
+		return true, backend.SamplingOf(b).Q4Linear(out, res, x, h, bias, xa, ld, lb, r, scale, rows)
 	}
 	// A dense weight (never given res: see linearAdd): its product, the bias, the LoRA term
 	// from the copies.

@@ -159,13 +159,14 @@ func TestGenerateDigitProbs(t *testing.T) {
 	}
 }
 
-// TestDecodeOneSequenceNF4LogProbs: one sequence generated over a 4-bit model whose linears
-// take the CPU's one-row kernels (widths and blocks of 64: at one sequence the int16 one,
-// q4row16) gives the log-probs that the training pass (LogProbs, many rows: exact float32
-// decoding of the codes) gives the same tokens, within 5e-3. Measured: 1.6e-3 at most (3e-4
-// typical) over 40 tokens; 4e-6 with the exact one-row kernel. The int16 kernel's products are
-// off by 4.5e-5 of their value (rms), and this random model's attention and two layers
-// amplify that into its log-probs; the GPU path differs from the CPU by up to 0.06.
+// TestDecodeOneSequenceNF4LogProbs: one and eight sequences generated over a 4-bit model whose
+// linears take the CPU's few-row kernels (widths and blocks of 64: the int16 ones, q4row16 at
+// one sequence, q4dot16x8 at eight, the decode step's sampling-only approximation) give the
+// log-probs that the training pass (LogProbs, many rows: exact float32 decoding of the codes)
+// gives the same tokens, within 5e-3. Measured at one sequence: 1.6e-3 at most (3e-4 typical)
+// over 40 tokens; 4e-6 with the exact one-row kernel. The int16 kernels' products are off by
+// 4.5e-5 of their value (rms), and this random model's attention and two layers amplify that
+// into its log-probs; the GPU path differs from the CPU by up to 0.06.
 func TestDecodeOneSequenceNF4LogProbs(t *testing.T) {
 	c := Config{ModelType: "qwen2", Vocab: 300, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Hidden: 256, MaxPos: 128, NormEps: 1e-6, RopeTheta: 1e6, QKVBias: true, TieEmbed: true, BOS: -1}
@@ -176,22 +177,39 @@ func TestDecodeOneSequenceNF4LogProbs(t *testing.T) {
 	if _, _, err := m.Quantize(quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}); err != nil {
 		t.Fatal(err)
 	}
-	prompt := randomIDs(rand.New(rand.NewPCG(6, 6)), 9, c.Vocab)
-	g, err := m.Generate([][]int{prompt}, GenerateOptions{MaxNewTokens: 40, Temperature: 1, Seed: 3, NoEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lp, err := m.LogProbs([][]int{append(slices.Clone(prompt), g.Tokens[0]...)}, 1, AdaptersOn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var worst float64
-	for j, v := range g.LogProbs[0] {
-		d := math.Abs(float64(v - lp[0][len(prompt)+j]))
-		worst = max(worst, d)
-		if d > 5e-3 {
-			t.Errorf("token %d: decoded log-prob %g, training pass %g", j, v, lp[0][len(prompt)+j])
+	for _, seqs := range []int{1, 8} {
+		r := rand.New(rand.NewPCG(6, 6))
+		prompts := make([][]int, seqs)
+		for i := range prompts {
+			prompts[i] = randomIDs(r, 9, c.Vocab)
 		}
+		g, err := m.Generate(prompts, GenerateOptions{MaxNewTokens: 40, Temperature: 1, Seed: 3, NoEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := make([][]int, seqs)
+		for i := range full {
+			full[i] = append(slices.Clone(prompts[i]), g.Tokens[i]...)
+		}
+		lp, err := m.LogProbs(full, 1, AdaptersOn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var worst float64
+		n := 0
+		for i := range full {
+			for j, v := range g.LogProbs[i] {
+				d := math.Abs(float64(v - lp[i][len(prompts[i])+j]))
+				worst = max(worst, d)
+				n++
+				if d > 5e-3 {
+					t.Errorf("%d sequences, sequence %d token %d: decoded log-prob %g, training pass %g", seqs, i, j, v, lp[i][len(prompts[i])+j])
+				}
+			}
+		}
+		if n != 40*seqs {
+			t.Fatalf("%d sequences: %d log-probs decoded, want %d", seqs, n, 40*seqs)
+		}
+		t.Logf("%d sequences, %d tokens: largest |decode − training pass| log-prob difference %.3g", seqs, n, worst)
 	}
-	t.Logf("%d tokens: largest |decode − training pass| log-prob difference %.3g", len(g.LogProbs[0]), worst)
 }

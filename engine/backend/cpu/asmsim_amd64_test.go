@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
 )
 
 // An interpreter of the generated kernels' assembly (q4dot_amd64.s), instruction by
@@ -32,6 +31,7 @@ type asmSim struct {
 	gpr    map[string]uint64
 	vec    [32][64]byte
 	zf     bool
+	lt     bool // SF ≠ OF: after CMPQ a, b (Go's order), a < b signed
 	args   []uint64
 	steps  int
 }
@@ -95,14 +95,6 @@ func loadAsmFunc(path, name string) (*asmSim, error) {
 		s.mem = append(s.mem, r)
 	}
 	return s, nil
-}
-
-// bytesOf is a slice's memory as bytes.
-func bytesOf[T any](v []T) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
 }
 
 // ptr maps a slice into the interpreter's memory and gives its address.
@@ -275,6 +267,7 @@ func (s *asmSim) Run(args ...uint64) {
 		switch mn {
 		case "RET":
 			return
+		case "PREFETCHT0": // a hint: no effect on registers, flags or memory (it may point past the data)
 		case "VZEROUPPER":
 			for i := range s.vec {
 				clear(s.vec[i][16:])
@@ -289,6 +282,28 @@ func (s *asmSim) Run(args ...uint64) {
 		case "SHLQ":
 			s.gpr[dst] <<= s.scalar(ops[0])
 			s.zf = s.gpr[dst] == 0
+		case "SUBQ": // flags as CMPQ dst, src
+			a, b := int64(s.gpr[dst]), int64(s.scalar(ops[0]))
+			s.gpr[dst] = uint64(a - b)
+			s.zf, s.lt = a == b, a < b
+		case "CMPQ": // Go's order: CMPQ a, b compares a with b
+			a, b := int64(s.scalar(ops[0])), int64(s.scalar(dst))
+			s.zf, s.lt = a == b, a < b
+		case "TESTQ": // ZF from a AND b; OF = 0, so SF ≠ OF is its sign
+			v := int64(s.scalar(ops[0]) & s.scalar(dst))
+			s.zf, s.lt = v == 0, v < 0
+		case "JZ", "JEQ":
+			if s.zf {
+				pc = s.jump(dst)
+			}
+		case "JLT": // JL: SF ≠ OF
+			if s.lt {
+				pc = s.jump(dst)
+			}
+		case "JGE": // JGE: SF = OF
+			if !s.lt {
+				pc = s.jump(dst)
+			}
 		case "DECQ":
 			s.gpr[dst]--
 			s.zf = s.gpr[dst] == 0
@@ -372,6 +387,28 @@ func (s *asmSim) Run(args ...uint64) {
 					copy(out[o:o+el], src1[lane+half+el*k:])
 					copy(out[o+el:o+2*el], src2[lane+half+el*k:])
 				}
+			}
+			s.write(dst, out)
+		case "VPMADDWD": // per dword: src1's two int16 times src2's, the two int32 products summed (wrapping)
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				var sum int32
+				for k := 0; k < 4; k += 2 {
+					sum += int32(int16(binary.LittleEndian.Uint16(src1[i+k:]))) * int32(int16(binary.LittleEndian.Uint16(src2[i+k:])))
+				}
+				binary.LittleEndian.PutUint32(out[i:], uint32(sum))
+			}
+			s.write(dst, out)
+		case "VPADDD": // per dword, wrapping
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				binary.LittleEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(src1[i:])+binary.LittleEndian.Uint32(src2[i:]))
+			}
+			s.write(dst, out)
+		case "VCVTDQ2PS": // int32 to float32, rounded to nearest even (MXCSR's default)
+			src, out := s.read(ops[0], width), make([]byte, width)
+			for i := 0; i < lanes; i++ {
+				putF32(out, i, float32(int32(binary.LittleEndian.Uint32(src[4*i:]))))
 			}
 			s.write(dst, out)
 		case "VPERMPS", "VPERMD": // out[i] = table[idx[i] mod lanes], across the whole register

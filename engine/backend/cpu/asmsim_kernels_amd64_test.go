@@ -67,6 +67,17 @@ func TestAsmSimMatchesTheCPU(t *testing.T) {
 		s.Run(rows, n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x)), s.ptr(bytesOf(ys)), s.ptr(tablesBytes(tables)))
 		simSameBits(t, "q4row1", ys, y)
 	})
+	t.Run("q4row16", func(t *testing.T) {
+		// an odd chunk count: the two-chunk loop and the one-chunk tail
+		x16 := make([]int16, n*q4X16Len)
+		quantX16(x16, randn(n*q4Chunk, 12))
+		y := randn(rows, 13)
+		ys := append([]float32(nil), y...)
+		q4row16(rows, n, &packed[0], &scales[0], &x16[0], &y[0], tables)
+		s := simKernel(t, "q4row16")
+		s.Run(rows, n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x16)), s.ptr(bytesOf(ys)), s.ptr(tablesBytes(tables)))
+		simSameBits(t, "q4row16", ys, y)
+	})
 	for _, k := range []int{2, 4, 8} {
 		t.Run("q4dot"+string(rune('0'+k)), func(t *testing.T) {
 			ldx, ldy := n*q4Chunk+64, 3
@@ -77,6 +88,44 @@ func TestAsmSimMatchesTheCPU(t *testing.T) {
 			s := simKernel(t, "q4dot"+string(rune('0'+k)))
 			s.Run(n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x)), uint64(ldx), s.ptr(bytesOf(ys)), uint64(ldy), s.ptr(tablesBytes(tables)))
 			simSameBits(t, "q4dot", ys, y)
+		})
+	}
+	// The int16 kernels: x quantized per chunk (quantX16, so every row's factor differs),
+	// the int16 code book.
+	for _, k := range []int{2, 4, 8} {
+		name := map[int]string{2: "q4row16x2", 4: "q4dot16x4", 8: "q4dot16x8"}[k]
+		t.Run(name, func(t *testing.T) {
+			ldx, ldy := n*q4X16Len+q4X16Len, 3
+			xf := randn(k*ldx/q4X16Len*q4Chunk, 12)
+			xf[5] = 30
+			x := make([]int16, k*ldx)
+			for i := 0; i < k; i++ {
+				quantX16(x[i*ldx:(i+1)*ldx], xf[i*ldx/q4X16Len*q4Chunk:(i+1)*ldx/q4X16Len*q4Chunk])
+			}
+			y := randn(k*ldy+rows, 13)
+			ys := append([]float32(nil), y...)
+			s := simKernel(t, name)
+			switch k {
+			case 2: // the row loop too: rows weight rows into y[r] and y[ldy+r]
+				ldy = rows + 1
+				q4row16x2(rows, n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, tables)
+				s.Run(rows, n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x)), uint64(ldx), s.ptr(bytesOf(ys)), uint64(ldy), s.ptr(tablesBytes(tables)))
+			case 4:
+				q4dot16x4(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, tables)
+			case 8:
+				q4dot16x8(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, tables)
+			}
+			if k != 2 {
+				s.Run(n, s.ptr(packed), s.ptr(bytesOf(scales)), s.ptr(bytesOf(x)), uint64(ldx), s.ptr(bytesOf(ys)), uint64(ldy), s.ptr(tablesBytes(tables)))
+			}
+			simSameBits(t, name, ys, y)
+			// The kernel is not the identity on y: every row it writes moved.
+			y0 := randn(k*ldy+rows, 13)
+			for i := 0; i < k; i++ {
+				if y[i*ldy] == y0[i*ldy] {
+					t.Fatalf("%s: y[%d] unchanged", name, i*ldy)
+				}
+			}
 		})
 	}
 	ldw := n*q4Chunk + 32

@@ -412,7 +412,12 @@ func (*Backend) Q4Dequantize(out backend.Buf, w *backend.Q4) error {
 	return nil
 }
 
-func (*Backend) Q4MulT(y, x backend.Buf, w *backend.Q4, rows int) error {
+func (b *Backend) Q4MulT(y, x backend.Buf, w *backend.Q4, rows int) error {
+	return b.q4MulT(false, y, x, w, rows)
+}
+
+// q4MulT is Q4MulT, by Q4Dot.MulTSampled when sampled.
+func (*Backend) q4MulT(sampled bool, y, x backend.Buf, w *backend.Q4, rows int) error {
 	if rows == 0 {
 		return nil
 	}
@@ -422,7 +427,11 @@ func (*Backend) Q4MulT(y, x backend.Buf, w *backend.Q4, rows int) error {
 		return a.err
 	}
 	if d, ok := w.State.(*Q4Dot); ok && d.W == w.W && rows <= q4DotMaxRows {
-		d.MulT(yv, xv, rows)
+		if sampled {
+			d.MulTSampled(yv, xv, rows)
+		} else {
+			d.MulT(yv, xv, rows)
+		}
 		return nil
 	}
 	Q4MulT(yv, xv, w.W, rows)

@@ -63,6 +63,12 @@ func (b *Backend) Q4Linears(ls []backend.Q4Out, x, xa backend.Buf, ldxa int, row
 // Q4Linear is Q4MulT, then the bias, the LoRA term and the residual added in that order (the
 // order of the unfused ops).
 func (b *Backend) Q4Linear(y, res, x backend.Buf, w *backend.Q4, bias, xa backend.Buf, ldxa int, lb backend.Buf, r int, scale float32, rows int) error {
+	return b.q4Linear(false, y, res, x, w, bias, xa, ldxa, lb, r, scale, rows)
+}
+
+// q4Linear is Q4Linear, its product by Q4Dot.MulTSampled when sampled (the decode step's:
+// see sampling).
+func (b *Backend) q4Linear(sampled bool, y, res, x backend.Buf, w *backend.Q4, bias, xa backend.Buf, ldxa int, lb backend.Buf, r int, scale float32, rows int) error {
 	if rows == 0 {
 		return nil
 	}
@@ -81,7 +87,7 @@ func (b *Backend) Q4Linear(y, res, x backend.Buf, w *backend.Q4, bias, xa backen
 		return a.err
 	}
 	t := make([]float32, rows*n)
-	if err := b.Q4MulT(backend.HostF32(t), x, w, rows); err != nil {
+	if err := b.q4MulT(sampled, backend.HostF32(t), x, w, rows); err != nil {
 		return err
 	}
 	For(rows, 1, func(lo, hi int) {

@@ -46,6 +46,8 @@ func main() {
 	emitRow1(&w)
 	emitRow16(&w)
 	emitRow16x2(&w)
+	emitDot16(&w, 4)
+	emitDot16(&w, 8)
 	emitRow1AVX512(&w)
 	emitRowDense(&w, false)
 	emitRowDense(&w, true)
@@ -376,6 +378,10 @@ func emitRow1(w *bytes.Buffer) {
 //
 // Registers: accumulators Y0–Y3, the low- and high-byte planes Y4/Y5, the nibble mask Y6,
 // the chunk Y8, temporaries Y9–Y13, the factor Y14, the row's pointer into x DI.
+// row16Ahead is how far ahead of its loads q4row16 asks for the codes (bytes): 1, 2, 4 and 8
+// KB were tried, 4 and 8 as good and 1 short.
+const row16Ahead = 4096
+
 func emitRow16(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	fmt.Fprintf(w, "\n// func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)\n")
@@ -419,6 +425,10 @@ func emitRow16(w *bytes.Buffer) {
 	p("CMPQ CX, $2")
 	p("JLT one16")
 	fmt.Fprintf(w, "two16:\n")
+	// The loop's arithmetic delays its loads enough that the hardware prefetcher alone keeps
+	// too few lines in flight: streamed from memory, the kernel read at 80% of a plain Go
+	// read loop's rate, and at the loop's rate with this hint (BenchmarkQ4Dot's "read").
+	p("PREFETCHT0 %d(SI)", row16Ahead)
 	chunk(0, 0)
 	chunk(1, 2)
 	p("ADDQ $64, SI")
@@ -550,6 +560,100 @@ func emitRow16x2(w *bytes.Buffer) {
 	p("RET")
 }
 
+// emitDot16 writes, for t ∈ {4, 8},
+//
+//	func q4dot16xT(n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+//
+// q4dotT's contract (one weight row, n chunks, t rows of x, added into y[i·ldy]) with x as
+// q4row16 takes it (quantX16; row i at x + i·ldx int16 values) and the int16 code book: the
+// sampling-only approximation (q4dot.go) for the decode step's 4 to 64 rows. A chunk's codes
+// are decoded once, a half (32 codes: the high nibbles, then the low) at a time, into int16 by
+// q4row16's shuffles, and multiplied into every row by VPMADDWD (16 multiply-adds each, against
+// an FMA's 8); the two pair sums of a half add exactly (q4row16's bound) and convert to float,
+// times the row's factor scale_x/2^14 times the weight's scale.
+//
+// Registers: accumulators Y0–Y(t-1), the planes Y8/Y9, the low nibbles Y10, a half's codes
+// Y11/Y12, temporaries Y13/Y15, the weight's scale Y14; the nibble mask read from memory. Rows
+// 0–3 of x from DI, 4–7 from R14 (R12 holding ldx in bytes, R13 3·ldx); y's likewise from R9
+// and R11 (AX holding ldy in bytes, R10 3·ldy).
+func emitDot16(w *bytes.Buffer, t int) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	name := fmt.Sprintf("q4dot16x%d", t)
+	fmt.Fprintf(w, "\n// func %s(n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)\n", name)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+	p("MOVQ n+0(FP), CX")
+	p("MOVQ packed+8(FP), SI")
+	p("MOVQ scales+16(FP), DX")
+	p("MOVQ x+24(FP), DI")
+	p("MOVQ ldx+32(FP), R12")
+	p("SHLQ $1, R12")
+	p("LEAQ (R12)(R12*2), R13")
+	p("LEAQ (DI)(R12*4), R14")
+	p("MOVQ code+56(FP), R11")
+	p("VMOVDQU %d(R11), Y8", q4Tables16)
+	p("VMOVDQU %d(R11), Y9", q4Tables16+32)
+	for a := 0; a < t; a++ {
+		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+	addr := func(base, hi, ld, ld3 string, i, off int) string {
+		if i >= 4 {
+			base, i = hi, i-4
+		}
+		switch i {
+		case 0:
+			return fmt.Sprintf("%d(%s)", off, base)
+		case 1:
+			return fmt.Sprintf("%d(%s)(%s*1)", off, base, ld)
+		case 2:
+			return fmt.Sprintf("%d(%s)(%s*2)", off, base, ld)
+		}
+		return fmt.Sprintf("%d(%s)(%s*1)", off, base, ld3)
+	}
+	label := fmt.Sprintf("chunk16x%d", t)
+	fmt.Fprintf(w, "%s:\n", label)
+	p("VMOVDQU (SI), Y10")
+	p("VPSRLW $4, Y10, Y11")
+	p("VPAND q4c<>+32(SB), Y11, Y11")
+	p("VPAND q4c<>+32(SB), Y10, Y10")
+	p("VBROADCASTSS (DX), Y14")
+	for h, I := range []string{"Y11", "Y10"} {
+		p("VPSHUFB %s, Y8, Y12", I)
+		p("VPSHUFB %s, Y9, Y13", I)
+		p("VPUNPCKLBW Y13, Y12, Y11")
+		p("VPUNPCKHBW Y13, Y12, Y12")
+		for i := 0; i < t; i++ {
+			p("VPMADDWD %s, Y11, Y13", addr("DI", "R14", "R12", "R13", i, 64*h))
+			p("VPMADDWD %s, Y12, Y15", addr("DI", "R14", "R12", "R13", i, 64*h+32))
+			p("VPADDD Y13, Y15, Y13")
+			p("VCVTDQ2PS Y13, Y13")
+			p("VMULPS %s, Y14, Y15", addr("DI", "R14", "R12", "R13", i, 128))
+			p("VFMADD231PS Y13, Y15, Y%d", i)
+		}
+	}
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	p("ADDQ $160, DI")
+	p("ADDQ $160, R14")
+	p("DECQ CX")
+	p("JNZ %s", label)
+	p("MOVQ y+40(FP), R9")
+	p("MOVQ ldy+48(FP), AX")
+	p("SHLQ $2, AX")
+	p("LEAQ (AX)(AX*2), R10")
+	p("LEAQ (R9)(AX*4), R11")
+	for i := 0; i < t; i++ {
+		y := addr("R9", "R11", "AX", "R10", i, 0)
+		p("VEXTRACTF128 $1, Y%d, X15", i)
+		p("VADDPS X15, X%d, X%d", i, i)
+		p("VHADDPS X%d, X%d, X%d", i, i, i)
+		p("VHADDPS X%d, X%d, X%d", i, i, i)
+		p("VADDSS %s, X%d, X%d", y, i, i)
+		p("VMOVSS X%d, %s", i, y)
+	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
 // q4Tables16 is the offset of the int16 code book's byte planes in q4Tables.
 const q4Tables16 = 64 + 4*32
 
@@ -622,6 +726,10 @@ func emitRow1AVX512(w *bytes.Buffer) {
 // r·ldw values) with one row of x (natural order for float32, emitBF16's order for bf16).
 // As emitRow1, it walks the rows itself: a decoded token's head is 150k rows or so, and a
 // call a row cost as much as a tenth of the product.
+// denseAhead is how far ahead of its loads f32row1/bf16row1 ask for the weights (bytes):
+// streamed from memory, bf16row1 read 9% faster with 1 KB than without (4 KB: no gain).
+const denseAhead = 1024
+
 func emitRowDense(w *bytes.Buffer, bf16 bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
@@ -650,6 +758,9 @@ func emitRowDense(w *bytes.Buffer, bf16 bool) {
 		p("VXORPS %s, %s, %s", y(a), y(a), y(a))
 	}
 	fmt.Fprintf(w, "%s_chunk:\n", name)
+	for l := 0; l < size; l++ { // a line of 64 bytes at a time (see denseAhead)
+		p("PREFETCHT0 %d(R12)", denseAhead+64*l)
+	}
 	if bf16 {
 		for g := 0; g < 4; g++ {
 			p("VMOVDQU %d(R12), Y12", 32*g)

@@ -22,10 +22,12 @@ import (
 // code·s·x (s the chunk's scale) is then off by at most s·(|code|·scale_x/2 + 2^-15·|x| +
 // 2^-16·scale_x): about 1.5e-5 of max|x| a chunk from x and 3e-5 from the codes (4.5e-5 of a
 // product's value, rms, measured), against bf16's 4e-3 and the GPU path's 0.06 log-prob
-// differences. Everything else keeps the exact float32 decoding: three rows or more (the 4- to
-// 64-row decoding kernels, and the training and reference passes, whose products take many
-// rows; an odd row count's last row goes to the exact one-row kernel q4row1), and the Go and
-// AVX-512 kernels.
+// differences. The decode step's fused 4-bit linears (Backend.Sampling, MulTSampled: numbers
+// only the sampler sees) take the same approximation at 3 to 64 rows too (q4dot16x8,
+// q4dot16x4: a chunk decoded once into the rows of x in VPMADDWD). Everything else keeps the
+// exact float32 decoding at three rows or more: MulT (the training and reference passes, the
+// head, the prompts' prefill; an odd row count's last row goes to the exact one-row
+// kernel q4row1), and the Go and AVX-512 kernels.
 //
 // The kernels' unit is a chunk of 64 values (32 bytes, one scale), so they take a weight whose
 // rows are whole chunks (Cols a multiple of 64) and whose blocks are whole chunks (BlockSize a

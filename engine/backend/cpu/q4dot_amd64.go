@@ -22,6 +22,12 @@ func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, c
 func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
 
 //go:noescape
+func q4dot16x4(n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
+func q4dot16x8(n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
+
+//go:noescape
 func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
@@ -99,6 +105,24 @@ func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx 
 		q4row16x2(rows, n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
 	default:
 		panic("cpu: q4rowInt16 takes 1 or 2 rows")
+	}
+}
+
+// q4dot16 runs the int16 kernel for t ∈ {4, 8} rows of x (x + i·ldx from quantX16) over n ≥ 1
+// chunks of one weight row, into y[i·ldy] (MulTSampled).
+func q4dot16(t, n int, packed []byte, scales []float32, x []int16, ldx int, y []float32, ldy int, code *q4Tables) {
+	if q4dotKernel != "avx2" {
+		q4dot16Go(t, n, packed, scales, x, ldx, y, ldy, code)
+		return
+	}
+	_, _, _, _ = packed[n*q4Chunk/2-1], scales[n-1], x[(t-1)*ldx+n*q4X16Len-1], y[(t-1)*ldy]
+	switch t {
+	case 4:
+		q4dot16x4(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	case 8:
+		q4dot16x8(n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)
+	default:
+		panic("cpu: q4dot16 takes 4 or 8 rows")
 	}
 }
 

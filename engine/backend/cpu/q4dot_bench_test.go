@@ -1,11 +1,13 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"rlhfstation/engine/backend/cpu/gemm"
 	"runtime"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"rlhfstation/quant"
 )
@@ -64,6 +66,12 @@ func BenchmarkQ4Dot(b *testing.B) {
 					benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, rows) })
 				})
 			}
+			if rows > 2 && q4row16On {
+				// The decode step's int16 kernels (MulTSampled) beside the exact ones (nf4-dot).
+				b.Run(name+"/nf4-dot-sampled", func(b *testing.B) {
+					benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulTSampled(y, x, rows) })
+				})
+			}
 			b.Run(name+"/nf4-gemm", func(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { Q4MulT(y, x, w, rows) })
 			})
@@ -111,6 +119,51 @@ func BenchmarkQ4Row1Loop(b *testing.B) {
 	}
 }
 
+// BenchmarkQ4Stream: the one-row int16 kernel over a weight far larger than the caches (24
+// of Qwen2.5-0.5B's 4864×896 up projections, 55 MB of codes and scales) beside a plain Go
+// loop that reads the same bytes, the anchor: cpu-GB/s of the two in the same run say how
+// close the kernel streams to what one core reads.
+// run: go test ./engine/backend/cpu -run X -bench Q4Stream -cpu 1 -benchtime 20x -count 3
+func BenchmarkQ4Stream(b *testing.B) {
+	const out, in = 24 * 4864, 896
+	w, err := quant.Quantize(randn(out*in, 1), out, in, "", quant.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewQ4Dot(w)
+	chunks := in / q4Chunk
+	xq := make([]int16, chunks*q4X16Len)
+	quantX16(xq, randn(in, 2))
+	y := make([]float32, out)
+	bytes := len(w.Packed) + 4*len(d.scales)
+	b.Run("read", func(b *testing.B) { benchBytes(b, bytes, func() { readBytes(w.Packed); readBytes(bytesOf(d.scales)) }) })
+	b.Run("nf4-int16", func(b *testing.B) {
+		benchBytes(b, bytes, func() { q4rowInt16(1, out, chunks, w.Packed, d.scales, xq, 0, y, 0, d.tables) })
+	})
+}
+
+// bytesOf is a slice's memory as bytes.
+func bytesOf[T any](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
+}
+
+// readSink keeps readBytes' sums alive.
+var readSink uint64
+
+// readBytes is the plain read loop the streaming benchmarks measure against: 8 bytes a load,
+// four loads an iteration.
+func readBytes(p []byte) {
+	var s uint64
+	for ; len(p) >= 32; p = p[32:] {
+		s += binary.LittleEndian.Uint64(p) ^ binary.LittleEndian.Uint64(p[8:]) ^
+			binary.LittleEndian.Uint64(p[16:]) ^ binary.LittleEndian.Uint64(p[24:])
+	}
+	readSink += s
+}
+
 // BenchmarkF32Dot: the few-row float32 product against the GEMM on the MLP's shapes of
 // Qwen2.5-0.5B, to place f32DotMaxRows.
 // run: go test ./engine/backend/cpu -run X -bench F32Dot -cpu 1
@@ -150,6 +203,9 @@ func BenchmarkHeadDot(b *testing.B) {
 	for _, rows := range []int{1, 8, 32} {
 		x := randn(rows*in, 2)
 		y := make([]float32, rows*out)
+		if rows == 1 {
+			b.Run("rows=1/read", func(b *testing.B) { benchBytes(b, 2*len(h), func() { readBytes(bytesOf(h)) }) })
+		}
 		b.Run(fmt.Sprintf("rows=%d/bf16", rows), func(b *testing.B) {
 			benchBytes(b, 2*len(h), func() { BF16MulT(y, x, h, rows, in, out) })
 		})

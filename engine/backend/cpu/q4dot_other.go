@@ -16,6 +16,10 @@ func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx 
 	}
 }
 
+func q4dot16(t, n int, packed []byte, scales []float32, x []int16, ldx int, y []float32, ldy int, code *q4Tables) {
+	q4dot16Go(t, n, packed, scales, x, ldx, y, ldy, code)
+}
+
 func q4row1Order() *[q4Chunk]uint8 { return &q4Row1AVX2 }
 
 func q4row(rows, n int, packed []byte, scales []float32, x []float32, y []float32, code *q4Tables) {
