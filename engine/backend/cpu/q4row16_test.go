@@ -167,6 +167,37 @@ func TestQ4Row16CheckFails(t *testing.T) {
 		q4rowInt16(1, c.out, chunks, w.Packed, d.scales, xq, 0, y, 0, tables)
 		return y
 	}
+	sl := newRow16Slips(d, x, chunks)
+	good, swapped, requant, noShift := sl.good, &sl.swapped, sl.requant, sl.noShift
+
+	for _, k := range kernels {
+		q4dotKernel = k
+		if err := check16(d, x, run(d.tables, good)); err != nil {
+			t.Fatalf("%s: the unbroken kernel fails: %v", k, err)
+		}
+		for name, y := range map[string][]float32{
+			"planes swapped":      run(swapped, good),
+			"x to ±32768":         run(d.tables, requant(32768, &q4Row16)),
+			"x in q4row1's order": run(d.tables, requant(32767, &q4Row1AVX2)),
+			"factor ×2^14":        run(d.tables, noShift),
+		} {
+			if check16(d, x, y) == nil {
+				t.Errorf("%s, %s: check16 passes", k, name)
+			}
+		}
+	}
+}
+
+// row16Slips are the int16 kernels' likely mistakes, built from x's good quantization (good):
+// the code book's byte planes swapped, x requantized to another limit or in another order, and
+// the factor without its 2^-14 (noShift).
+type row16Slips struct {
+	good, noShift []int16
+	swapped       q4Tables
+	requant       func(limit float64, order *[q4Chunk]uint8) []int16
+}
+
+func newRow16Slips(d *Q4Dot, x []float32, chunks int) row16Slips {
 	good := make([]int16, chunks*q4X16Len)
 	quantX16(good, x)
 	swapped := *d.tables
@@ -196,20 +227,5 @@ func TestQ4Row16CheckFails(t *testing.T) {
 			noShift[j*q4X16Len+q4Chunk+2*k], noShift[j*q4X16Len+q4Chunk+2*k+1] = int16(uint16(b)), int16(uint16(b>>16))
 		}
 	}
-	for _, k := range kernels {
-		q4dotKernel = k
-		if err := check16(d, x, run(d.tables, good)); err != nil {
-			t.Fatalf("%s: the unbroken kernel fails: %v", k, err)
-		}
-		for name, y := range map[string][]float32{
-			"planes swapped":      run(&swapped, good),
-			"x to ±32768":         run(d.tables, requant(32768, &q4Row16)),
-			"x in q4row1's order": run(d.tables, requant(32767, &q4Row1AVX2)),
-			"factor ×2^14":        run(d.tables, noShift),
-		} {
-			if check16(d, x, y) == nil {
-				t.Errorf("%s, %s: check16 passes", k, name)
-			}
-		}
-	}
+	return row16Slips{good: good, noShift: noShift, swapped: swapped, requant: requant}
 }

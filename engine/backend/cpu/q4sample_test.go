@@ -153,35 +153,9 @@ func TestQ4Dot16CheckFails(t *testing.T) {
 		}
 		return ys
 	}
-	good := make([]int16, chunks*q4X16Len)
-	quantX16(good, x)
-	swapped := *d.tables
-	swapped.planes16[0], swapped.planes16[1] = swapped.planes16[1], swapped.planes16[0]
-	for i, v := range swapped.code16 {
-		swapped.code16[i] = int16(uint16(v)<<8 | uint16(v)>>8)
-	}
-	requant := func(limit float64, order *[q4Chunk]uint8) []int16 {
-		xq := append([]int16(nil), good...)
-		for j := 0; j < chunks; j++ {
-			var m float64
-			for _, v := range x[j*q4Chunk : (j+1)*q4Chunk] {
-				m = max(m, math.Abs(float64(v)))
-			}
-			for s, v := range order {
-				if m > 0 {
-					xq[j*q4X16Len+s] = int16(int32(math.Round(float64(x[j*q4Chunk+int(v)]) * limit / m)))
-				}
-			}
-		}
-		return xq
-	}
-	noShift := append([]int16(nil), good...)
-	for j := 0; j < chunks; j++ {
-		b := math.Float32bits(x16Factor(noShift[j*q4X16Len:]) * (1 << 14))
-		for k := 0; k < 8; k++ {
-			noShift[j*q4X16Len+q4Chunk+2*k], noShift[j*q4X16Len+q4Chunk+2*k+1] = int16(uint16(b)), int16(uint16(b>>16))
-		}
-	}
+	sl := newRow16Slips(d, x, chunks)
+	good, swapped, requant, noShift := sl.good, &sl.swapped, sl.requant, sl.noShift
+
 	for _, k := range kernels {
 		q4dotKernel = k
 		for _, tk := range []int{4, 8} {
@@ -191,7 +165,7 @@ func TestQ4Dot16CheckFails(t *testing.T) {
 				}
 			}
 			for name, ys := range map[string][][]float32{
-				"planes swapped":      run(tk, &swapped, good),
+				"planes swapped":      run(tk, swapped, good),
 				"x to ±32768":         run(tk, d.tables, requant(32768, &q4Row16)),
 				"x in q4row1's order": run(tk, d.tables, requant(32767, &q4Row1AVX2)),
 				"factor ×2^14":        run(tk, d.tables, noShift),
