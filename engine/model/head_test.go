@@ -109,44 +109,7 @@ func TestQ4Head(t *testing.T) {
 				}
 			}
 			digits := &DigitQuery{IDs: []int{3, 7, 11, 19}, At: [][]int{{2, 5, 9}, {1, 4}}}
-			gradOf := func(m *Model) ([]float32, []float32) {
-				var all []*fullAdapter
-				for _, l := range m.Linears() {
-					a := &fullAdapter{out: l.Out, in: l.In, M: make([]float32, l.Out*l.In), dM: make([]float32, l.Out*l.In)}
-					l.Adapter = a
-					all = append(all, a)
-				}
-				tape := m.NewTape()
-				if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.7, Entropy: true, Digits: digits}); err != nil {
-					t.Fatal(err)
-				}
-				tape.EntropyGrad = [][]float32{make([]float32, 13), make([]float32, 5)}
-				for s := range tape.EntropyGrad {
-					for j := range tape.EntropyGrad[s] {
-						tape.EntropyGrad[s][j] = 0.01 * float32(j%3)
-					}
-				}
-				var dl []float32
-				tape.DigitGrad = make([][][]float32, len(tape.DigitLogits))
-				for s, rows := range tape.DigitLogits {
-					for j, row := range rows {
-						dl = append(dl, row...)
-						g := make([]float32, len(row))
-						for k := range g {
-							g[k] = float32(s+j+k) * 0.1
-						}
-						tape.DigitGrad[s] = append(tape.DigitGrad[s], g)
-					}
-				}
-				if err := m.Backward(tape, dlogp, nil); err != nil {
-					t.Fatal(err)
-				}
-				var out []float32
-				for _, a := range all {
-					out = append(out, a.dM...)
-				}
-				return out, dl
-			}
+			gradOf := func(m *Model) ([]float32, []float32) { return headGrads(t, m, seqs, digits, dlogp, true) }
 			gQ, dQ := gradOf(q4)
 			gR, dR := gradOf(ref)
 			near1e5(t, "digit logits", dQ, dR)

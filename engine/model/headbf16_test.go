@@ -97,38 +97,7 @@ func TestBF16Head(t *testing.T) {
 			}
 			// and through the digit tokens' rows of the head (NTL's query, copied rows).
 			digits := &DigitQuery{IDs: []int{3, 7, 11, 19}, At: [][]int{{2, 5, 9}, {1, 4}}}
-			gradOf := func(m *Model) ([]float32, []float32) {
-				var all []*fullAdapter
-				for _, l := range m.Linears() {
-					a := &fullAdapter{out: l.Out, in: l.In, M: make([]float32, l.Out*l.In), dM: make([]float32, l.Out*l.In)}
-					l.Adapter = a
-					all = append(all, a)
-				}
-				tape := m.NewTape()
-				if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.7, Digits: digits}); err != nil {
-					t.Fatal(err)
-				}
-				var dl []float32
-				tape.DigitGrad = make([][][]float32, len(tape.DigitLogits))
-				for s, rows := range tape.DigitLogits {
-					for j, row := range rows {
-						dl = append(dl, row...)
-						g := make([]float32, len(row))
-						for k := range g {
-							g[k] = float32(s+j+k) * 0.1
-						}
-						tape.DigitGrad[s] = append(tape.DigitGrad[s], g)
-					}
-				}
-				if err := m.Backward(tape, dlogp, nil); err != nil {
-					t.Fatal(err)
-				}
-				var out []float32
-				for _, a := range all {
-					out = append(out, a.dM...)
-				}
-				return out, dl
-			}
+			gradOf := func(m *Model) ([]float32, []float32) { return headGrads(t, m, seqs, digits, dlogp, false) }
 			gB, dB := gradOf(b16)
 			gF, dF := gradOf(f32)
 			near1e5(t, "digit logits", dB, dF)
@@ -172,4 +141,50 @@ func TestBF16HeadOnlyWhenExact(t *testing.T) {
 	if m.Embed.BF16 != nil || m.Head.BF16 != nil {
 		t.Fatal("float32 values held as bf16")
 	}
+}
+
+// headGrads runs a training pass through every head path (log-probs, with entropy when asked,
+// and the digit rows of NTL) with a full adapter on every linear, and the backward from fixed
+// upstream gradients; it gives the adapters' gradients and the digit logits.
+func headGrads(t *testing.T, m *Model, seqs [][]int, digits *DigitQuery, dlogp [][]float32, entropy bool) ([]float32, []float32) {
+	t.Helper()
+	var all []*fullAdapter
+	for _, l := range m.Linears() {
+		a := &fullAdapter{out: l.Out, in: l.In, M: make([]float32, l.Out*l.In), dM: make([]float32, l.Out*l.In)}
+		l.Adapter = a
+		all = append(all, a)
+	}
+	tape := m.NewTape()
+	if err := m.ForwardTrain(tape, seqs, TrainOptions{Temperature: 0.7, Entropy: entropy, Digits: digits}); err != nil {
+		t.Fatal(err)
+	}
+	if entropy {
+		tape.EntropyGrad = make([][]float32, len(dlogp))
+		for s := range tape.EntropyGrad {
+			tape.EntropyGrad[s] = make([]float32, len(dlogp[s]))
+			for j := range tape.EntropyGrad[s] {
+				tape.EntropyGrad[s][j] = 0.01 * float32(j%3)
+			}
+		}
+	}
+	var dl []float32
+	tape.DigitGrad = make([][][]float32, len(tape.DigitLogits))
+	for s, rows := range tape.DigitLogits {
+		for j, row := range rows {
+			dl = append(dl, row...)
+			g := make([]float32, len(row))
+			for k := range g {
+				g[k] = float32(s+j+k) * 0.1
+			}
+			tape.DigitGrad[s] = append(tape.DigitGrad[s], g)
+		}
+	}
+	if err := m.Backward(tape, dlogp, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out []float32
+	for _, a := range all {
+		out = append(out, a.dM...)
+	}
+	return out, dl
 }
