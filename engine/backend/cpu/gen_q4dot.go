@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 )
 
 // shape is one kernel: t rows of x, accs accumulators per row (rows·accs ≤ 8), the two
@@ -290,15 +291,7 @@ func (s shape) emitPlanes(w *bytes.Buffer) {
 func emitRow1(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
-	fmt.Fprintf(w, "\n// func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)\n")
-	fmt.Fprintf(w, "TEXT ·q4row1(SB), NOSPLIT, $0-56\n")
-	p("MOVQ rows+0(FP), BX")
-	p("MOVQ n+8(FP), R10")
-	p("MOVQ packed+16(FP), SI")
-	p("MOVQ scales+24(FP), DX")
-	p("MOVQ x+32(FP), R8")
-	p("MOVQ y+40(FP), R9")
-	p("MOVQ code+48(FP), R11")
+	emitRowHead(w, "q4row1", "float32")
 	for k := 0; k < 4; k++ {
 		p("VMOVDQU %d(R11), %s", 64+32*k, y(4+k))
 	}
@@ -384,15 +377,7 @@ const row16Ahead = 4096
 
 func emitRow16(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
-	fmt.Fprintf(w, "\n// func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)\n")
-	fmt.Fprintf(w, "TEXT ·q4row16(SB), NOSPLIT, $0-56\n")
-	p("MOVQ rows+0(FP), BX")
-	p("MOVQ n+8(FP), R10")
-	p("MOVQ packed+16(FP), SI")
-	p("MOVQ scales+24(FP), DX")
-	p("MOVQ x+32(FP), R8")
-	p("MOVQ y+40(FP), R9")
-	p("MOVQ code+48(FP), R11")
+	emitRowHead(w, "q4row16", "int16")
 	p("VMOVDQU %d(R11), Y4", q4Tables16)
 	p("VMOVDQU %d(R11), Y5", q4Tables16+32)
 	p("VMOVDQU q4c<>+32(SB), Y6")
@@ -667,15 +652,7 @@ const q4Tables16 = 64 + 4*32
 // Z14, the row's accumulator Z15.
 func emitRow1AVX512(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
-	fmt.Fprintf(w, "\n// func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)\n")
-	fmt.Fprintf(w, "TEXT ·q4row1AVX512(SB), NOSPLIT, $0-56\n")
-	p("MOVQ rows+0(FP), BX")
-	p("MOVQ n+8(FP), R10")
-	p("MOVQ packed+16(FP), SI")
-	p("MOVQ scales+24(FP), DX")
-	p("MOVQ x+32(FP), R8")
-	p("MOVQ y+40(FP), R9")
-	p("MOVQ code+48(FP), R11")
+	emitRowHead(w, "q4row1AVX512", "float32")
 	p("VMOVUPS (R11), Z4")
 	fmt.Fprintf(w, "row512:\n")
 	p("MOVQ R10, CX")
@@ -920,5 +897,17 @@ func (s shape) emitDenseHead(w *bytes.Buffer, name, wType string) {
 	p("SHLQ $2, R10")
 	for a := 0; a < s.t*s.accs; a++ {
 		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+}
+
+// emitRowHead writes the header of a one-row 4-bit kernel, func name(rows, n int, packed *byte,
+// scales *float32, x *xType, y *float32, code *q4Tables), and loads its arguments: rows BX, n
+// R10, packed SI, scales DX, x R8, y R9, code R11.
+func emitRowHead(w *bytes.Buffer, name, xType string) {
+	fmt.Fprintf(w, "\n// func %s(rows, n int, packed *byte, scales *float32, x *%s, y *float32, code *q4Tables)\n", name, xType)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	for i, a := range []string{"rows BX", "n R10", "packed SI", "scales DX", "x R8", "y R9", "code R11"} {
+		arg, reg, _ := strings.Cut(a, " ")
+		fmt.Fprintf(w, "\tMOVQ %s+%d(FP), %s\n", arg, 8*i, reg)
 	}
 }
