@@ -40,9 +40,9 @@ const (
 type chainFunc func(a *costArgs, c Count) int64
 
 // kernelChains declares the chains of the kernels a decode step waits on most; the others
-// take defaultChain.
-// (q4_linears_*: the grouped launch of the same products being written on issue-31b-s8, whose
-// blocks run q4_linear_t on their member; the chains read the parameters both have.)
+// take defaultChain. q4_linears_* (the grouped launch, whose blocks run q4_linear_t on their
+// member) and the single q4_linear_* names share a chain: a single linear is the one-member
+// group, and the old names stay for the 8fa3b91 token TestCostModelH200 rebuilds (q4Chain).
 var kernelChains = map[string]chainFunc{
 	"q4_linear_bf16": q4LinearChain, "q4_linear_f32": q4LinearChain,
 	"q4_linear_tc_bf16": q4LinearTcChain, "q4_linear_tc_f32": q4LinearTcChain,
