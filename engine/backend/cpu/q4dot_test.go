@@ -26,10 +26,7 @@ func TestQ4DotMatchesDequantized(t *testing.T) {
 		{37, 4864, quant.Options{Type: quant.FP4, BlockSize: 256, DoubleQuant: true}},
 		{300, 192, quant.Options{Type: quant.NF4, BlockSize: 128, DoubleQuant: true}},
 	}
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string, on bool) { q4dotKernel, q4row16On = k, on }(q4dotKernel, q4row16On)
 	q4row16On = false
 	for ci, c := range cases {
@@ -96,10 +93,7 @@ func TestQ4DotShapes(t *testing.T) {
 // float64 sums, for every row count it takes and widths with and without a tail past the
 // last whole chunk.
 func TestF32DotMatchesFloat64(t *testing.T) {
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string) { q4dotKernel = k }(q4dotKernel)
 	for ci, c := range []struct{ out, in int }{{1, 1}, {5, 63}, {3, 64}, {77, 130}, {300, 896}, {9, 4864 + 17}} {
 		w := randn(c.out*c.in, uint64(20+ci))
@@ -132,10 +126,7 @@ func TestF32DotMatchesFloat64(t *testing.T) {
 // for every row count the kernels take and past it, widths below one chunk, whole chunks and
 // with a tail; and its input gradient dx += dy·W.
 func TestBF16DotMatchesFloat64(t *testing.T) {
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string) { q4dotKernel = k }(q4dotKernel)
 	for ci, c := range []struct{ out, in int }{{1, 1}, {5, 63}, {3, 64}, {77, 130}, {300, 896}, {9, 4864 + 17}} {
 		wf := randn(c.out*c.in, uint64(30+ci))
@@ -199,4 +190,13 @@ func TestBF16DotMatchesFloat64(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testKernels are the few-row kernels a test runs: the Go reference, and the assembly where
+// this CPU has it.
+func testKernels() []string {
+	if q4dotKernel != "go" {
+		return []string{"go", q4dotKernel}
+	}
+	return []string{"go"}
 }

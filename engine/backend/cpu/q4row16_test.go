@@ -81,10 +81,7 @@ func check16(d *Q4Dot, x, y []float32) error {
 // the assembly against the reference's identical integer sums within float32 rounding of the
 // sums.
 func TestQ4Row16MatchesDequantized(t *testing.T) {
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string, on bool) { q4dotKernel, q4row16On = k, on }(q4dotKernel, q4row16On)
 	q4row16On = true
 	for ci, c := range q4Row16Cases {
@@ -149,10 +146,7 @@ func TestQ4Row16MatchesDequantized(t *testing.T) {
 // step too small: the maximum wraps to -32768), x in the wrong order (the exact one-row
 // kernel's), and the factor without its 2^-14.
 func TestQ4Row16CheckFails(t *testing.T) {
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string) { q4dotKernel = k }(q4dotKernel)
 	c := q4Row16Cases[2]
 	w, err := quant.Quantize(randn(c.out*c.in, 61), c.out, c.in, "", c.opt)

@@ -36,10 +36,7 @@ func mag16(d *Q4Dot, xq []int16, o int) float64 {
 // float32 rounding. MulTSampled must take the approximation (its result differs from MulT's
 // exact one) and MulT must not (at 3 rows and more it is the exact kernels' bits).
 func TestQ4Dot16MatchesDequantized(t *testing.T) {
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string, on bool) { q4dotKernel, q4row16On = k, on }(q4dotKernel, q4row16On)
 	q4row16On = true
 	for ci, c := range q4Row16Cases {
@@ -121,10 +118,7 @@ func TestQ4Dot16MatchesDequantized(t *testing.T) {
 // ±32768 (the maximum wraps to -32768), x in the exact one-row kernel's order, and the
 // factor without its 2^-14 (q4row16's slips, TestQ4Row16CheckFails, made by the same helpers).
 func TestQ4Dot16CheckFails(t *testing.T) {
-	kernels := []string{"go"}
-	if q4dotKernel != "go" {
-		kernels = append(kernels, q4dotKernel)
-	}
+	kernels := testKernels()
 	defer func(k string) { q4dotKernel = k }(q4dotKernel)
 	c := q4Row16Cases[2]
 	w, err := quant.Quantize(randn(c.out*c.in, 62), c.out, c.in, "", c.opt)
