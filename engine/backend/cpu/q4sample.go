@@ -52,3 +52,7 @@ func q4dot16Go(t, n int, packed []byte, scales []float32, x []int16, ldx int, y 
 		q4row16Go(n, packed, scales, x[i*ldx:], y[i*ldy:i*ldy+1], code)
 	}
 }
+
+// Int16Decoding reports whether the products that only feed sampling (q4dot.go) decode NF4 as
+// int16 on this build and CPU; elsewhere they decode exactly.
+func Int16Decoding() bool { return q4row16On }
