@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -181,5 +182,19 @@ func TestCostModelAttentionKeys(t *testing.T) {
 	}
 	if want := (24*5 + 24*3 + 5) * 0.45e-6; math.Abs(d.Latency-want) > 1e-12 {
 		t.Errorf("latency %g s, want %g", d.Latency, want)
+	}
+}
+
+// latency.go's attn_rows* chain reads the kernel's warps and tile from constants that must be
+// the kernel's own (kernels/attention.cu).
+func TestAttnRowsChainMatchesKernel(t *testing.T) {
+	src, err := kernelFS.ReadFile("kernels/attention.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{fmt.Sprintf("#define ROWS_WARPS %d ", attnWarps), fmt.Sprintf("constexpr int TK = %d / D;", attnRowsKeys(1))} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("kernels/attention.cu has no %q: latency.go's attn_rows chain is not the kernel's", want)
+		}
 	}
 }
