@@ -119,7 +119,7 @@ func BenchmarkQ4Row1Loop(b *testing.B) {
 	}
 }
 
-// BenchmarkQ4Stream: the one-row int16 kernel over a weight far larger than the caches (24
+// BenchmarkQ4Stream: the one- and two-row int16 kernels over a weight far larger than the caches (24
 // of Qwen2.5-0.5B's 4864×896 up projections, 55 MB of codes and scales) beside a plain Go
 // loop that reads the same bytes, the anchor: cpu-GB/s of the two in the same run say how
 // close the kernel streams to what one core reads.
@@ -132,13 +132,18 @@ func BenchmarkQ4Stream(b *testing.B) {
 	}
 	d := NewQ4Dot(w)
 	chunks := in / q4Chunk
-	xq := make([]int16, chunks*q4X16Len)
-	quantX16(xq, randn(in, 2))
-	y := make([]float32, out)
+	ldx := chunks * q4X16Len
+	xq := make([]int16, 2*ldx)
+	quantX16(xq, randn(2*in, 2))
+	y := make([]float32, 2*out)
 	bytes := len(w.Packed) + 4*len(d.scales)
 	b.Run("read", func(b *testing.B) { benchBytes(b, bytes, func() { readBytes(w.Packed); readBytes(bytesOf(d.scales)) }) })
 	b.Run("nf4-int16", func(b *testing.B) {
 		benchBytes(b, bytes, func() { q4rowInt16(1, out, chunks, w.Packed, d.scales, xq, 0, y, 0, d.tables) })
+	})
+	// Two rows of x (q4row16x2: two sequences), the weight still read once.
+	b.Run("nf4-int16x2", func(b *testing.B) {
+		benchBytes(b, bytes, func() { q4rowInt16(2, out, chunks, w.Packed, d.scales, xq, ldx, y, out, d.tables) })
 	})
 }
 
