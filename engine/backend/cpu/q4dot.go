@@ -18,17 +18,17 @@ import (
 // One or two rows of x alone (a decoded token at one or two sequences) take an approximation
 // instead on AVX2 (q4row16, q4row16x2): x quantized to int16 once a call, per chunk (scale_x =
 // max|x|/x16Max), and the code book held as int16 (code·2^14 rounded), so that the codes decode
-// in a third of the byte shuffles and multiply x in integer pair sums (VPMADDWD) whose whole
-// chunk sums in int32 before one conversion to float. Each product code·s·x (s the chunk's
-// scale) is then off by at most s·(|code|·scale_x/2 + 2^-15·|x| + 2^-16·scale_x): about 3e-5
-// of max|x| a chunk from x and 3e-5 from the codes (6.3e-5 of a product's value, rms,
-// measured; 5.0e-5 with x to ±32767 in the same measurement), against bf16's 4e-3 and the GPU path's 0.06 log-prob
-// differences. The decode step's fused 4-bit linears (Backend.Sampling, MulTSampled: numbers
-// only the sampler sees) take the same approximation at 3 to 64 rows too (q4dot16x8,
-// q4dot16x4: a chunk decoded once into the rows of x in VPMADDWD). Everything else keeps the
-// exact float32 decoding at three rows or more: MulT (the training and reference passes, the
-// head, the prompts' prefill; an odd row count's last row goes to the exact one-row
-// kernel q4row1), and the Go and AVX-512 kernels.
+// in a third of the byte shuffles and multiply x in integer pair sums (VPMADDWD), a chunk's
+// summed in int32 before one conversion to float. Each product code·s·x (s the chunk's scale)
+// is then off by at most s·(|code|·scale_x/2 + 2^-15·|x| + 2^-16·scale_x): about 3e-5 of
+// max|x| a chunk from x and 3e-5 from the codes (6.3e-5 of a product's value, rms, measured;
+// 5.0e-5 in the same measurement with x to ±32767, which took two conversions a chunk),
+// against bf16's 4e-3 and the GPU path's 0.06 log-prob differences. The decode step's fused
+// 4-bit linears (Backend.Sampling, MulTSampled: numbers only the sampler sees) take the same
+// approximation at 3 to 64 rows too (q4dot16x8, q4dot16x4: a chunk decoded once into the rows
+// of x in VPMADDWD). Everything else keeps the exact float32 decoding at three rows or more:
+// MulT (the training and reference passes, the head, the prompts' prefill; an odd row count's
+// last row goes to the exact one-row kernel q4row1), and the Go and AVX-512 kernels.
 //
 // The kernels' unit is a chunk of 64 values (32 bytes, one scale), so they take a weight whose
 // rows are whole chunks (Cols a multiple of 64) and whose blocks are whole chunks (BlockSize a
