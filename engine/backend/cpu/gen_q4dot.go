@@ -50,6 +50,7 @@ func main() {
 	emitDot16(&w, 4)
 	emitDot16(&w, 8)
 	emitRow1AVX512(&w)
+	emitRow16AVX512(&w)
 	emitRowDense(&w, false)
 	emitRowDense(&w, true)
 	for _, s := range shapes {
@@ -696,6 +697,74 @@ func emitRow1AVX512(w *bytes.Buffer) {
 	emitAddToY(p)
 	p("DECQ BX")
 	p("JNZ row512")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// emitRow16AVX512 writes q4row16's AVX-512 form, q4row16AVX512 (same contract, x from
+// quantX16 in q4Row16's order; AVX-512BW): VPERMW on 32 words holds the whole int16 code
+// book, twice (VBROADCASTI64X4), so a chunk's 32 bytes widened to words (VPMOVZXBW) are the
+// low nibbles' indices as they stand (bit 4, the high nibble's lowest, picks the copy), and
+// shifted right by 4 the high nibbles'. q4Row16's order of x within each half of a chunk is
+// bytes 0–7, 16–23, 8–15, 24–31 (the AVX2 unpacks' lanes), so the chunk's quadwords are
+// loaded in that order (VPERMQ $0xd8). Two VPMADDWD give int32 sums of 4 products a lane,
+// well within emitRow16's bound; one conversion, one factor and one FMA a chunk, two chunks
+// a pass into two accumulators.
+//
+// Registers: accumulators Z0/Z1, the code book Z4, indices and codes Z5–Z8, the factor
+// Z13/Z14, sums Z9/Z10.
+func emitRow16AVX512(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	emitRowHead(w, "q4row16AVX512", "int16")
+	p("VBROADCASTI64X4 %d(R11), Z4", q4Tables16+64)
+	chunk := func(k int) {
+		lo, hi, sum := fmt.Sprintf("Z%d", 5+2*k), fmt.Sprintf("Z%d", 6+2*k), fmt.Sprintf("Z%d", 9+k)
+		p("VPERMQ $0xd8, %d(SI), %s", 32*k, "Y"+lo[1:])
+		p("VPMOVZXBW %s, %s", "Y"+lo[1:], lo)
+		p("VPSRLW $4, %s, %s", lo, hi) // the high nibbles: the even values
+		p("VPERMW Z4, %s, %s", hi, hi)
+		p("VPERMW Z4, %s, %s", lo, lo) // the low nibbles: the odd values
+		p("VPMADDWD %d(DI), %s, %s", 160*k, hi, sum)
+		p("VPMADDWD %d(DI), %s, %s", 160*k+64, lo, lo)
+		p("VPADDD %s, %s, %s", lo, sum, sum)
+		p("VCVTDQ2PS %s, %s", sum, sum)
+		p("VBROADCASTSS %d(DX), Z14", 4*k)
+		p("VBROADCASTSS %d(DI), Z13", 160*k+128)
+		p("VMULPS Z13, Z14, Z14")
+		p("VFMADD231PS %s, Z14, Z%d", sum, k)
+	}
+	fmt.Fprintf(w, "row16z:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	p("VXORPS Z0, Z0, Z0")
+	p("VXORPS Z1, Z1, Z1")
+	p("CMPQ CX, $2")
+	p("JLT one16z")
+	fmt.Fprintf(w, "two16z:\n")
+	p("PREFETCHT0 %d(SI)", row16Ahead)
+	chunk(0)
+	chunk(1)
+	p("ADDQ $64, SI")
+	p("ADDQ $8, DX")
+	p("ADDQ $320, DI")
+	p("SUBQ $2, CX")
+	p("CMPQ CX, $2")
+	p("JGE two16z")
+	fmt.Fprintf(w, "one16z:\n")
+	p("TESTQ CX, CX")
+	p("JZ sum16z")
+	chunk(0)
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	fmt.Fprintf(w, "sum16z:\n")
+	p("VADDPS Z1, Z0, Z0")
+	p("VEXTRACTF64X4 $1, Z0, Y1")
+	p("VADDPS Y1, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPS X1, X0, X0")
+	emitAddToY(p)
+	p("DECQ BX")
+	p("JNZ row16z")
 	p("VZEROUPPER")
 	p("RET")
 }
