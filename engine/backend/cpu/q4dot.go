@@ -28,7 +28,8 @@ import (
 // approximation at 3 to 64 rows too (q4dot16x8, q4dot16x4: a chunk decoded once into the rows
 // of x in VPMADDWD). Everything else keeps the exact float32 decoding at three rows or more:
 // MulT (the training and reference passes, the head, the prompts' prefill; an odd row count's
-// last row goes to the exact one-row kernel q4row1), and the Go and AVX-512 kernels.
+// last row goes to the exact one-row kernel q4row1), the Go kernels and the exact AVX-512 one
+// (q4row1AVX512; its int16 form, q4row16AVX512, takes one row of x alone under the same opt-in).
 //
 // The kernels' unit is a chunk of 64 values (32 bytes, one scale), so they take a weight whose
 // rows are whole chunks (Cols a multiple of 64) and whose blocks are whole chunks (BlockSize a
