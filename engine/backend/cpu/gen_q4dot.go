@@ -419,9 +419,7 @@ func emitRow16(w *bytes.Buffer) {
 	p("ADDQ $32, SI")
 	p("ADDQ $4, DX")
 	fmt.Fprintf(w, "sum16:\n")
-	p("VADDPS Y1, Y0, Y0")
-	p("VEXTRACTF128 $1, Y0, X1")
-	p("VADDPS X1, X0, X0")
+	emitSum(p, 2)
 	emitAddToY(p)
 	p("DECQ BX")
 	p("JNZ row16")
@@ -832,7 +830,7 @@ func emitRowDense(w *bytes.Buffer, bf16 bool) {
 	p("ADDQ $256, DI")
 	p("DECQ CX")
 	fmt.Fprintf(w, "\tJNZ %s_chunk\n", name)
-	emitSum4(p)
+	emitSum(p, 4)
 	emitAddToY(p)
 	p("ADDQ R11, SI")
 	p("DECQ BX")
@@ -979,11 +977,14 @@ func emitRowHead(w *bytes.Buffer, name, xType string) {
 	}
 }
 
-// emitSum4 adds a one-row kernel's four partial sums Y0–Y3 into the low half of Y0 (X0).
-func emitSum4(p func(string, ...any)) {
+// emitSum adds a one-row kernel's partial sums Y0–Y(n-1), n ∈ {2, 4}, into the low half of
+// Y0 (X0).
+func emitSum(p func(string, ...any), n int) {
 	p("VADDPS Y1, Y0, Y0")
-	p("VADDPS Y3, Y2, Y2")
-	p("VADDPS Y2, Y0, Y0")
+	if n == 4 {
+		p("VADDPS Y3, Y2, Y2")
+		p("VADDPS Y2, Y0, Y0")
+	}
 	p("VEXTRACTF128 $1, Y0, X1")
 	p("VADDPS X1, X0, X0")
 }
