@@ -239,12 +239,12 @@ func TestQ4Row512UnderTheInterpreter(t *testing.T) {
 	}
 }
 
-// TestQ4Row16AVX512UnderTheInterpreter runs the AVX-512 int16 one-row kernel's text
+// TestQ4Row16On512UnderTheInterpreter runs the AVX-512 int16 one-row kernel's text
 // (q4row16AVX512) under the interpreter (natively too where the CPU has AVX-512BW, which must
 // give the same bits) on q4row16's cases: each output within check16's bound of the exact
 // product, and within float32 rounding of the Go reference's identical integer sums. x with
 // each half of a chunk in the bytes' own order (the kernel's VPERMQ left out) must fail.
-func TestQ4Row16AVX512UnderTheInterpreter(t *testing.T) {
+func TestQ4Row16On512UnderTheInterpreter(t *testing.T) {
 	var natural [q4Chunk]uint8 // slot s: value 2s, then 2(s-32)+1
 	for s := range natural {
 		natural[s] = uint8(2*(s%32) + s/32)

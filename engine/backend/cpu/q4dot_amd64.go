@@ -93,7 +93,7 @@ var q4row16On = q4dotKernel == "avx2"
 
 // q4row16On512 takes the AVX-512 int16 one-row kernel (q4row16AVX512, AVX-512BW) instead of
 // q4row16, under q4row512's opt-in and for the same reason: its text is checked here under the
-// interpreter only (TestQ4Row16AVX512UnderTheInterpreter). Tests switch it.
+// interpreter only (TestQ4Row16On512UnderTheInterpreter). Tests switch it.
 var q4row16On512 = q4row512 && cpu.X86.HasAVX512BW
 
 // q4rowInt16 runs the int16 kernel for t ∈ {1, 2} rows of x (x + i·ldx from quantX16) over
