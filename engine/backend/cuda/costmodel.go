@@ -520,8 +520,8 @@ func seconds(s float64) string {
 }
 
 // PrintKernels writes each kernel's share of l's time on c (graph nodes and launches alike,
-// cuBLAS calls as one), most first: calls, warps and chain a launch, bytes, time and its
-// bound. keys > 0 takes attn_rows*' chains at keys keys a row (see Calls.withKeys).
+// cuBLAS calls as one), most first: calls, warps a launch, the warps the card holds at once
+// (occupancy.go), chain a launch, bytes, time and its bound. keys > 0 takes attn_rows*' chains at keys keys a row (see Calls.withKeys).
 func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	type row struct {
 		name string
@@ -549,19 +549,20 @@ func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.t, a.t) })
 	fmt.Fprintf(out, "  on %s, kernel by kernel (each at least %.1f µs, then the longer of bandwidth and %.2f µs a round trip × chain):\n", c.Name, c.Node*1e6, c.Latency*1e6)
-	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s %6s  %s\n", "kernel", "calls", "warps/call", "chain/call", "bytes", "time", "share", "bound")
+	fmt.Fprintf(out, "  %-26s %7s %12s %9s %12s %10s %10s %6s  %s\n", "kernel", "calls", "warps/call", "resident", "chain/call", "bytes", "time", "share", "bound")
 	for _, r := range rows {
 		n := float64(r.k.N)
 		bound := "latency"
 		res, ok := kernelResources[r.name]
+		resident := c.resident(res, ok, float64(r.k.Warps), float64(r.k.Blocks), float64(r.k.Shared))
 		if float64(r.k.Bytes())/c.Bandwidth >= c.countChainTime(r.k, res, ok) {
 			bound = "bandwidth"
 		}
 		if n*c.Node >= r.t/2 {
 			bound = "floor"
 		}
-		fmt.Fprintf(out, "  %-26s %7.0f %12.0f %12.1f %10s %10s %5.1f%%  %s\n", r.name, n, float64(r.k.Warps)/n, float64(r.k.Chain)/n,
+		fmt.Fprintf(out, "  %-26s %7.0f %12.0f %9.0f %12.1f %10s %10s %5.1f%%  %s\n", r.name, n, float64(r.k.Warps)/n, resident, float64(r.k.Chain)/n,
 			siCount(float64(r.k.Bytes())), seconds(r.t), 100*r.t/total, bound)
 	}
-	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s\n", "in all", "", "", "", "", seconds(total))
+	fmt.Fprintf(out, "  %-26s %7s %12s %9s %12s %10s %10s\n", "in all", "", "", "", "", "", seconds(total))
 }

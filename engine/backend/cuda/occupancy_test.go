@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +80,19 @@ func TestCostModelOccupancy(t *testing.T) {
 	near("the calls' latency", calls.Latency(H100), want)
 	if r := H100.resident(res, true, 2432, 304, 0); r >= 132*64 {
 		t.Errorf("q4_linears_bf16 (%d registers) holds %g warps on an H100: the card's full residency", res.Regs, r)
+	}
+}
+
+// The kernel table prints each kernel's resident warps: a 167-register q4_linears_bf16 of
+// 304 blocks of 8 warps holds 132 × 8 on an H100, cuBLAS the card's 8,448.
+func TestPrintKernelsResident(t *testing.T) {
+	l := Ledger{Nodes: map[string]Count{"q4_linears_bf16": {N: 1, Blocks: 304, Warps: 2432, Chain: 10, WarpChain: 24320}},
+		BLAS: Count{N: 1, Chain: 4}}
+	var b strings.Builder
+	H100.PrintKernels(&b, l, 0)
+	for _, want := range []string{"q4_linears_bf16                  1         2432      1056", "cublas                           1            0      8448"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the kernel table lacks %q:\n%s", want, b.String())
+		}
 	}
 }
