@@ -157,8 +157,14 @@ func normChain(dim, threads, rowsEach int64) int64 {
 	return rowsEach * (ceilDiv64(each, unrollTrips) + each + 1)
 }
 
+// rmsnormChain: a block per row holding the row in registers (at most normEach values a
+// thread) loads its values and weights at once (1), then stores the scaled row and the
+// statistic (1); a longer row is walked (normChain).
 func rmsnormChain(a *costArgs, _ Count) int64 {
 	rows, grid := a.i("rows"), int64(a.d.grid[0])
+	if grid >= rows && a.i("dim") <= normEach*a.threads() {
+		return 2
+	}
 	if grid >= rows { // a block per row
 		return normChain(a.i("dim"), a.threads(), 1)
 	}
