@@ -141,11 +141,16 @@ func q4LinearTcChain(a *costArgs, _ Count) int64 {
 	return n
 }
 
-// gemmNTFewChain is gemm_nt_few's (kernels/step.cu): its threads' loop over k (a row of B and
-// the 8 rows of A, unconditional: one round trip an iteration; runtime-bounded, no stores:
-// unrolled), then C read (beta ≠ 0) and written by the first threads (1).
+// gemmNTFewChain is gemm_nt_few's (kernels/step.cu): its threads' loop over k, 8 values a
+// load with vec (the block's GNT_N rows of B and GNT_M rows of A, unconditional: one round
+// trip an iteration; runtime-bounded, no stores: unrolled), then C read (beta ≠ 0) and written
+// by the first threads (1).
 func gemmNTFewChain(a *costArgs, _ Count) int64 {
-	return 1 + ceilDiv64(ceilDiv64(a.i("k"), a.threads()), unrollTrips) + 1
+	each := a.threads()
+	if a.i("vec") != 0 {
+		each *= 8
+	}
+	return 1 + ceilDiv64(ceilDiv64(a.i("k"), each), unrollTrips) + 1
 }
 
 // normChain is an RMSNorm's chain over a row of dim values shared by `threads` threads (a

@@ -112,7 +112,10 @@ func launchBlock(kernel string) int {
 		return 128
 	case "logprob_forward", "logprob_backward":
 		return 512
-	case "sample_rows", "sum_f32", "rope_forward", "attn_expand_kv", "attn_reduce_kv":
+	case "gemm_nt_few":
+		return 512
+	case "sample_rows", "sum_f32", "rope_forward", "attn_expand_kv", "attn_reduce_kv",
+		"rmsnorm_forward", "rmsnorm_forward_f32", "rmsnorm_forward_bf16":
 		return 1024 // fixed at 1024, or as large as a head (up to 1024)
 	}
 	return threads

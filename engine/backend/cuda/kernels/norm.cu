@@ -70,16 +70,16 @@ __device__ void rmsnorm_fwd(TO* out, float* rstd, const TI* inp, const float* we
     }
 }
 
-extern "C" __global__ void rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps, float offset) {
+extern "C" __global__ void __launch_bounds__(1024) rmsnorm_forward(bf16* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps, float offset) {
     __shared__ float sh[32];
     rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps, offset, sh);
 }
-extern "C" __global__ void rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps,
+extern "C" __global__ void __launch_bounds__(1024) rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const float* weight, int rows, int dim, float eps,
                                                float offset) {
     __shared__ float sh[32];
     rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps, offset, sh);
 }
-extern "C" __global__ void rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps,
+extern "C" __global__ void __launch_bounds__(1024) rmsnorm_forward_bf16(bf16* out, float* rstd, const bf16* inp, const float* weight, int rows, int dim, float eps,
                                                 float offset) {
     __shared__ float sh[32];
     rmsnorm_fwd(out, rstd, inp, weight, rows, dim, eps, offset, sh);

@@ -273,46 +273,88 @@ extern "C" __global__ void __launch_bounds__(256) q4_linears_tc_f32(const u64* w
     q4_linears_t<float, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, 0, tile);
 }
 
-#define GNT_M 8
-#define GNT_WARPS 8
+#define GNT_M 8       // rows of A a block
+#define GNT_N 4       // columns of C (rows of B) a block
+#define GNT_WARPS 16  // at most
 
 // C[m, n] = alpha·A[m, k]·B[n, k]ᵀ + beta·C for a few rows and a narrow C: GEMM(false, true)
 // with m ≤ 64 and n ≤ 256, LoRA's x·Aᵀ in a decode step. Through cuBLAS that product was two
 // graph nodes of a captured step (a split-K kernel and its reduction, about 4.5 µs each on an
-// H200); here it is one. A block takes one column j of C (a row of B) and GNT_M rows of A
-// (blockIdx.y); its threads split k, each summing its share for every row (rows past m read the
-// last one's values, not stored, so that a step's loads go out together), and the warps meet
-// in shared memory in a fixed order (the same sums every run). beta = 0 writes C unread. With
-// rnd, float32 inputs are rounded to bf16 as they are read: what cuBLAS's path does to them
-// (gemmMixed) unless A, B and C are all float32.
+// H200); here it is one. A block takes GNT_N columns of C (rows of B) and GNT_M rows of A
+// (blockIdx.y), each A value it loads serving its GNT_N columns; its threads split k, 8 values
+// a load (vec: k, lda and ldb multiples of 8, A and B 16-byte aligned; one value otherwise),
+// so that at 16 warps a row of 4,096 is one step of the loop and one of 14,336 four. Rows past
+// m and columns past n read the last one's values (not stored), so that a step's loads go
+// out together; the warps meet in shared memory in a fixed order (the same sums every run).
+// beta = 0 writes C unread. With rnd, float32 inputs are rounded to bf16 as they are read:
+// what cuBLAS's path does to them (gemmMixed) unless A, B and C are all float32.
 __device__ __forceinline__ float ld_rnd(const float* p, bool rnd) { return rnd ? bf16_to_f32(f32_to_bf16(*p)) : *p; }
 __device__ __forceinline__ float ld_rnd(const bf16* p, bool) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void ld8_rnd(float (&v)[8], const float* p, bool rnd) {
+    u32x4 a = ((const u32x4*)p)[0], b = ((const u32x4*)p)[1];
+    u32 t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = rnd ? bf16_to_f32(f32_to_bf16(__uint_as_float(t[e]))) : __uint_as_float(t[e]);
+}
+__device__ __forceinline__ void ld8_rnd(float (&v)[8], const bf16* p, bool) {
+    u32x4 a = *(const u32x4*)p;
+    u32 t[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[2 * e] = lo_bf16(t[e]), v[2 * e + 1] = hi_bf16(t[e]);
+}
 template <typename TC, typename TA, typename TB>
-__device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b, int ldb, int m, int k, float alpha, float beta, bool rnd,
-                              float (*red)[GNT_M]) {
-    int j = blockIdx.x, m0 = blockIdx.y * GNT_M, mm = min(m - m0, GNT_M);
+__device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b, int ldb, int m, int n, int k, float alpha, float beta,
+                              bool rnd, bool vec, float (*red)[GNT_M * GNT_N]) {
+    int j0 = blockIdx.x * GNT_N, m0 = blockIdx.y * GNT_M, mm = min(m - m0, GNT_M), nn = min(n - j0, GNT_N);
     const TA* ar = a + (i64)m0 * lda;
-    const TB* bj = b + (i64)j * ldb;
-    float acc[GNT_M];
+    const TB* bj = b + (i64)j0 * ldb;
+    float acc[GNT_M][GNT_N];
 #pragma unroll
-    for (int r = 0; r < GNT_M; r++) acc[r] = 0.f;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-        float w = ld_rnd(bj + i, rnd);
+    for (int r = 0; r < GNT_M; r++)
 #pragma unroll
-        for (int r = 0; r < GNT_M; r++) acc[r] += ld_rnd(ar + (i64)min(r, mm - 1) * lda + i, rnd) * w;  // unconditional: one round trip
+        for (int q = 0; q < GNT_N; q++) acc[r][q] = 0.f;
+    if (vec) {
+        for (int i = threadIdx.x * 8; i < k; i += blockDim.x * 8) {
+            float w[GNT_N][8];
+#pragma unroll
+            for (int q = 0; q < GNT_N; q++) ld8_rnd(w[q], bj + (i64)min(q, nn - 1) * ldb + i, rnd);
+#pragma unroll
+            for (int r = 0; r < GNT_M; r++) {
+                float x[8];
+                ld8_rnd(x, ar + (i64)min(r, mm - 1) * lda + i, rnd);  // unconditional: one round trip
+#pragma unroll
+                for (int q = 0; q < GNT_N; q++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc[r][q] += x[e] * w[q][e];
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < k; i += blockDim.x) {
+            float w[GNT_N];
+#pragma unroll
+            for (int q = 0; q < GNT_N; q++) w[q] = ld_rnd(bj + (i64)min(q, nn - 1) * ldb + i, rnd);
+#pragma unroll
+            for (int r = 0; r < GNT_M; r++) {
+                float x = ld_rnd(ar + (i64)min(r, mm - 1) * lda + i, rnd);
+#pragma unroll
+                for (int q = 0; q < GNT_N; q++) acc[r][q] += x * w[q];
+            }
+        }
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 #pragma unroll
-    for (int r = 0; r < GNT_M; r++) {
-        float v = warp_sum(acc[r]);
-        if (lane == 0) red[warp][r] = v;
-    }
+    for (int r = 0; r < GNT_M; r++)
+#pragma unroll
+        for (int q = 0; q < GNT_N; q++) {
+            float v = warp_sum(acc[r][q]);
+            if (lane == 0) red[warp][r * GNT_N + q] = v;
+        }
     __syncthreads();
-    int t = threadIdx.x;
-    if (t < mm) {
+    int t = threadIdx.x, r = t / GNT_N, q = t % GNT_N;
+    if (t < GNT_M * GNT_N && r < mm && q < nn) {
         float v = 0.f;
         for (int w = 0; w < warps; w++) v += red[w][t];
-        i64 o = (i64)(m0 + t) * ldc + j;
+        i64 o = (i64)(m0 + r) * ldc + j0 + q;
         v *= alpha;
         if (beta != 0.f) v += beta * ldf(c + o);
         stf(c + o, v);
@@ -320,15 +362,16 @@ __device__ void gemm_nt_few_t(TC* c, int ldc, const TA* a, int lda, const TB* b,
 }
 
 // The operands' types are flags (1: float32, 0: bf16), one kernel for the eight mixtures.
-extern "C" __global__ void gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m,
-                                       int k, float alpha, float beta) {
-    __shared__ float red[GNT_WARPS][GNT_M];
+extern "C" __global__ void __launch_bounds__(GNT_WARPS * 32) gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda,
+                                                                      const u8* b, int b_f32, int ldb, int m, int n, int k, float alpha,
+                                                                      float beta, int vec) {
+    __shared__ float red[GNT_WARPS][GNT_M * GNT_N];
     bool rnd = !(a_f32 && b_f32 && c_f32);
-#define GNT_B(TC, TA)                                                                                     \
-    if (b_f32)                                                                                            \
-        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const float*)b, ldb, m, k, alpha, beta, rnd, red); \
-    else                                                                                                  \
-        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const bf16*)b, ldb, m, k, alpha, beta, rnd, red);
+#define GNT_B(TC, TA)                                                                                                \
+    if (b_f32)                                                                                                       \
+        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const float*)b, ldb, m, n, k, alpha, beta, rnd, vec != 0, red); \
+    else                                                                                                             \
+        gemm_nt_few_t((TC*)c, ldc, (const TA*)a, lda, (const bf16*)b, ldb, m, n, k, alpha, beta, rnd, vec != 0, red);
 #define GNT_A(TC)          \
     if (a_f32) {           \
         GNT_B(TC, float)   \
