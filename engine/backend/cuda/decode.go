@@ -179,7 +179,9 @@ func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32
 	}
 	d := q4LinearDims(blocks, rows, cols)
 	if tc {
-		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{256, 1, 1}}
+		tiles := blocks * ceilDiv(rows, 16)
+		w := b.q4TcWarps(tiles, cols)
+		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{uint32(32 * w), 1, 1}, shared: uint32(w << 10)}
 	}
 	w := func(i int) devptr[uint64] {
 		if m[i].st == nil {
@@ -206,6 +208,15 @@ func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32
 			f32(m[0].bias), f32(m[1].bias), f32(m[2].bias), bf(m[0].lb), bf(m[1].lb), bf(m[2].lb), int32(m[0].off), int32(m[1].off),
 			int32(m[2].off), bf(x), int32(cols), bf(xa), int32(ldxa), int32(r), scale, int32(cols), int32(rows), int32(feats), vec)
 	})
+}
+
+// q4TcWarps is a block's warps in a tensor-core launch of q4_linears (tiles blocks over cols
+// columns, each warp's 16 × 16 tile 1 KB of shared memory): enough that each walks at most 8 of
+// the 16-column steps, up to 32, but no more in all than the device holds at once (SMs × 64
+// warps) — a wide output's many blocks keep its warps busy as they are — and 8 at least.
+func (b *Backend) q4TcWarps(tiles, cols int) int {
+	w := min(ceilDiv(cols, 16*8), 32, 64*max(1, b.d.Info.SMs)/max(tiles, 1))
+	return max(w, 8)
 }
 
 // q4LinearDims is q4_linears' launch: blocks (one per 2 output features) by 8 rows of x, its

@@ -115,7 +115,7 @@ func launchBlock(kernel string) int {
 	case "gemm_nt_few":
 		return 512
 	case "sample_rows", "sum_f32", "rope_forward", "attn_expand_kv", "attn_reduce_kv",
-		"rmsnorm_forward", "rmsnorm_forward_f32", "rmsnorm_forward_bf16":
+		"rmsnorm_forward", "rmsnorm_forward_f32", "rmsnorm_forward_bf16", "q4_linears_tc_bf16", "q4_linears_tc_f32":
 		return 1024 // fixed at 1024, or as large as a head (up to 1024)
 	}
 	return threads

@@ -106,15 +106,17 @@ extern "C" __global__ void scale_f32(float* x, i64 n, float s) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] = s == 0.f ? 0.f : x[i] * s;
 }
 
-#define Q4TC_WARPS 8
+#define Q4TC_WARPS 32  // at most; the launch picks 8 to 32 (decode.go, q4TcWarps)
 
 // q4_linear on the tensor cores for 16 rows and more (cols a multiple of 16): a block takes 16
-// rows of x (blockIdx.y) and 16 output features, and its Q4TC_WARPS warps split the columns
-// (warp w the 16-column steps w, w + Q4TC_WARPS…, as q4_linear_t's warps do: a warp walking a
-// whole row waits on every step's loads in turn), each step as two m16n8k16 tiles. Each lane
+// rows of x (blockIdx.y) and 16 output features, and its warps split the columns (warp w the
+// 16-column steps w, w + warps…, as q4_linear_t's warps do: a warp walking a whole row waits
+// on every step's loads in turn; a down product's 14,336 columns take 32 warps 28 steps
+// each), each step as two m16n8k16 tiles. Each lane
 // expands the 4 weights of its B fragments from 2 packed bytes (one scale: a 16-column step
 // stays inside a quantization block) and rounds them to bf16 in registers; x is read as bf16
-// pairs. The warps' tiles meet in shared memory (a fixed order: the same sums every run); then
+// pairs. The warps' tiles meet in shared memory (the launch's dynamic shared memory, 1 KB a
+// warp; a fixed order: the same sums every run); then
 // each of the block's 256 threads takes one of the 16 × 16 outputs and adds its LoRA term
 // (its rank loop), bias and residual.
 template <typename T>
@@ -126,11 +128,11 @@ __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int l
     if (qabsmax)
         for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
     __syncthreads();
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, g = lane >> 2, t = lane & 3;
     int n0 = bx * 16, m0 = blockIdx.y * 16;
     int ra = m0 + g, rb = m0 + g + 8;
     float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    for (int k0 = warp * 16; k0 < cols; k0 += 16 * Q4TC_WARPS) {
+    for (int k0 = warp * 16; k0 < cols; k0 += 16 * warps) {
         u32 a[4];
         a[0] = ra < m ? *(const u32*)(x + (i64)ra * ldx + k0 + 2 * t) : 0u;
         a[1] = rb < m ? *(const u32*)(x + (i64)rb * ldx + k0 + 2 * t) : 0u;
@@ -158,7 +160,7 @@ __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int l
     int rl = threadIdx.x >> 4, fl = threadIdx.x & 15, r = m0 + rl, f = n0 + fl;
     if (threadIdx.x >= 256 || r >= m || f >= rows) return;
     float v = 0.f;
-    for (int w = 0; w < Q4TC_WARPS; w++) v += tile[w][rl][fl];
+    for (int w = 0; w < warps; w++) v += tile[w][rl][fl];
     if (xa) {
         float l = 0.f;
         for (int k = 0; k < rank; k++) l += bf16_to_f32(xa[(i64)r * ldxa + k]) * bf16_to_f32(lb[(i64)f * rank + k]);
@@ -255,21 +257,23 @@ extern "C" __global__ void q4_linears_f32(const u64* w0, const u64* w1, const u6
     q4_linears_t<float, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(256) q4_linears_tc_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
+extern "C" __global__ void __launch_bounds__(Q4TC_WARPS * 32) q4_linears_tc_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
                 const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
                 int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
-    __shared__ float tile[Q4TC_WARPS][16][16];
+    DYNAMIC_SHARED(float, tiles);
+    float(*tile)[16][16] = (float(*)[16][16])tiles;
     q4_linears_t<bf16, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, 0, tile);
 }
 
-extern "C" __global__ void __launch_bounds__(256) q4_linears_tc_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
+extern "C" __global__ void __launch_bounds__(Q4TC_WARPS * 32) q4_linears_tc_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
                 const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
                 int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
     __shared__ float ncode[256];
-    __shared__ float tile[Q4TC_WARPS][16][16];
+    DYNAMIC_SHARED(float, tiles);
+    float(*tile)[16][16] = (float(*)[16][16])tiles;
     q4_linears_t<float, true>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, 0, tile);
 }
 
