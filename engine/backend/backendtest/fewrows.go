@@ -113,7 +113,7 @@ func fewRowOps(e *env) {
 		e.check("GEMM", "x·Aᵀ of a decode step: "+g.String(), func() { g.run() })
 	}
 	// An 8B model's widths (k 4,096 and 14,336: a device's kernel loops over k several times),
-	// rows 9, 17 and 40, n not a multiple of 4 (a device's block of columns cut short); pad 0
+	// rows 9, 17 and 40, n odd (a device's block of columns cut short); pad 0
 	// keeps 8-value loads possible, pad 3 not.
 	for _, c := range [][4]int{{9, 17, 14336, 0}, {17, 48, 4096, 3}, {40, 16, 4864, 0}} {
 		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: 1, beta: 0.5, pad: c[3], actB: true}

@@ -326,7 +326,7 @@ const (
 	narrowMax  = 256
 )
 
-// gemmNTFew queues gemm_nt_few (kernels/step.cu): a block per 4 columns of C and 8 rows of
+// gemmNTFew queues gemm_nt_few (kernels/step.cu): a block per 2 columns of C and 8 rows of
 // A, its warps (one per 256 of k, 1 to 16) splitting k, 8 values a load where the operands'
 // layout allows (vec).
 func (b *Backend) gemmNTFew(m, n, k int, alpha float32, a Buf, lda int, bb Buf, ldb int, beta float32, c Buf, ldc int) error {
@@ -347,11 +347,11 @@ func (b *Backend) gemmNTFew(m, n, k int, alpha float32, a Buf, lda int, bb Buf, 
 	})
 }
 
-// gemmNTFewDims is gemm_nt_few's launch (GNT_N = 4 columns and GNT_M = 8 rows a block, up to
+// gemmNTFewDims is gemm_nt_few's launch (GNT_N = 2 columns and GNT_M = 8 rows a block, up to
 // GNT_WARPS = 16 warps).
 func gemmNTFewDims(m, n, k int) dims {
 	warps := min(max(ceilDiv(k, 256), 1), 16)
-	return dims{grid: [3]uint32{uint32(ceilDiv(n, 4)), uint32(ceilDiv(m, 8)), 1}, block: [3]uint32{uint32(32 * warps), 1, 1}}
+	return dims{grid: [3]uint32{uint32(ceilDiv(n, 2)), uint32(ceilDiv(m, 8)), 1}, block: [3]uint32{uint32(32 * warps), 1, 1}}
 }
 
 // scaleRows sets C = beta·C over batch items of m rows of n values (ld apart).

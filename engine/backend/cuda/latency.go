@@ -107,7 +107,7 @@ func q4LinearChain(a *costArgs, _ Count) int64 {
 	cols, threads := a.i("cols"), a.threads()
 	step := threads
 	if a.i("vec") != 0 {
-		step *= 16
+		step *= 8
 	}
 	n := 1 + ceilDiv64(cols, step)
 	if a.sz("xa") > 0 {
@@ -125,15 +125,19 @@ func biasOrRes(a *costArgs) bool {
 	return a.szOpt("bias")+a.szOpt("res")+a.szOpt("bias0")+a.szOpt("res0") > 0
 }
 
-// q4LinearTcChain: a warp's share of the 16-column steps (its block's Q4TC_WARPS = 8 warps
-// take them in turn; no stores: unrolled), the tiles' sum through shared memory, then a
-// thread's one output element: its LoRA loop over the rank (unrolled) and the bias and
-// residual.
+// q4LinearTcChain: a warp's share of the 16-column steps (its block's warps take them in
+// turn; no stores: unrolled), the tiles' sum through shared memory, then a thread's one output
+// element: its LoRA loop over the rank, 8 ranks a load when vec's bit 2 says so (unrolled), and
+// the bias and residual.
 func q4LinearTcChain(a *costArgs, _ Count) int64 {
 	warps := max(a.threads()/32, 1)
 	n := 1 + ceilDiv64(ceilDiv64(ceilDiv64(a.i("cols"), 16), warps), unrollTrips)
 	if a.sz("xa") > 0 {
-		n += ceilDiv64(max(a.i("rank"), 1), unrollTrips)
+		each := int64(1)
+		if a.i("vec")&2 != 0 {
+			each = 8
+		}
+		n += ceilDiv64(ceilDiv64(max(a.i("rank"), 1), each), unrollTrips)
 	}
 	if biasOrRes(a) {
 		n++

@@ -33,7 +33,7 @@ extern "C" __global__ void advance_pos(int* pos, int rows, int limit) {
 // its bias, LoRA term (xa [m, rank] ldxa apart, B [rows, rank], bf16) and residual, W expanded
 // in registers and never stored. A block takes Q4L_ROWS output features and blockIdx.y Q4L_M
 // rows of x (the weight is read again per 8 rows, from L2 after the first); its warps (up to
-// Q4L_WARPS) split the columns, each thread taking 16 weights of a row a step. A decode step's
+// Q4L_WARPS) split the columns, each thread taking 8 weights of a row a step. A decode step's
 // few rows leave a product too little work to hide memory latency when a warp walks whole
 // rows (on an H200, 23–38 µs for Qwen2.5-0.5B's linears, 8 rows): split so, a 896-column row
 // takes two warps and a 4864-column one eight, and far more warps are in flight. Each warp's
@@ -123,7 +123,7 @@ template <typename T>
 __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax,
                                const u8* qabsmax, const float* nested_absmax, const float* nested_code, const float* code16, float offset,
                                const float* bias, const bf16* xa, int ldxa, const bf16* lb, int rank, float scale, int rows, int cols, int m,
-                               int block_shift, int bx, float* code, float* ncode, float (*tile)[16][16]) {
+                               int block_shift, int vec, int bx, float* code, float* ncode, float (*tile)[16][16]) {
     for (int i = threadIdx.x; i < 16; i += blockDim.x) code[i] = code16[i];
     if (qabsmax)
         for (int i = threadIdx.x; i < 256; i += blockDim.x) ncode[i] = nested_code[i];
@@ -162,8 +162,17 @@ __device__ void q4_linear_tc_t(T* y, const T* res, int ldy, const bf16* x, int l
     float v = 0.f;
     for (int w = 0; w < warps; w++) v += tile[w][rl][fl];
     if (xa) {
+        const bf16 *xr = xa + (i64)r * ldxa, *br = lb + (i64)f * rank;
         float l = 0.f;
-        for (int k = 0; k < rank; k++) l += bf16_to_f32(xa[(i64)r * ldxa + k]) * bf16_to_f32(lb[(i64)f * rank + k]);
+        if (vec & 2) {  // rank, ldxa and the columns' offset multiples of 8, xa and B 16-byte aligned: 8 ranks a load
+            for (int k = 0; k < rank; k += 8) {
+                u32x4 a = *(const u32x4*)(xr + k), b = *(const u32x4*)(br + k);
+                l += lo_bf16(a.x) * lo_bf16(b.x) + hi_bf16(a.x) * hi_bf16(b.x) + lo_bf16(a.y) * lo_bf16(b.y) + hi_bf16(a.y) * hi_bf16(b.y) +
+                     lo_bf16(a.z) * lo_bf16(b.z) + hi_bf16(a.z) * hi_bf16(b.z) + lo_bf16(a.w) * lo_bf16(b.w) + hi_bf16(a.w) * hi_bf16(b.w);
+            }
+        } else {
+            for (int k = 0; k < rank; k++) l += bf16_to_f32(xr[k]) * bf16_to_f32(br[k]);
+        }
         v += scale * l;
     }
     if (bias) v += bias[f];
@@ -233,13 +242,13 @@ __device__ void q4_linears_t(const u64* w0, const u64* w1, const u64* w2, T* y0,
     const bf16* xai = lb ? xa + (i == 0 ? off0 : i == 1 ? off1 : off2) : (const bf16*)0;
     if (TC)
         q4_linear_tc_t(y, res, q.rows, x, ldx, q.packed, q.absmax, q.qabsmax, q.nested_absmax, q.nested_code, q.code, q.offset, bias, xai,
-                       ldxa, lb, rank, scale, q.rows, cols, m, q.block_shift, bx, code, ncode, tile);
+                       ldxa, lb, rank, scale, q.rows, cols, m, q.block_shift, vec, bx, code, ncode, tile);
     else
         q4_linear_t(y, res, q.rows, x, ldx, q.packed, q.absmax, q.qabsmax, q.nested_absmax, q.nested_code, q.code, q.offset, bias, xai, ldxa,
                     lb, rank, scale, q.rows, cols, m, q.block_shift, vec, bx, code, ncode, red);
 }
 
-extern "C" __global__ void q4_linears_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
+extern "C" __global__ void __launch_bounds__(Q4L_WARPS * 32, 2) q4_linears_bf16(const u64* w0, const u64* w1, const u64* w2, bf16* y0, bf16* y1, bf16* y2, const bf16* res0, const bf16* res1, const bf16* res2,
                 const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
                 int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
@@ -248,7 +257,7 @@ extern "C" __global__ void q4_linears_bf16(const u64* w0, const u64* w1, const u
     q4_linears_t<bf16, false>(w0, w1, w2, y0, y1, y2, res0, res1, res2, bias0, bias1, bias2, lb0, lb1, lb2, off0, off1, off2, x, ldx, xa, ldxa, rank, scale, cols, m, vec, code, ncode, red, 0);
 }
 
-extern "C" __global__ void q4_linears_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
+extern "C" __global__ void __launch_bounds__(Q4L_WARPS * 32, 2) q4_linears_f32(const u64* w0, const u64* w1, const u64* w2, float* y0, float* y1, float* y2, const float* res0, const float* res1, const float* res2,
                 const float* bias0, const float* bias1, const float* bias2, const bf16* lb0, const bf16* lb1, const bf16* lb2, int off0,
                 int off1, int off2, const bf16* x, int ldx, const bf16* xa, int ldxa, int rank, float scale, int cols, int m, int feats, int vec) {
     __shared__ float code[16];
@@ -278,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(Q4TC_WARPS * 32) q4_linears_tc_f32(
 }
 
 #define GNT_M 8       // rows of A a block
-#define GNT_N 4       // columns of C (rows of B) a block
+#define GNT_N 2       // columns of C (rows of B) a block (4 spill at 512 threads: A's 8 rows × 8 values are live)
 #define GNT_WARPS 16  // at most
 
 // C[m, n] = alpha·A[m, k]·B[n, k]ᵀ + beta·C for a few rows and a narrow C: GEMM(false, true)
