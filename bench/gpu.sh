@@ -150,12 +150,14 @@ fi
 pack
 
 # 6. Kernel bandwidth: NF4 → bf16 against a device-to-device copy (target ratio ≥ 0.8), and
-#    the fused 4-bit GEMV of decoding; then the device ops composed by hand, decode replayed as
-#    a CUDA graph (BenchmarkGRPOStepQwen05, BenchmarkDecodeQwen05).
+#    the fused 4-bit GEMV of decoding; the decode attention (attn_rows*, 8 warps splitting the
+#    keys) at the 8B's and the 0.5B's mean contexts beside the model's estimate of the launch
+#    (BenchmarkDecodeAttention: µs against est-H100-µs/est-H200-µs); then the device ops composed
+#    by hand, decode replayed as a CUDA graph (BenchmarkGRPOStepQwen05, BenchmarkDecodeQwen05).
 say "== NF4 dequantization vs device-to-device copy, 4-bit GEMV; device ops by hand (GPU-event timing)"
 t=$(stage 80)
 if [ "$t" -eq 0 ]; then skip; else
-(cd engine/backend/cuda && timeout "$t" "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4|Qwen05|FlashAttention' -test.benchtime 3x) > "$out/kernels.log" 2>&1
+(cd engine/backend/cuda && timeout "$t" "../../../$bin/cuda.test" -test.run '^$' -test.bench 'DequantVsCopy|GEMV4|DecodeAttention|Qwen05|FlashAttention' -test.benchtime 3x) > "$out/kernels.log" 2>&1
 grep -E '^Benchmark|FAIL|panic' "$out/kernels.log" | tee -a "$summary"
 fi
 pack

@@ -166,8 +166,8 @@ var attnCases = []attnCase{
 func attentionOps(e *env) {
 	for _, c := range pick(e, attnCases) {
 		a := c.attention()
-		rows, capacity, total := c.layout()
-		qw, kw := c.heads*c.hd, c.kv*c.hd
+		rows, _, total := c.layout()
+		qw := c.heads * c.hd
 		q, k, v := e.randn(rows*qw, 1), e.randn(total, 1), e.randn(total, 1)
 		dout := e.randn(rows*qw, 1)
 		dq0, dk0, dv0 := e.randn(rows*qw, 0.2), e.randn(total, 0.2), e.randn(total, 0.2)
@@ -233,39 +233,67 @@ func attentionOps(e *env) {
 			},
 		})
 
-		// The decode step: every row of the batch as one row at its position, reading its
-		// sequence's slot of the cache through (seq, pos).
-		e.check("AttentionRows", c.String(), func() {
-			var seq, pos []int32
-			var rowsWant []float64
-			var qr []float32
-			for i, r := range c.runs {
-				for j := 0; j < r[0]; j++ {
-					seq, pos = append(seq, int32(i)), append(pos, int32(r[1]+j))
-				}
-			}
-			// rows in another order than the spans': rows are independent
-			perm := e.rng.Perm(len(seq))
-			ps, pp := make([]int32, len(seq)), make([]int32, len(seq))
-			for i, p := range perm {
-				ps[i], pp[i] = seq[p], pos[p]
-				qr = append(qr, q[p*qw:(p+1)*qw]...)
-				rowsWant = append(rowsWant, want[p*qw:(p+1)*qw]...)
-			}
-			n := len(seq)
-			if n == 0 {
-				return
-			}
-			got := e.twin(func(s *side) []backend.Buf {
-				out := s.outAs(act, n*qw)
-				s.do("AttentionRows", s.b.AttentionRows(out, s.inAs(act, qr), s.inAs(act, k), s.inAs(act, v), s.i32(ps), s.i32(pp), n, a, capacity*kw))
-				return []backend.Buf{out}
-			})
-			if got != nil {
-				e.oracle("one row at a time", got[0], rowsWant, 1e-6, 1e-5)
-			}
-		})
+		attentionRowsCheck(e, c, q, k, v, want)
 	}
+	// the decode step alone over longer contexts
+	for _, c := range pick(e, rowsCases) {
+		rows, _, total := c.layout()
+		q, k, v := e.randn(rows*c.heads*c.hd, 1), e.randn(total, 1), e.randn(total, 1)
+		want, _ := attentionF64(q, k, v, c)
+		attentionRowsCheck(e, c, q, k, v, want)
+	}
+}
+
+// rowsCases: the decode step over contexts longer than one pass of a row's warps over its
+// key tiles (the CUDA kernel's warps take tiles of 1024/D keys in turn, D = 64, 128, 256
+// bounding the head dimension: 128, 64 and 32 keys a pass of its 8 warps), beside rows of a
+// few keys (warps with no tile); grouped-query ratios 1, 2 and 7, head dims 64, 128, 256
+// and 80 (a bound's dims past the head), sliding windows and soft-capped scores.
+var rowsCases = []attnCase{
+	{14, 2, 64, 0, [][2]int{{1, 300}, {1, 5}, {1, 130}}, 0},
+	{3, 1, 80, 0, [][2]int{{1, 150}, {1, 3}}, 2},
+	{8, 4, 128, 0, [][2]int{{1, 200}, {1, 0}, {1, 64}}, 0},
+	{4, 2, 128, 50, [][2]int{{1, 200}, {1, 20}}, 0},
+	{4, 4, 256, 0, [][2]int{{1, 95}, {1, 33}, {1, 2}}, 0},
+	{7, 1, 64, 100, [][2]int{{1, 260}, {1, 9}}, 1.5},
+}
+
+// attentionRowsCheck: the decode step, every row of c's runs as one row at its position,
+// reading its sequence's slot of the cache through (seq, pos), against want (attentionF64's).
+func attentionRowsCheck(e *env, c attnCase, q, k, v []float32, want []float64) {
+	a := c.attention()
+	_, capacity, _ := c.layout()
+	qw, kw := c.heads*c.hd, c.kv*c.hd
+	e.check("AttentionRows", c.String(), func() {
+		var seq, pos []int32
+		var rowsWant []float64
+		var qr []float32
+		for i, r := range c.runs {
+			for j := 0; j < r[0]; j++ {
+				seq, pos = append(seq, int32(i)), append(pos, int32(r[1]+j))
+			}
+		}
+		// rows in another order than the spans': rows are independent
+		perm := e.rng.Perm(len(seq))
+		ps, pp := make([]int32, len(seq)), make([]int32, len(seq))
+		for i, p := range perm {
+			ps[i], pp[i] = seq[p], pos[p]
+			qr = append(qr, q[p*qw:(p+1)*qw]...)
+			rowsWant = append(rowsWant, want[p*qw:(p+1)*qw]...)
+		}
+		n := len(seq)
+		if n == 0 {
+			return
+		}
+		got := e.twin(func(s *side) []backend.Buf {
+			out := s.outAs(act, n*qw)
+			s.do("AttentionRows", s.b.AttentionRows(out, s.inAs(act, qr), s.inAs(act, k), s.inAs(act, v), s.i32(ps), s.i32(pp), n, a, capacity*kw))
+			return []backend.Buf{out}
+		})
+		if got != nil {
+			e.oracle("one row at a time", got[0], rowsWant, 1e-6, 1e-5)
+		}
+	})
 }
 
 // attentionF64 is causal grouped-query attention in float64, with the probabilities in the

@@ -374,3 +374,73 @@ func BenchmarkFlashAttention(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeAttention: a decode step's attention (attn_rows*, every row of the batch
+// over its sequence's cached keys) at the rollouts' mean contexts, timed by GPU events,
+// beside a device-to-device copy of the keys and values it reads (the bandwidth anchor) and
+// the cost model's H100 and H200 estimates of the same launch (a ratio measured/estimated far
+// from 1 on that card says the chain rule is off for this kernel).
+func BenchmarkDecodeAttention(b *testing.B) {
+	d := benchDevice(b)
+	be := &Backend{d: d}
+	for _, sh := range []struct {
+		name                                string
+		rows, keys, capacity, heads, kv, hd int
+	}{{"llama8b-16x384", 16, 384, 640, 32, 8, 128}, {"qwen0.5b-8x64", 8, 64, 96, 14, 2, 64}} {
+		b.Run(sh.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			a := Attention{Heads: sh.heads, KVHeads: sh.kv, HeadDim: sh.hd, Scale: float32(1 / math.Sqrt(float64(sh.hd)))}
+			qw, kw := sh.heads*sh.hd, sh.kv*sh.hd
+			stride := sh.capacity * kw
+			rnd := func(n int) Buf {
+				buf, _ := upBF16(b, be, randn(rng, n, 1))
+				return buf
+			}
+			q, k, v, out := rnd(sh.rows*qw), rnd(sh.rows*stride), rnd(sh.rows*stride), rnd(sh.rows*qw)
+			seq, pos := make([]int32, sh.rows), make([]int32, sh.rows)
+			for r := range seq {
+				seq[r], pos[r] = int32(r), int32(sh.keys-1)
+			}
+			seqb, posb := up(b, be, I32, seq), up(b, be, I32, pos)
+			as := shapeOf(a)
+			attn := func(o *owner) error {
+				o.hint = int64(sh.rows * sh.keys)
+				return o.attentionRows(bf(out), bf(q), bf(k), bf(v), i32(seqb), i32(posb), int64(stride), sh.rows, as, kw)
+			}
+			be.ResetLedger()
+			must(b, be.queue(nil, attn))
+			must(b, be.Sync())
+			var launch Count
+			for name, c := range be.Ledger().Kernels {
+				if strings.HasPrefix(name, "attn_rows") {
+					launch = c
+				}
+			}
+			if launch.N != 1 {
+				b.Fatalf("no attn_rows launch: %v", be.Ledger().Kernels)
+			}
+			bytes := 2 * 2 * sh.rows * sh.keys * kw // the keys and values read
+			dst := allocT[bf16](b, d, bytes/2)
+			reps := 50
+			if testing.Short() {
+				reps = 1
+			}
+			var ta, tc float64
+			var err error
+			for i := 0; i < b.N; i++ {
+				if ta, err = d.timeGPU(reps, attn); err != nil {
+					b.Fatal(err)
+				}
+				if tc, err = d.timeGPU(reps, func(o *owner) error { return o.copyDtoD(uintptr(dst), k.Addr(), bytes/2) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(ta*1e6, "µs")
+			b.ReportMetric(float64(bytes)/ta/1e9, "GB/s")
+			b.ReportMetric(float64(bytes)/tc/1e9, "copy-GB/s")
+			b.ReportMetric(float64(launch.Chain), "chain")
+			b.ReportMetric(H100.KernelTime(launch)*1e6, "est-H100-µs")
+			b.ReportMetric(H200.KernelTime(launch)*1e6, "est-H200-µs")
+		})
+	}
+}

@@ -353,23 +353,26 @@ func (c Calls) Latency(card Card) float64 {
 	return t
 }
 
-// withKeys is c with attn_rows' chains those of rows of keys keys each: a ledger's run has
+// rowsKernels are the decode attention kernels, by their head-dimension bound D.
+var rowsKernels = map[string]int64{"attn_rows64": 64, "attn_rows128": 128, "attn_rows256": 256}
+
+// withKeys is c with attn_rows*' chains those of rows of keys keys each: a ledger's run has
 // its own short context; a rollout's decode token attends to P + C/2 keys on average, and
 // the chain grows with them (latency.go).
 func (c Calls) withKeys(keys int) Calls {
-	a, ok := c.Chains["attn_rows"]
-	if !ok || a.N == 0 || a.Chain == 0 {
-		return c
-	}
 	r := c.Scale(1)
-	r.Chains["attn_rows"] = a.atKeys(keys)
+	for k, d := range rowsKernels {
+		if a := c.Chains[k]; a.N > 0 && a.Chain > 0 {
+			r.Chains[k] = a.atKeys(d, keys)
+		}
+	}
 	return r
 }
 
-// atKeys is attn_rows' launches a with the chain of rows of keys keys each (the warps as they
-// were).
-func (a Chains) atKeys(keys int) Chains {
-	f := a.N * float64(attnKeysChain(int64(keys))) / a.Chain
+// atKeys is attn_rows<d>'s launches a with the chain of rows of keys keys each (the warps as
+// they were).
+func (a Chains) atKeys(d int64, keys int) Chains {
+	f := a.N * float64(attnSplitChain(d, int64(keys))) / a.Chain
 	return Chains{a.N, a.Chain * f, a.WarpChain * f}
 }
 
@@ -493,7 +496,7 @@ func seconds(s float64) string {
 
 // PrintKernels writes each kernel's share of l's time on c (graph nodes and launches alike,
 // cuBLAS calls as one), most first: calls, warps and chain a launch, bytes, time and its
-// bound. keys > 0 takes attn_rows' chains at keys keys a row (see Calls.withKeys).
+// bound. keys > 0 takes attn_rows*' chains at keys keys a row (see Calls.withKeys).
 func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	type row struct {
 		name string
@@ -511,8 +514,8 @@ func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	var rows []row
 	var total float64
 	for k, n := range all {
-		if k == "attn_rows" && keys > 0 && n.Chain > 0 {
-			a := Chains{float64(n.N), float64(n.Chain), float64(n.WarpChain)}.atKeys(keys)
+		if d, ok := rowsKernels[k]; ok && keys > 0 && n.Chain > 0 {
+			a := Chains{float64(n.N), float64(n.Chain), float64(n.WarpChain)}.atKeys(d, keys)
 			n.Chain, n.WarpChain = int64(a.Chain), int64(a.WarpChain)
 		}
 		t := c.KernelTime(n)

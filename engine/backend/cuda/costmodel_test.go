@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -160,20 +161,40 @@ func TestCostModelH200(t *testing.T) {
 	}
 }
 
-// A decode token's attention chain is taken at the rollout's mean context, whatever the
-// ledger's run attended to: 24 launches of 12 keys a row (chain 8) become 24 of 64 (chain
-// 34), their warps kept.
+// A decode token's attention chains are taken at the rollout's mean context, whatever the
+// ledger's run attended to, each kernel by its own tile: 24 launches of attn_rows256 (tiles of
+// 4 keys, 32 keys a pass of its 8 warps) over 12 keys a row (chain 3) become 24 over 64 (two
+// passes: chain 5); 24 of attn_rows128 (64 keys a pass) over 100 keys (chain 5) become one
+// pass (chain 3); their warps kept.
 func TestCostModelAttentionKeys(t *testing.T) {
-	calls := Calls{Nodes: 24, Kernels: 24, Chains: map[string]Chains{"attn_rows": {24, 24 * 8, 24 * 8 * 448}, "other": {1, 5, 5}}}
+	calls := Calls{Nodes: 48, Kernels: 48, Chains: map[string]Chains{
+		"attn_rows256": {24, 24 * 3, 24 * 3 * 448}, "attn_rows128": {24, 24 * 5, 24 * 5 * 448}, "other": {1, 5, 5}}}
 	s := EstimateStep(H100, Qwen05B, map[string]Calls{PhaseDecode: calls}, Path{DecodeFused: true})
 	d := s.Phases[slices.Index(Phases, PhaseDecode)]
-	if got := d.Calls.Chains["attn_rows"]; got != (Chains{24, 24 * 34, 24 * 34 * 448}) || d.Calls.Chains["other"] != calls.Chains["other"] {
-		t.Errorf("attn_rows at 64 keys: %+v, the rest %+v", got, d.Calls.Chains["other"])
+	if got := d.Calls.Chains["attn_rows256"]; got != (Chains{24, 24 * 5, 24 * 5 * 448}) {
+		t.Errorf("attn_rows256 at 64 keys: %+v", got)
 	}
-	if calls.Chains["attn_rows"].Chain != 24*8 {
-		t.Errorf("the ledger's calls were changed: %+v", calls.Chains["attn_rows"])
+	if got := d.Calls.Chains["attn_rows128"]; got != (Chains{24, 24 * 3, 24 * 3 * 448}) || d.Calls.Chains["other"] != calls.Chains["other"] {
+		t.Errorf("attn_rows128 at 64 keys: %+v, the rest %+v", got, d.Calls.Chains["other"])
 	}
-	if want := (24*34 + 5) * 0.45e-6; math.Abs(d.Latency-want) > 1e-12 {
+	if calls.Chains["attn_rows256"].Chain != 24*3 {
+		t.Errorf("the ledger's calls were changed: %+v", calls.Chains["attn_rows256"])
+	}
+	if want := (24*5 + 24*3 + 5) * 0.45e-6; math.Abs(d.Latency-want) > 1e-12 {
 		t.Errorf("latency %g s, want %g", d.Latency, want)
+	}
+}
+
+// latency.go's attn_rows* chain reads the kernel's warps and tile from constants that must be
+// the kernel's own (kernels/attention.cu).
+func TestAttnRowsChainMatchesKernel(t *testing.T) {
+	src, err := kernelFS.ReadFile("kernels/attention.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{fmt.Sprintf("#define ROWS_WARPS %d ", attnWarps), fmt.Sprintf("constexpr int TK = %d / D;", attnRowsKeys(1))} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("kernels/attention.cu has no %q: latency.go's attn_rows chain is not the kernel's", want)
+		}
 	}
 }

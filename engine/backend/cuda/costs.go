@@ -145,6 +145,14 @@ func attnTC(kind int) costFunc {
 	}
 }
 
+// attnRows is attn_rows*' cost: q and out once, every row's keys and values (a.hint: the
+// rows' keys, summed) once per key/value head.
+func attnRows(a *costArgs) Count {
+	rows, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
+	keys := a.hint
+	return Count{Read: rows*heads*hd*2 + keys*kvh*hd*2*2, Written: rows * heads * hd * 2, Flops: 4 * keys * heads * hd}
+}
+
 // kernelCosts declares every kernel's cost (a test checks that none is missing).
 var kernelCosts = map[string]costFunc{
 	"attn_softmax_forward": func(a *costArgs) Count {
@@ -155,11 +163,7 @@ var kernelCosts = map[string]costFunc{
 		e := a.i("heads") * a.i("n") * a.i("L")
 		return Count{Read: 8 * e, Written: 2 * e * (1 + min(1, a.sz("probs")/2)), Flops: 6 * e}
 	},
-	"attn_rows": func(a *costArgs) Count {
-		rows, heads, kvh, hd := int64(a.d.grid[0]), a.i("heads"), a.i("kvHeads"), a.i("hd")
-		keys := a.hint // every row's keys, summed
-		return Count{Read: rows*heads*hd*2 + keys*kvh*hd*2*2, Written: rows * heads * hd * 2, Flops: 4 * keys * heads * hd}
-	},
+	"attn_rows64": attnRows, "attn_rows128": attnRows, "attn_rows256": attnRows,
 	// the tensor-core kernels: a.attn's tile pairs (each a 16×16 tile of a head's scores) times
 	// the products each forms, on tcDims(hd) padded dims; q, k, v and the gradients once
 	"attn_fwd_tc64": attnTC(attnFwd), "attn_fwd_tc128": attnTC(attnFwd), "attn_fwd_tc256": attnTC(attnFwd),

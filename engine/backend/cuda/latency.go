@@ -49,7 +49,8 @@ var kernelChains = map[string]chainFunc{
 	"q4_linears_bf16": q4LinearChain, "q4_linears_f32": q4LinearChain,
 	"q4_linears_tc_bf16": q4LinearTcChain, "q4_linears_tc_f32": q4LinearTcChain,
 	"rmsnorm_forward": rmsnormChain, "rmsnorm_forward_f32": rmsnormChain, "rmsnorm_forward_bf16": rmsnormChain,
-	"attn_rows": attnRowsChain, "gemm_nt_few": gemmNTFewChain,
+	"attn_rows64": attnRowsChain(64), "attn_rows128": attnRowsChain(128), "attn_rows256": attnRowsChain(256),
+	"gemm_nt_few": gemmNTFewChain,
 }
 
 // kernelChain is the chain of the launch of id whose arguments sit in o's slots (c: its
@@ -181,13 +182,33 @@ func rmsnormChain(a *costArgs, _ Count) int64 {
 	return normChain(a.i("dim"), 32, ceilDiv64(rows, max(warps, 1)))
 }
 
-// attnKeysChain is attn_rows' chain (kernels/attention.cu) for a row of keys keys: the
-// position and sequence, then the query (2); per key of the warp's share (its 4 warps take
-// keys in turn), the key's values and, after their warp sum, the value's (2); the merge goes
-// through shared memory.
+// attnKeysChain is the chain of attn_rows as at commit 8fa3b91 (the kernel the H200 measured,
+// TestCostModelH200) for a row of keys keys: the position and sequence, then the query (2);
+// per key of the warp's share (its 4 warps took keys in turn), the key's values and, after
+// their warp sum, the value's (2); the merge went through shared memory.
 func attnKeysChain(keys int64) int64 { return 2 + 2*ceilDiv64(keys, 4) }
 
-func attnRowsChain(a *costArgs, _ Count) int64 {
-	rows := max(int64(a.d.grid[0]), 1)
-	return attnKeysChain(ceilDiv64(a.hint, rows))
+// attnWarps is ROWS_WARPS (kernels/attention.cu): the warps of an attn_rows* block.
+const attnWarps = 8
+
+// attnRowsKeys is the keys a tile of attn_rows<D> (its TK: D/32 dims × TK keys = 32 loads a
+// lane in flight).
+func attnRowsKeys(d int64) int64 { return 1024 / d }
+
+// attnSplitChain is attn_rows<D>'s chain (kernels/attention.cu) for a row of keys keys: the
+// position, sequence and query, independent loads (1); per tile of the warp's share (the
+// block's attnWarps warps take tiles of attnRowsKeys(D) keys in turn; the tile loop is not
+// unrolled, #pragma unroll 1), the tile's keys, straight-line (1), then, after the transposed
+// warp sum and the softmax's shuffles, its values, straight-line (1); the merge goes through
+// shared memory.
+func attnSplitChain(d, keys int64) int64 {
+	return 1 + 2*ceilDiv64(keys, attnRowsKeys(d)*attnWarps)
+}
+
+// attnRowsChain is attn_rows<d>'s chain at its launch's mean keys a row (o.hint / rows).
+func attnRowsChain(d int64) chainFunc {
+	return func(a *costArgs, _ Count) int64 {
+		rows := max(int64(a.d.grid[0]), 1)
+		return attnSplitChain(d, ceilDiv64(a.hint, rows))
+	}
 }

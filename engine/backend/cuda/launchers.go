@@ -10,7 +10,9 @@ var _ = math.Float32bits
 const (
 	kAttnSoftmaxForward kernelID = iota
 	kAttnSoftmaxBackwardScores
-	kAttnRows
+	kAttnRows64
+	kAttnRows128
+	kAttnRows256
 	kAttnExpandKv
 	kAttnExpandKvF32
 	kAttnReduceKv
@@ -115,7 +117,9 @@ const (
 var kernelNames = [numKernels]string{
 	"attn_softmax_forward",
 	"attn_softmax_backward_scores",
-	"attn_rows",
+	"attn_rows64",
+	"attn_rows128",
+	"attn_rows256",
 	"attn_expand_kv",
 	"attn_expand_kv_f32",
 	"attn_reduce_kv",
@@ -219,6 +223,8 @@ var kernelNames = [numKernels]string{
 var kernelArgs = [numKernels]int{
 	8,
 	10,
+	14,
+	14,
 	14,
 	7,
 	7,
@@ -324,6 +330,8 @@ var kernelArgs = [numKernels]int{
 var kernelParams = [numKernels][]kparam{
 	{{"probs", pOut, 4}, {"scores", pIn, 4}, {"heads", pInt, 4}, {"n", pInt, 4}, {"L", pInt, 4}, {"pos0", pInt, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
 	{{"dscores", pOut, 2}, {"probs", pOut, 2}, {"scores", pIn, 4}, {"dprobs", pIn, 4}, {"heads", pInt, 4}, {"n", pInt, 4}, {"L", pInt, 4}, {"pos0", pInt, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"seqStride", pInt, 8}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
+	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"seqStride", pInt, 8}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
 	{{"out", pOut, 2}, {"q", pIn, 2}, {"k", pIn, 2}, {"v", pIn, 2}, {"seq", pIn, 4}, {"pos", pIn, 4}, {"seqStride", pInt, 8}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}, {"ldk", pInt, 4}, {"scale", pFloat, 4}, {"window", pInt, 4}, {"softcap", pFloat, 4}},
 	{{"dst", pOut, 2}, {"src", pIn, 2}, {"lds", pInt, 4}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
 	{{"dst", pOut, 4}, {"src", pIn, 2}, {"lds", pInt, 4}, {"L", pInt, 4}, {"heads", pInt, 4}, {"kvHeads", pInt, 4}, {"hd", pInt, 4}},
@@ -454,8 +462,8 @@ func (o *owner) attnSoftmaxBackwardScores(d dims, dscores devptr[bf16], probs de
 	return o.launch(kAttnSoftmaxBackwardScores, d)
 }
 
-// attnRows launches attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
-func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+// attnRows64 launches attn_rows64(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnRows64(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
 	s := &o.args.slots
 	s[0] = uint64(out)
 	s[1] = uint64(q)
@@ -471,7 +479,47 @@ func (o *owner) attnRows(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16
 	s[11] = uint64(math.Float32bits(scale))
 	s[12] = uint64(uint32(window))
 	s[13] = uint64(math.Float32bits(softcap))
-	return o.launch(kAttnRows, d)
+	return o.launch(kAttnRows64, d)
+}
+
+// attnRows128 launches attn_rows128(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnRows128(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(q)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(seq)
+	s[5] = uint64(pos)
+	s[6] = uint64(seqStride)
+	s[7] = uint64(uint32(heads))
+	s[8] = uint64(uint32(kvHeads))
+	s[9] = uint64(uint32(hd))
+	s[10] = uint64(uint32(ldk))
+	s[11] = uint64(math.Float32bits(scale))
+	s[12] = uint64(uint32(window))
+	s[13] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnRows128, d)
+}
+
+// attnRows256 launches attn_rows256(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq, const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap).
+func (o *owner) attnRows256(d dims, out devptr[bf16], q devptr[bf16], k devptr[bf16], v devptr[bf16], seq devptr[int32], pos devptr[int32], seqStride int64, heads int32, kvHeads int32, hd int32, ldk int32, scale float32, window int32, softcap float32) error {
+	s := &o.args.slots
+	s[0] = uint64(out)
+	s[1] = uint64(q)
+	s[2] = uint64(k)
+	s[3] = uint64(v)
+	s[4] = uint64(seq)
+	s[5] = uint64(pos)
+	s[6] = uint64(seqStride)
+	s[7] = uint64(uint32(heads))
+	s[8] = uint64(uint32(kvHeads))
+	s[9] = uint64(uint32(hd))
+	s[10] = uint64(uint32(ldk))
+	s[11] = uint64(math.Float32bits(scale))
+	s[12] = uint64(uint32(window))
+	s[13] = uint64(math.Float32bits(softcap))
+	return o.launch(kAttnRows256, d)
 }
 
 // attnExpandKv launches attn_expand_kv(bf16* dst, const bf16* src, int lds, int L, int heads, int kv_heads, int hd).

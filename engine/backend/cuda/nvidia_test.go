@@ -108,8 +108,6 @@ func TestKernelsCompileWithNVRTC(t *testing.T) {
 // launchBlock is the largest block ops.go launches a kernel with (256 unless listed).
 func launchBlock(kernel string) int {
 	switch kernel {
-	case "attn_rows":
-		return 128
 	case "logprob_forward", "logprob_backward":
 		return 512
 	case "gemm_nt_few":

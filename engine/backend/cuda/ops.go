@@ -328,13 +328,20 @@ func (o *owner) attentionRows(out, q, k, v devptr[bf16], seq, pos devptr[int32],
 	if a.hd > 256 {
 		return fmt.Errorf("cuda: head dimension %d above the row attention kernel's 256", a.hd)
 	}
-	d := dims{grid: [3]uint32{uint32(rows), uint32(a.heads), 1}, block: [3]uint32{4 * 32, 1, 1}}
+	d := dims{grid: [3]uint32{uint32(rows), uint32(a.heads), 1}, block: [3]uint32{attnWarps * 32, 1, 1}}
 	if o.hint == 0 && seqStride > 0 && ldk > 0 {
 		// the positions are on the device: declare every row reading its sequence's whole
 		// capacity (an upper bound); callers that know the lengths set o.hint
 		o.hint = int64(rows) * seqStride / int64(ldk)
 	}
-	return o.attnRows(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window), a.softcap)
+	launch := o.attnRows256
+	switch {
+	case a.hd <= 64:
+		launch = o.attnRows64
+	case a.hd <= 128:
+		launch = o.attnRows128
+	}
+	return launch(d, out, q, k, v, seq, pos, seqStride, int32(a.heads), int32(a.kvHeads), int32(a.hd), int32(ldk), a.scale, int32(a.window), a.softcap)
 }
 
 // rowThreads is the block of the block-per-row log-prob kernels: about 16 logits a thread

@@ -1,7 +1,7 @@
 // Causal attention with grouped-query heads: query head h reads key/value head
 // h / (heads/kv_heads). Long spans go through cuBLAS (scores = scale·Q·Kᵀ and out = P·V as
 // strided-batched products, one batch item per head) around the softmax kernels here;
-// short spans and decode steps use attn_rows, one block per (row, head) over the keys.
+// short spans and decode steps use attn_rows*, one block per (row, head), its warps splitting the keys.
 
 // probs[h, i, :] = softmax(scores[h, i, :]) over keys k0..p (p = pos0+i, k0 = p−window+1
 // when a window is set), zeros elsewhere, the scores soft-capped first when softcap > 0.
@@ -69,19 +69,52 @@ extern "C" __global__ void attn_softmax_backward_scores(bf16* dscores, bf16* pro
     }
 }
 
-#define ROWS_MAX_DIMS 8  // head_dim ≤ 256: each lane holds dims lane, lane+32, …
-#define ROWS_WARPS 4
+#define ROWS_WARPS 8  // warps a block of attn_rows*: they take the row's key tiles in turn
+
+// Sums, for every lane of the warp, its v[0..N) (N ≤ 32 a power of two) across the lanes,
+// so that lane l ends with the total of entry l / (32/N): each step gives half of the entries
+// left to the partner lane (lane ^ o) and adds the half it receives, 31 shuffles for N = 32
+// rather than 5 a value. Lanes holding the same entry hold the same sum.
+template <int N>
+__device__ __forceinline__ float lanes_transpose_sum(float (&v)[N], int lane) {
+    int n = N;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        if (n > 1) {
+            bool up = lane & o;
+            n >>= 1;
+#pragma unroll
+            for (int i = 0; i < N / 2; i++) {
+                if (i < n) {
+                    float keep = up ? v[i + n] : v[i], send = up ? v[i] : v[i + n];
+                    v[i] = keep + __shfl_xor_sync(FULL_MASK, send, o);
+                }
+            }
+        } else {
+            v[0] += __shfl_xor_sync(FULL_MASK, v[0], o);
+        }
+    }
+    return v[0];
+}
 
 // out[r, h·hd:(h+1)·hd] = softmax(cap(scale·q·Kᵀ))·V for row r over keys k0..pos[r] of its
 // sequence seq[r] (0 when seq is null), whose keys and values start at k and v plus
-// seq[r]·seq_stride (a KV-cache slot, or a span's own rows), key j at + j·ldk + kvh·hd. Grid (rows, heads), ROWS_WARPS
-// warps a block: warps take keys in turn with an online softmax each, then merge. Lanes
-// split the head dimension.
-extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
-                                                            const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk,
-                                                            float scale, int window, float softcap) {
-    __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
-    __shared__ float sacc[ROWS_WARPS][ROWS_MAX_DIMS * 32];
+// seq[r]·seq_stride (a KV-cache slot, or a span's own rows), key j at + j·ldk + kvh·hd.
+// Grid (rows, heads), ROWS_WARPS warps a block; D ≥ hd bounds the head dimension. The keys
+// are split over the warps (flash-decoding within the block): warp w takes tiles w,
+// w + ROWS_WARPS, … of TK keys, each lane holding dims lane + 32t of every key of the tile
+// (coalesced), so a tile's keys are one round of D loads a lane and its values another; a
+// transposed warp sum leaves each key's score on 32/TK lanes, the tile's online-softmax
+// update is shared through shuffles, and the warps' partials (max, sum, unnormalized
+// output) merge through shared memory. Dims past hd read dim hd−1 against a zero query (no
+// load is conditional); keys past the position read the last key with weight 0; a warp with
+// no tile leaves a neutral partial (sum 0).
+template <int D>
+__device__ void attn_rows_t(float* sm, float* sl, float (*sacc)[D], bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
+                            const int* pos, i64 seq_stride, int heads, int kv_heads, int hd, int ldk, float scale, int window, float softcap) {
+    constexpr int T = D / 32;     // dims a lane holds
+    constexpr int TK = 1024 / D;  // keys a tile: T·TK = 32 loads a lane in flight
+    constexpr int LK = 32 / TK;   // lanes holding each key's score
     int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int kvh = h / (heads / kv_heads);
     int p = pos[r];
@@ -90,31 +123,42 @@ extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf1
     i64 base = (seq ? (i64)seq[r] * seq_stride : 0) + (i64)kvh * hd;
     const bf16* kb = k + base;
     const bf16* vb = v + base;
-    float qv[ROWS_MAX_DIMS], acc[ROWS_MAX_DIMS];
+    float qv[T], acc[T];
+    int dd[T];
 #pragma unroll
-    for (int t = 0; t < ROWS_MAX_DIMS; t++) {
+    for (int t = 0; t < T; t++) {
         int d = lane + 32 * t;
-        qv[t] = d < hd ? bf16_to_f32(qr[d]) * scale : 0.f;
+        dd[t] = min(d, hd - 1);
+        float x = bf16_to_f32(qr[dd[t]]);
+        qv[t] = d < hd ? x * scale : 0.f;
         acc[t] = 0.f;
     }
     float m = NEG_INF, l = 0.f;
-    for (int j = k0 + w; j <= p; j += ROWS_WARPS) {
-        const bf16* kj = kb + (i64)j * ldk;
-        float s = 0.f;
+#pragma unroll 1
+    for (int j0 = k0 + w * TK; j0 <= p; j0 += ROWS_WARPS * TK) {
+        float part[TK];
 #pragma unroll
-        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
-            int d = lane + 32 * t;
-            if (d < hd) s += qv[t] * bf16_to_f32(kj[d]);
+        for (int i = 0; i < TK; i++) {
+            const bf16* kj = kb + (i64)min(j0 + i, p) * ldk;
+            float s = 0.f;
+#pragma unroll
+            for (int t = 0; t < T; t++) s += qv[t] * bf16_to_f32(kj[dd[t]]);
+            part[i] = s;
         }
-        s = softcapf(warp_sum(s), softcap);
-        float mn = fmaxf(m, s);
+        float s = lanes_transpose_sum(part, lane);
+        s = j0 + lane / LK <= p ? softcapf(s, softcap) : NEG_INF;
+        float mn = fmaxf(m, warp_max(s));  // finite: the tile's first key is visible
         float c = __expf(m - mn), e = __expf(s - mn);
-        l = l * c + e;
-        const bf16* vj = vb + (i64)j * ldk;
+        l *= c;
 #pragma unroll
-        for (int t = 0; t < ROWS_MAX_DIMS; t++) {
-            int d = lane + 32 * t;
-            if (d < hd) acc[t] = acc[t] * c + e * bf16_to_f32(vj[d]);
+        for (int t = 0; t < T; t++) acc[t] *= c;
+#pragma unroll
+        for (int i = 0; i < TK; i++) {
+            const bf16* vj = vb + (i64)min(j0 + i, p) * ldk;
+            float ei = __shfl_sync(FULL_MASK, e, i * LK);
+            l += ei;
+#pragma unroll
+            for (int t = 0; t < T; t++) acc[t] += ei * bf16_to_f32(vj[dd[t]]);
         }
         m = mn;
     }
@@ -123,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf1
         sl[w] = l;
     }
 #pragma unroll
-    for (int t = 0; t < ROWS_MAX_DIMS; t++) sacc[w][lane + 32 * t] = acc[t];
+    for (int t = 0; t < T; t++) sacc[w][lane + 32 * t] = acc[t];
     __syncthreads();
     float M = NEG_INF;
     for (int i = 0; i < ROWS_WARPS; i++) M = fmaxf(M, sm[i]);
@@ -138,6 +182,28 @@ extern "C" __global__ void __launch_bounds__(128) attn_rows(bf16* out, const bf1
             if (sl[i] > 0.f) s += sacc[i][d] * __expf(sm[i] - M);
         o[d] = f32_to_bf16(s * inv);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(ROWS_WARPS * 32) attn_rows64(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
+                                                                          const int* pos, i64 seq_stride, int heads, int kv_heads, int hd,
+                                                                          int ldk, float scale, int window, float softcap) {
+    __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
+    __shared__ float sacc[ROWS_WARPS][64];
+    attn_rows_t<64>(sm, sl, sacc, out, q, k, v, seq, pos, seq_stride, heads, kv_heads, hd, ldk, scale, window, softcap);
+}
+extern "C" __global__ void __launch_bounds__(ROWS_WARPS * 32) attn_rows128(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
+                                                                          const int* pos, i64 seq_stride, int heads, int kv_heads, int hd,
+                                                                          int ldk, float scale, int window, float softcap) {
+    __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
+    __shared__ float sacc[ROWS_WARPS][128];
+    attn_rows_t<128>(sm, sl, sacc, out, q, k, v, seq, pos, seq_stride, heads, kv_heads, hd, ldk, scale, window, softcap);
+}
+extern "C" __global__ void __launch_bounds__(ROWS_WARPS * 32) attn_rows256(bf16* out, const bf16* q, const bf16* k, const bf16* v, const int* seq,
+                                                                          const int* pos, i64 seq_stride, int heads, int kv_heads, int hd,
+                                                                          int ldk, float scale, int window, float softcap) {
+    __shared__ float sm[ROWS_WARPS], sl[ROWS_WARPS];
+    __shared__ float sacc[ROWS_WARPS][256];
+    attn_rows_t<256>(sm, sl, sacc, out, q, k, v, seq, pos, seq_stride, heads, kv_heads, hd, ldk, scale, window, softcap);
 }
 
 // Grouped-query attention through cuBLAS needs one key/value head per query head:
