@@ -410,7 +410,7 @@ func TestLedgerGRPOStep(t *testing.T) {
 		}
 		// the budgets of counts are enough for the target, a 0.5B step within 0.12 s,
 		// the kernels' latency aside: with it (the chains of the full widths' launches,
-		// BenchmarkLedgerEstimate with RLHFSTATION_ESTIMATE_FULL) the step is about 0.11 s
+		// BenchmarkLedgerEstimate with RLHFSTATION_ESTIMATE_FULL) the step is about 0.08 s
 		// since the decode kernels' chains were shortened (bench/README.md)
 		e := sl.atBudgets(cuda.H100, cuda.Qwen05B, false)
 		var b strings.Builder
