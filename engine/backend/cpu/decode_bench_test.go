@@ -48,3 +48,16 @@ func BenchmarkQ4Linear(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSampleGreedy: the decode step's greedy draw over Qwen2.5's 151,936 logits (the
+// token and its log-prob).
+// run: go test ./engine/backend/cpu -run X -bench SampleGreedy -benchtime 200x -cpu 1
+func BenchmarkSampleGreedy(b *testing.B) {
+	be := New()
+	logits := backend.HostF32(randn(151936, 14))
+	for b.Loop() {
+		if _, _, err := be.Sample(logits, []float64{0}, 1, 151936, 0, 0, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

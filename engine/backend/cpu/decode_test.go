@@ -94,3 +94,18 @@ func TestQ4LinearIntoItsResidual(t *testing.T) {
 		}
 	}
 }
+
+// TestGreedyLogProbBits: a greedy draw's log-prob, computed without writing the row's
+// log-softmax, has the bits of LogSoftmax at the drawn token (a vocabulary's row, and one
+// whose largest logit repeats: the lowest id).
+func TestGreedyLogProbBits(t *testing.T) {
+	for _, row := range [][]float32{randn(151936, 13), {0.5, 3, -1, 3, 2}} {
+		var s sampler
+		tok, lp := s.sampleMinP(row, 0.3, 0, 0, 0, 0)
+		want := make([]float32, len(row))
+		LogSoftmax(want, row, 1)
+		if tok != argmax(row) || math.Float32bits(lp) != math.Float32bits(want[tok]) {
+			t.Fatalf("greedy over %d logits: token %d, log-prob %v; want %d, %v", len(row), tok, lp, argmax(row), want[argmax(row)])
+		}
+	}
+}
