@@ -418,6 +418,29 @@ func (s *asmSim) Run(args ...uint64) {
 				copy(out[4*i:4*i+4], tab[4*j:])
 			}
 			s.write(dst, out)
+		case "VPERMQ": // $imm, src, dst: quadword i of dst is quadword (imm >> 2i) & 3 of src (256 bits)
+			k, src, out := s.scalar(ops[0]), s.read(ops[1], 32), make([]byte, 32)
+			for i := 0; i < 4; i++ {
+				j := (k >> (2 * i)) & 3
+				copy(out[8*i:8*i+8], src[8*j:])
+			}
+			s.write(dst, out)
+		case "VPERMW": // out[i] = table[idx[i] mod words], words of 16 bits across the whole register
+			tab, idx, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width/2; i++ {
+				j := int(binary.LittleEndian.Uint16(idx[2*i:])) & (width/2 - 1)
+				copy(out[2*i:2*i+2], tab[2*j:])
+			}
+			s.write(dst, out)
+		case "VPMOVZXBW": // each byte of the source's low half widened to a word, zero-extended
+			src, out := s.read(ops[0], width/2), make([]byte, width)
+			for i := 0; i < width/2; i++ {
+				binary.LittleEndian.PutUint16(out[2*i:], uint16(src[i]))
+			}
+			s.write(dst, out)
+		case "VBROADCASTI64X4": // 256 bits of memory into both halves of a zmm
+			v := s.read(ops[0], 32)
+			s.write(dst, append(append([]byte(nil), v...), v...))
 		case "VPMOVZXBD":
 			src, out := s.read(ops[0], lanes), make([]byte, width)
 			for i := 0; i < lanes; i++ {

@@ -238,3 +238,52 @@ func TestQ4Row512UnderTheInterpreter(t *testing.T) {
 		}
 	}
 }
+
+// TestQ4Row16On512UnderTheInterpreter runs the AVX-512 int16 one-row kernel's text
+// (q4row16AVX512) under the interpreter (natively too where the CPU has AVX-512BW, which must
+// give the same bits) on q4row16's cases: each output within check16's bound of the exact
+// product, and within float32 rounding of the Go reference's identical integer sums. x with
+// each half of a chunk in the bytes' own order (the kernel's VPERMQ left out) must fail.
+func TestQ4Row16On512UnderTheInterpreter(t *testing.T) {
+	var natural [q4Chunk]uint8 // slot s: value 2s, then 2(s-32)+1
+	for s := range natural {
+		natural[s] = uint8(2*(s%32) + s/32)
+	}
+	for ci, c := range q4Row16Cases {
+		wf := randn(c.out*c.in, uint64(60+ci))
+		wf[5] = 9
+		w, err := quant.Quantize(wf, c.out, c.in, "", c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewQ4Dot(w)
+		n := c.in / q4Chunk
+		x := row16X(c.in, uint64(700+ci))
+		sl := newRow16Slips(d, x, n)
+		run := func(xq []int16) []float32 {
+			y := make([]float32, c.out)
+			s := simKernel(t, "q4row16AVX512")
+			s.Run(uint64(c.out), uint64(n), s.ptr(w.Packed), s.ptr(bytesOf(d.scales)), s.ptr(bytesOf(xq)), s.ptr(bytesOf(y)), s.ptr(tablesBytes(d.tables)))
+			return y
+		}
+		y := run(sl.good)
+		if err := check16(d, x, y); err != nil {
+			t.Fatalf("%d×%d %v under the interpreter: %v", c.out, c.in, c.opt, err)
+		}
+		ref := make([]float32, c.out)
+		q4row16Go(n, w.Packed, d.scales, sl.good, ref, d.tables)
+		for o := range ref {
+			if e := math.Abs(float64(y[o]) - float64(ref[o])); e > 1e-6*mag16(d, sl.good, o) {
+				t.Fatalf("%d×%d: y[%d] = %v under the interpreter, the Go reference %v", c.out, c.in, o, y[o], ref[o])
+			}
+		}
+		if cpu.X86.HasAVX512BW {
+			yn := make([]float32, c.out)
+			q4row16AVX512(c.out, n, &w.Packed[0], &d.scales[0], &sl.good[0], &yn[0], d.tables)
+			simSameBits(t, "q4row16AVX512", y, yn)
+		}
+		if c.in > q4Chunk/2 && check16(d, x, run(sl.requant(x16Max, &natural))) == nil {
+			t.Errorf("%d×%d: x in the bytes' own order went unnoticed", c.out, c.in)
+		}
+	}
+}

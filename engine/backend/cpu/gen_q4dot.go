@@ -50,6 +50,7 @@ func main() {
 	emitDot16(&w, 4)
 	emitDot16(&w, 8)
 	emitRow1AVX512(&w)
+	emitRow16AVX512(&w)
 	emitRowDense(&w, false)
 	emitRowDense(&w, true)
 	for _, s := range shapes {
@@ -352,21 +353,24 @@ func emitRow1(w *bytes.Buffer) {
 //	func q4row16(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
 //
 // q4row1's contract with x quantized to int16 (quantX16: each chunk's 64 values in the order
-// q4Row16, then scale_x/2^14 8 times as float32; the weight's scale multiplies it once a chunk) and the code book as
-// int16 (code·2^14, 16384 at most) in two byte planes. A chunk decodes in 9 shuffle-port
-// µops instead of q4row1's 25: a shift, 4 VPSHUFB (low and high bytes of the high and low
-// nibbles' codes), 4 unpacks into 64 int16; then 4 VPMADDWD against x give int32 sums of
-// pairs, added two by two and converted to float.
+// q4Row16, then scale_x/2^14 8 times as float32; the weight's scale multiplies it once a
+// chunk) and the code book as int16 (code·2^14, 16384 at most) in two byte planes. A chunk
+// decodes in 9 shuffle-port µops instead of q4row1's 25: a shift, 4 VPSHUFB (low and high
+// bytes of the high and low nibbles' codes), 4 unpacks into 64 int16; then 4 VPMADDWD against
+// x give int32 sums of pairs, summed in int32 (emitSum16) and converted to float once.
 //
-// Overflow: |code| ≤ 16384 and |x| ≤ 32767, so a VPMADDWD pair sum is at most 2·16384·32767 =
-// 1,073,709,056 and the VPADDD of two at most 2,147,418,112 = 2^31 − 65,536 < 2^31 − 1: exact.
-// A third term could overflow, so the two halves of the chunk are converted apart.
+// Overflow: |code| ≤ 16384 and |x| ≤ 16383 (x16Max), so a VPMADDWD pair sum is at most
+// 2·16384·16383 = 536,805,376 and the sum of a chunk's four in a lane (8 products) at most
+// 2,147,221,504 = 2^31 − 262,144 < 2^31 − 1: exact, whatever the order of the additions. (With
+// x to ±32767 a lane could hold only 4 products, and a chunk took two conversions and two
+// multiply-adds; one conversion and one multiply-add a chunk was worth the factor of two on
+// x's quantization step, see q4dot.go.)
 //
-// Two chunks a pass, each into its own pair of accumulators (4 in all), so that no chain of
-// dependent multiply-adds is longer than one a chunk pass; an odd n ends with one chunk.
+// Two chunks a pass, each into its own accumulator, so that no chain of dependent
+// multiply-adds is longer than one a chunk pass; an odd n ends with one chunk.
 //
-// Registers: accumulators Y0–Y3, the low- and high-byte planes Y4/Y5, the nibble mask Y6,
-// the chunk Y8, temporaries Y9–Y13, the factor Y14, the row's pointer into x DI.
+// Registers: accumulators Y0/Y1, the low- and high-byte planes Y4/Y5, the nibble mask Y6,
+// the chunk Y8, temporaries Y2, Y3, Y7, Y9–Y13, the factor Y14, the row's pointer into x DI.
 // row16Ahead is how far ahead of its loads q4row16 asks for the codes (bytes): 1, 2, 4 and 8
 // KB were tried, 4 and 8 as good and 1 short.
 const row16Ahead = 4096
@@ -378,31 +382,21 @@ func emitRow16(w *bytes.Buffer) {
 	p("VMOVDQU %d(R11), Y5", q4Tables16+32)
 	p("VMOVDQU q4c<>+32(SB), Y6")
 	// chunk adds chunk k of the pass (packed at 32·k bytes from SI, x at 160·k from DI, the
-	// scale at 4·k from DX) into accumulators a and a+1.
-	chunk := func(k, a int) {
+	// scale at 4·k from DX) into accumulator k.
+	chunk := func(k int) {
 		nibbles16(p, 32*k)
-		for h, I := range []string{"Y9", "Y8"} {
-			lo, hi := "Y10", "Y11"
-			if h == 1 {
-				lo, hi = "Y12", "Y13"
-			}
-			decode16(p, I, lo, hi)
-			p("VPMADDWD %d(DI), %s, %s", 160*k+64*h, I, I)
-			p("VPMADDWD %d(DI), %s, %s", 160*k+64*h+32, lo, lo)
-			p("VPADDD %s, %s, %s", I, lo, lo)
-			p("VCVTDQ2PS %s, %s", lo, lo)
-		}
+		decode16(p, "Y9", "Y10", "Y11")
+		decode16(p, "Y8", "Y12", "Y13")
+		emitSum16(p, [4]string{"Y9", "Y10", "Y8", "Y12"}, func(j int) string { return fmt.Sprintf("%d(DI)", 160*k+32*j) }, [3]string{"Y2", "Y3", "Y7"})
 		p("VBROADCASTSS %d(DX), Y14", 4*k)
 		p("VMULPS %d(DI), Y14, Y14", 160*k+128)
-		p("VFMADD231PS Y10, Y14, Y%d", a)
-		p("VFMADD231PS Y12, Y14, Y%d", a+1)
+		p("VFMADD231PS Y2, Y14, Y%d", k)
 	}
 	fmt.Fprintf(w, "row16:\n")
 	p("MOVQ R10, CX")
 	p("MOVQ R8, DI")
-	for a := 0; a < 4; a++ {
-		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
-	}
+	p("VXORPS Y0, Y0, Y0")
+	p("VXORPS Y1, Y1, Y1")
 	p("CMPQ CX, $2")
 	p("JLT one16")
 	fmt.Fprintf(w, "two16:\n")
@@ -410,8 +404,8 @@ func emitRow16(w *bytes.Buffer) {
 	// too few lines in flight: streamed from memory, the kernel read at 80% of a plain Go
 	// read loop's rate, and at the loop's rate with this hint (BenchmarkQ4Dot's "read").
 	p("PREFETCHT0 %d(SI)", row16Ahead)
-	chunk(0, 0)
-	chunk(1, 2)
+	chunk(0)
+	chunk(1)
 	p("ADDQ $64, SI")
 	p("ADDQ $8, DX")
 	p("ADDQ $320, DI")
@@ -421,16 +415,32 @@ func emitRow16(w *bytes.Buffer) {
 	fmt.Fprintf(w, "one16:\n")
 	p("TESTQ CX, CX")
 	p("JZ sum16")
-	chunk(0, 0)
+	chunk(0)
 	p("ADDQ $32, SI")
 	p("ADDQ $4, DX")
 	fmt.Fprintf(w, "sum16:\n")
-	emitSum4(p)
+	emitSum(p, 2)
 	emitAddToY(p)
 	p("DECQ BX")
 	p("JNZ row16")
 	p("VZEROUPPER")
 	p("RET")
+}
+
+// emitSum16 writes a chunk's integer sum for the int16 kernels: the 4 vectors of 16 int16
+// codes c (in q4Row16's order: the high nibbles' low and high unpacks, then the low
+// nibbles') times x's 4 vectors at xs(0..3) in VPMADDWD, the four pair sums added in int32
+// (8 products a lane: emitRow16's bound) and converted to float into t[0]; t[1] and t[2] are
+// temporaries. The codes are kept.
+func emitSum16(p func(string, ...any), c [4]string, xs func(j int) string, t [3]string) {
+	p("VPMADDWD %s, %s, %s", xs(0), c[0], t[0])
+	p("VPMADDWD %s, %s, %s", xs(1), c[1], t[1])
+	p("VPADDD %s, %s, %s", t[1], t[0], t[0])
+	p("VPMADDWD %s, %s, %s", xs(2), c[2], t[1])
+	p("VPMADDWD %s, %s, %s", xs(3), c[3], t[2])
+	p("VPADDD %s, %s, %s", t[2], t[1], t[1])
+	p("VPADDD %s, %s, %s", t[1], t[0], t[0])
+	p("VCVTDQ2PS %s, %s", t[0], t[0])
 }
 
 // nibbles16 loads the 32 bytes of a chunk at off(SI) and splits them into the high nibbles
@@ -456,12 +466,14 @@ func decode16(p func(string, ...any), I, lo, hi string) {
 //	func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
 //
 // q4row16 for two rows of x (x and x + ldx int16 values, each from quantX16) into y and y +
-// ldy: a chunk is decoded once and multiplied into both (VPMADDWD twice), the same int32
-// bound holding for each. One chunk a pass: the two rows' accumulators are 4 chains already.
+// ldy: a chunk is decoded once and multiplied into both (emitSum16 twice), the same int32
+// bound holding for each. One chunk a pass, each row into its own accumulator: its chain of
+// multiply-adds is one a pass, as q4row16's. The codes are asked for row16Ahead bytes ahead as
+// there (each line twice: a pass reads half of one): streamed, 1.25× the kernel without it.
 //
-// Registers: accumulators Y0–Y3 (row i's halves in 2i, 2i+1), planes Y4/Y5, the mask Y6,
-// the nibbles Y8/Y9, codes Y10/Y11, temporaries Y12/Y13, the rows' factors Y14/Y15; x's rows
-// at DI and DI+R12, y's at R9 and R9+R13.
+// Registers: accumulators Y0/Y1 (row i's in Yi), planes Y4/Y5, the mask Y6, the nibbles Y8/Y9,
+// codes Y8–Y11, temporaries Y2, Y3, Y7, Y12, Y13, the rows' factors Y14/Y15; x's rows at DI and
+// DI+R12, y's at R9 and R9+R13.
 func emitRow16x2(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	fmt.Fprintf(w, "\n// func q4row16x2(rows, n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)\n")
@@ -489,24 +501,23 @@ func emitRow16x2(w *bytes.Buffer) {
 	fmt.Fprintf(w, "row16x2:\n")
 	p("MOVQ R10, CX")
 	p("MOVQ R8, DI")
-	for a := 0; a < 4; a++ {
-		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
-	}
+	p("VXORPS Y0, Y0, Y0")
+	p("VXORPS Y1, Y1, Y1")
 	fmt.Fprintf(w, "chunk16x2:\n")
+	p("PREFETCHT0 %d(SI)", row16Ahead)
 	p("VBROADCASTSS (DX), Y15")
 	p("VMULPS %s, Y15, Y14", xAddr(0, 128))
 	p("VMULPS %s, Y15, Y15", xAddr(1, 128))
 	nibbles16(p, 0)
-	for h, I := range []string{"Y9", "Y8"} {
-		lo := "Y10"
-		decode16(p, I, lo, "Y11")
-		for i := 0; i < 2; i++ {
-			p("VPMADDWD %s, %s, Y12", xAddr(i, 64*h), I)
-			p("VPMADDWD %s, %s, Y13", xAddr(i, 64*h+32), lo)
-			p("VPADDD Y12, Y13, Y13")
-			p("VCVTDQ2PS Y13, Y13")
-			p("VFMADD231PS Y13, Y%d, Y%d", 14+i, 2*i+h)
+	decode16(p, "Y9", "Y10", "Y12")
+	decode16(p, "Y8", "Y11", "Y12")
+	for i := 0; i < 2; i++ {
+		t := [3]string{"Y2", "Y3", "Y7"}
+		if i == 1 {
+			t = [3]string{"Y12", "Y13", "Y7"}
 		}
+		emitSum16(p, [4]string{"Y9", "Y10", "Y8", "Y11"}, func(j int) string { return xAddr(i, 32*j) }, t)
+		p("VFMADD231PS %s, Y%d, Y%d", t[0], 14+i, i)
 	}
 	p("ADDQ $32, SI")
 	p("ADDQ $4, DX")
@@ -514,17 +525,16 @@ func emitRow16x2(w *bytes.Buffer) {
 	p("DECQ CX")
 	p("JNZ chunk16x2")
 	for i := 0; i < 2; i++ {
-		a, y := 2*i, "(R9)"
+		y := "(R9)"
 		if i == 1 {
 			y = "(R9)(R13*1)"
 		}
-		p("VADDPS Y%d, Y%d, Y%d", a+1, a, a)
-		p("VEXTRACTF128 $1, Y%d, X12", a)
-		p("VADDPS X12, X%d, X%d", a, a)
-		p("VHADDPS X%d, X%d, X%d", a, a, a)
-		p("VHADDPS X%d, X%d, X%d", a, a, a)
-		p("VADDSS %s, X%d, X%d", y, a, a)
-		p("VMOVSS X%d, %s", a, y)
+		p("VEXTRACTF128 $1, Y%d, X12", i)
+		p("VADDPS X12, X%d, X%d", i, i)
+		p("VHADDPS X%d, X%d, X%d", i, i, i)
+		p("VHADDPS X%d, X%d, X%d", i, i, i)
+		p("VADDSS %s, X%d, X%d", y, i, i)
+		p("VMOVSS X%d, %s", i, y)
 	}
 	p("ADDQ $4, R9")
 	p("DECQ BX")
@@ -540,15 +550,16 @@ func emitRow16x2(w *bytes.Buffer) {
 // q4dotT's contract (one weight row, n chunks, t rows of x, added into y[i·ldy]) with x as
 // q4row16 takes it (quantX16; row i at x + i·ldx int16 values) and the int16 code book: the
 // sampling-only approximation (q4dot.go) for the decode step's 4 to 64 rows. A chunk's codes
-// are decoded once, a half (32 codes: the high nibbles, then the low) at a time, into int16 by
-// q4row16's shuffles, and multiplied into every row by VPMADDWD (16 multiply-adds each, against
-// an FMA's 8); the two pair sums of a half add exactly (q4row16's bound) and convert to float,
-// times the row's factor scale_x/2^14 times the weight's scale.
+// are decoded once into int16 by q4row16's shuffles and multiplied into every row by
+// emitSum16 (4 VPMADDWD: 16 multiply-adds each, against an FMA's 8; the chunk summed in int32
+// under q4row16's bound, one conversion), times the row's factor scale_x/2^14 times the
+// weight's scale: 10 vector µops a row and chunk.
 //
-// Registers: accumulators Y0–Y(t-1), the planes Y8/Y9, the low nibbles Y10, a half's codes
-// Y11/Y12, temporaries Y13/Y15, the weight's scale Y14; the nibble mask read from memory. Rows
-// 0–3 of x from DI, 4–7 from R14 (R12 holding ldx in bytes, R13 3·ldx); y's likewise from R9
-// and R11 (AX holding ldy in bytes, R10 3·ldy).
+// Registers: accumulators Y0–Y(t-1), a chunk's codes Y8–Y11, temporaries Y12, Y13, Y15, the
+// weight's scale Y14; the code book's byte planes in Y4/Y5 at 4 rows, and at 8 (no register
+// left) loaded into the temporaries before each shuffle; the nibble mask read from memory.
+// Rows 0–3 of x from DI, 4–7 from R14 (R12 holding ldx in bytes, R13 3·ldx); y's likewise from
+// R9 and R11 (AX holding ldy in bytes, R10 3·ldy).
 func emitDot16(w *bytes.Buffer, t int) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 	name := fmt.Sprintf("q4dot16x%d", t)
@@ -563,8 +574,11 @@ func emitDot16(w *bytes.Buffer, t int) {
 	p("LEAQ (R12)(R12*2), R13")
 	p("LEAQ (DI)(R12*4), R14")
 	p("MOVQ code+56(FP), R11")
-	p("VMOVDQU %d(R11), Y8", q4Tables16)
-	p("VMOVDQU %d(R11), Y9", q4Tables16+32)
+	held := t <= 4 // the planes in Y4/Y5
+	if held {
+		p("VMOVDQU %d(R11), Y4", q4Tables16)
+		p("VMOVDQU %d(R11), Y5", q4Tables16+32)
+	}
 	for a := 0; a < t; a++ {
 		p("VXORPS Y%d, Y%d, Y%d", a, a, a)
 	}
@@ -582,26 +596,33 @@ func emitDot16(w *bytes.Buffer, t int) {
 		}
 		return fmt.Sprintf("%d(%s)(%s*1)", off, base, ld3)
 	}
+	// decode looks the nibbles in I up and unpacks them into int16 codes in lo (bytes 0–7 of
+	// each lane) and hi (8–15), as decode16.
+	decode := func(I, lo, hi string) {
+		tlo, thi := "Y4", "Y5"
+		if !held {
+			tlo, thi = "Y12", "Y13"
+			p("VMOVDQU %d(R11), Y12", q4Tables16)
+			p("VMOVDQU %d(R11), Y13", q4Tables16+32)
+		}
+		p("VPSHUFB %s, %s, Y12", I, tlo)
+		p("VPSHUFB %s, %s, Y13", I, thi)
+		p("VPUNPCKLBW Y13, Y12, %s", lo)
+		p("VPUNPCKHBW Y13, Y12, %s", hi)
+	}
 	label := fmt.Sprintf("chunk16x%d", t)
 	fmt.Fprintf(w, "%s:\n", label)
 	p("VMOVDQU (SI), Y10")
-	p("VPSRLW $4, Y10, Y11")
-	p("VPAND q4c<>+32(SB), Y11, Y11")
-	p("VPAND q4c<>+32(SB), Y10, Y10")
+	p("VPSRLW $4, Y10, Y8")
+	p("VPAND q4c<>+32(SB), Y8, Y8")   // high nibbles: the even values
+	p("VPAND q4c<>+32(SB), Y10, Y10") // low nibbles: the odd values
+	decode("Y8", "Y8", "Y9")
+	decode("Y10", "Y10", "Y11")
 	p("VBROADCASTSS (DX), Y14")
-	for h, I := range []string{"Y11", "Y10"} {
-		p("VPSHUFB %s, Y8, Y12", I)
-		p("VPSHUFB %s, Y9, Y13", I)
-		p("VPUNPCKLBW Y13, Y12, Y11")
-		p("VPUNPCKHBW Y13, Y12, Y12")
-		for i := 0; i < t; i++ {
-			p("VPMADDWD %s, Y11, Y13", addr("DI", "R14", "R12", "R13", i, 64*h))
-			p("VPMADDWD %s, Y12, Y15", addr("DI", "R14", "R12", "R13", i, 64*h+32))
-			p("VPADDD Y13, Y15, Y13")
-			p("VCVTDQ2PS Y13, Y13")
-			p("VMULPS %s, Y14, Y15", addr("DI", "R14", "R12", "R13", i, 128))
-			p("VFMADD231PS Y13, Y15, Y%d", i)
-		}
+	for i := 0; i < t; i++ {
+		emitSum16(p, [4]string{"Y8", "Y9", "Y10", "Y11"}, func(j int) string { return addr("DI", "R14", "R12", "R13", i, 32*j) }, [3]string{"Y12", "Y13", "Y15"})
+		p("VMULPS %s, Y14, Y13", addr("DI", "R14", "R12", "R13", i, 128))
+		p("VFMADD231PS Y12, Y13, Y%d", i)
 	}
 	p("ADDQ $32, SI")
 	p("ADDQ $4, DX")
@@ -678,6 +699,74 @@ func emitRow1AVX512(w *bytes.Buffer) {
 	p("RET")
 }
 
+// emitRow16AVX512 writes q4row16's AVX-512 form, q4row16AVX512 (same contract, x from
+// quantX16 in q4Row16's order; AVX-512BW): VPERMW on 32 words holds the whole int16 code
+// book, twice (VBROADCASTI64X4), so a chunk's 32 bytes widened to words (VPMOVZXBW) are the
+// low nibbles' indices as they stand (bit 4, the high nibble's lowest, picks the copy), and
+// shifted right by 4 the high nibbles'. q4Row16's order of x within each half of a chunk is
+// bytes 0–7, 16–23, 8–15, 24–31 (the AVX2 unpacks' lanes), so the chunk's quadwords are
+// loaded in that order (VPERMQ $0xd8). Two VPMADDWD give int32 sums of 4 products a lane,
+// well within emitRow16's bound; one conversion, one factor and one FMA a chunk, two chunks
+// a pass into two accumulators.
+//
+// Registers: accumulators Z0/Z1, the code book Z4, indices and codes Z5–Z8, the factor
+// Z13/Z14, sums Z9/Z10.
+func emitRow16AVX512(w *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	emitRowHead(w, "q4row16AVX512", "int16")
+	p("VBROADCASTI64X4 %d(R11), Z4", q4Tables16+64)
+	chunk := func(k int) {
+		lo, hi, sum := fmt.Sprintf("Z%d", 5+2*k), fmt.Sprintf("Z%d", 6+2*k), fmt.Sprintf("Z%d", 9+k)
+		p("VPERMQ $0xd8, %d(SI), %s", 32*k, "Y"+lo[1:])
+		p("VPMOVZXBW %s, %s", "Y"+lo[1:], lo)
+		p("VPSRLW $4, %s, %s", lo, hi) // the high nibbles: the even values
+		p("VPERMW Z4, %s, %s", hi, hi)
+		p("VPERMW Z4, %s, %s", lo, lo) // the low nibbles: the odd values
+		p("VPMADDWD %d(DI), %s, %s", 160*k, hi, sum)
+		p("VPMADDWD %d(DI), %s, %s", 160*k+64, lo, lo)
+		p("VPADDD %s, %s, %s", lo, sum, sum)
+		p("VCVTDQ2PS %s, %s", sum, sum)
+		p("VBROADCASTSS %d(DX), Z14", 4*k)
+		p("VBROADCASTSS %d(DI), Z13", 160*k+128)
+		p("VMULPS Z13, Z14, Z14")
+		p("VFMADD231PS %s, Z14, Z%d", sum, k)
+	}
+	fmt.Fprintf(w, "row16z:\n")
+	p("MOVQ R10, CX")
+	p("MOVQ R8, DI")
+	p("VXORPS Z0, Z0, Z0")
+	p("VXORPS Z1, Z1, Z1")
+	p("CMPQ CX, $2")
+	p("JLT one16z")
+	fmt.Fprintf(w, "two16z:\n")
+	p("PREFETCHT0 %d(SI)", row16Ahead)
+	chunk(0)
+	chunk(1)
+	p("ADDQ $64, SI")
+	p("ADDQ $8, DX")
+	p("ADDQ $320, DI")
+	p("SUBQ $2, CX")
+	p("CMPQ CX, $2")
+	p("JGE two16z")
+	fmt.Fprintf(w, "one16z:\n")
+	p("TESTQ CX, CX")
+	p("JZ sum16z")
+	chunk(0)
+	p("ADDQ $32, SI")
+	p("ADDQ $4, DX")
+	fmt.Fprintf(w, "sum16z:\n")
+	p("VADDPS Z1, Z0, Z0")
+	p("VEXTRACTF64X4 $1, Z0, Y1")
+	p("VADDPS Y1, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPS X1, X0, X0")
+	emitAddToY(p)
+	p("DECQ BX")
+	p("JNZ row16z")
+	p("VZEROUPPER")
+	p("RET")
+}
+
 // emitRowDense writes the one-row float32 or bf16 kernel
 //
 //	func f32row1(rows, n int, w *float32, ldw int, x *float32, y *float32)
@@ -741,7 +830,7 @@ func emitRowDense(w *bytes.Buffer, bf16 bool) {
 	p("ADDQ $256, DI")
 	p("DECQ CX")
 	fmt.Fprintf(w, "\tJNZ %s_chunk\n", name)
-	emitSum4(p)
+	emitSum(p, 4)
 	emitAddToY(p)
 	p("ADDQ R11, SI")
 	p("DECQ BX")
@@ -888,11 +977,14 @@ func emitRowHead(w *bytes.Buffer, name, xType string) {
 	}
 }
 
-// emitSum4 adds a one-row kernel's four partial sums Y0–Y3 into the low half of Y0 (X0).
-func emitSum4(p func(string, ...any)) {
+// emitSum adds a one-row kernel's partial sums Y0–Y(n-1), n ∈ {2, 4}, into the low half of
+// Y0 (X0).
+func emitSum(p func(string, ...any), n int) {
 	p("VADDPS Y1, Y0, Y0")
-	p("VADDPS Y3, Y2, Y2")
-	p("VADDPS Y2, Y0, Y0")
+	if n == 4 {
+		p("VADDPS Y3, Y2, Y2")
+		p("VADDPS Y2, Y0, Y0")
+	}
 	p("VEXTRACTF128 $1, Y0, X1")
 	p("VADDPS X1, X0, X0")
 }

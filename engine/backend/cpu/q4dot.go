@@ -17,17 +17,19 @@ import (
 //
 // One or two rows of x alone (a decoded token at one or two sequences) take an approximation
 // instead on AVX2 (q4row16, q4row16x2): x quantized to int16 once a call, per chunk (scale_x =
-// max|x|/32767), and the code book held as int16 (code·2^14 rounded), so that the codes decode
-// in a third of the byte shuffles and multiply x in integer pair sums (VPMADDWD). Each product
-// code·s·x (s the chunk's scale) is then off by at most s·(|code|·scale_x/2 + 2^-15·|x| +
-// 2^-16·scale_x): about 1.5e-5 of max|x| a chunk from x and 3e-5 from the codes (4.5e-5 of a
-// product's value, rms, measured), against bf16's 4e-3 and the GPU path's 0.06 log-prob
-// differences. The decode step's fused 4-bit linears (Backend.Sampling, MulTSampled: numbers
-// only the sampler sees) take the same approximation at 3 to 64 rows too (q4dot16x8,
-// q4dot16x4: a chunk decoded once into the rows of x in VPMADDWD). Everything else keeps the
-// exact float32 decoding at three rows or more: MulT (the training and reference passes, the
-// head, the prompts' prefill; an odd row count's last row goes to the exact one-row
-// kernel q4row1), and the Go and AVX-512 kernels.
+// max|x|/x16Max), and the code book held as int16 (code·2^14 rounded), so that the codes decode
+// in a third of the byte shuffles and multiply x in integer pair sums (VPMADDWD), a chunk's
+// summed in int32 before one conversion to float. Each product code·s·x (s the chunk's scale)
+// is then off by at most s·(|code|·scale_x/2 + 2^-15·|x| + 2^-16·scale_x): about 3e-5 of
+// max|x| a chunk from x and 3e-5 from the codes (6.3e-5 of a product's value, rms, measured;
+// 5.0e-5 in the same measurement with x to ±32767, which took two conversions a chunk),
+// against bf16's 4e-3 and the GPU path's 0.06 log-prob differences. The decode step's fused
+// 4-bit linears (Backend.Sampling, MulTSampled: numbers only the sampler sees) take the same
+// approximation at 3 to 64 rows too (q4dot16x8, q4dot16x4: a chunk decoded once into the rows
+// of x in VPMADDWD). Everything else keeps the exact float32 decoding at three rows or more:
+// MulT (the training and reference passes, the head, the prompts' prefill; an odd row count's
+// last row goes to the exact one-row kernel q4row1), the Go kernels and the exact AVX-512 one
+// (q4row1AVX512; its int16 form, q4row16AVX512, takes one row of x alone under the same opt-in).
 //
 // The kernels' unit is a chunk of 64 values (32 bytes, one scale), so they take a weight whose
 // rows are whole chunks (Cols a multiple of 64) and whose blocks are whole chunks (BlockSize a
@@ -229,12 +231,16 @@ func newQ4Tables(code [16]float32) *q4Tables {
 	return t
 }
 
+// x16Max is the largest |x| quantX16 gives: 16383, so that a chunk's 64 products code16·x16
+// (|code16| ≤ 2^14) sum in int32 lanes of 8 without overflow (gen_q4dot.go's emitRow16).
+const x16Max = 16383
+
 // q4X16Len is the int16 values a chunk of x takes quantized (quantX16): its 64 values, then
 // its factor as 8 float32.
 const q4X16Len = q4Chunk + 16
 
-// quantX16 quantizes x (whole chunks) for q4row16: per chunk, with scale_x = max|x|/32767,
-// the values round(x/scale_x) (|·| ≤ 32767) in the order q4Row16, then scale_x/2^14 (the
+// quantX16 quantizes x (whole chunks) for q4row16: per chunk, with scale_x = max|x|/x16Max,
+// the values round(x/scale_x) (|·| ≤ x16Max) in the order q4Row16, then scale_x/2^14 (the
 // factor that brings Σ code16·x16 back to Σ code·x) 8 times as float32. A chunk holding NaN
 // or ±Inf gets the factor NaN (and zeros), so that the product is NaN as the exact one would
 // be (or ±Inf); an all-zero chunk gets 0.
@@ -253,11 +259,11 @@ func quantX16(dst []int16, x []float32) {
 		}
 		f := float32(0)
 		if m > 0 {
-			inv := 32767 / m // x·inv ≤ 32767·(1+2^-52): never rounds past 32767
+			inv := x16Max / m // x·inv ≤ x16Max·(1+2^-52): never rounds past x16Max
 			for s, v := range q4Row16 {
 				d[s] = int16(math.Round(float64(xs[v]) * inv))
 			}
-			f = float32(m / 32767 / (1 << 14))
+			f = float32(m / x16Max / (1 << 14))
 		} else {
 			clear(d[:q4Chunk])
 			if m != 0 {
@@ -277,7 +283,7 @@ func x16Factor(d []int16) float32 {
 }
 
 // q4row16Go is q4row16's reference: the same integer sums Σ code16·x16 over each chunk (in
-// int64: the kernel's int32 lanes hold 4 products each and cannot overflow, see gen_q4dot.go),
+// int64: the kernel's int32 lanes hold 8 products each and cannot overflow, see gen_q4dot.go),
 // then times the chunk's scale·factor in float32 as the kernel multiplies it, summed in float64.
 func q4row16Go(n int, packed []byte, scales []float32, x []int16, y []float32, code *q4Tables) {
 	var w [q4Chunk]int64

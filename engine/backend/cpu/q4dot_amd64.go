@@ -28,6 +28,9 @@ func q4dot16x4(n int, packed *byte, scales *float32, x *int16, ldx int, y *float
 func q4dot16x8(n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
 
 //go:noescape
+func q4row16AVX512(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
+
+//go:noescape
 func q4row1AVX512(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 
 //go:noescape
@@ -86,7 +89,12 @@ var q4row512 = cpu.X86.HasAVX512F && q4dotKernel == "avx2" && os.Getenv("RLHFSTA
 
 // q4row16On sends one or two rows of x alone to the int16 kernels (q4row16, q4row16x2; see
 // q4dot.go for their error); tests switch it.
-var q4row16On = q4dotKernel == "avx2" && !q4row512
+var q4row16On = q4dotKernel == "avx2"
+
+// q4row16On512 takes the AVX-512 int16 one-row kernel (q4row16AVX512, AVX-512BW) instead of
+// q4row16, under q4row512's opt-in and for the same reason: its text is checked here under the
+// interpreter only (TestQ4Row16On512UnderTheInterpreter). Tests switch it.
+var q4row16On512 = q4row512 && cpu.X86.HasAVX512BW
 
 // q4rowInt16 runs the int16 kernel for t ∈ {1, 2} rows of x (x + i·ldx from quantX16) over
 // rows weight rows of n ≥ 1 chunks each, into y[i·ldy+r].
@@ -100,6 +108,10 @@ func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx 
 	_, _, _, _ = packed[rows*n*q4Chunk/2-1], scales[rows*n-1], x[(t-1)*ldx+n*q4X16Len-1], y[(t-1)*ldy+rows-1]
 	switch t {
 	case 1:
+		if q4row16On512 {
+			q4row16AVX512(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
+			return
+		}
 		q4row16(rows, n, &packed[0], &scales[0], &x[0], &y[0], code)
 	case 2:
 		q4row16x2(rows, n, &packed[0], &scales[0], &x[0], ldx, &y[0], ldy, code)

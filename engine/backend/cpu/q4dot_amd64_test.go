@@ -92,5 +92,18 @@ func BenchmarkQ4Row512(b *testing.B) {
 				benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, 1) })
 			})
 		}
+		q4row512 = false
+		// The int16 one-row kernels: q4row16 and, with AVX-512BW, q4row16AVX512.
+		for _, on := range []bool{false, true} {
+			if on && !cpu.X86.HasAVX512BW {
+				continue
+			}
+			name := map[bool]string{false: "avx2-int16", true: "avx512-int16"}[on]
+			b.Run(fmt.Sprintf("%dx%d/%s", s.out, s.in, name), func(b *testing.B) {
+				defer func(a, b bool) { q4row16On, q4row16On512 = a, b }(q4row16On, q4row16On512)
+				q4row16On, q4row16On512 = true, on
+				benchBytes(b, len(w.Packed)+d.Bytes(), func() { d.MulT(y, x, 1) })
+			})
+		}
 	}
 }

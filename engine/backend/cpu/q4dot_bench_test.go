@@ -119,7 +119,41 @@ func BenchmarkQ4Row1Loop(b *testing.B) {
 	}
 }
 
-// BenchmarkQ4Stream: the one-row int16 kernel over a weight far larger than the caches (24
+// BenchmarkQ4Dot16Loop: the 4- and 8-row int16 kernels' loop alone (q4dot16x4, q4dot16x8), a
+// weight held in L1 as in BenchmarkQ4Row1Loop; ns/chunk-row is per 64 codes and row of x.
+// run: go test ./engine/backend/cpu -run X -bench Q4Dot16Loop -cpu 1
+func BenchmarkQ4Dot16Loop(b *testing.B) {
+	const out, in = 48, 896
+	w, err := quant.Quantize(randn(out*in, 1), out, in, "", quant.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewQ4Dot(w)
+	chunks := in / q4Chunk
+	ldx := chunks * q4X16Len
+	xq := make([]int16, 8*ldx)
+	quantX16(xq, randn(8*in, 2))
+	y := make([]float32, 8*out)
+	for _, t := range []int{4, 8} {
+		b.Run(fmt.Sprintf("rows=%d", t), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			for b.Loop() {
+				for o := 0; o < out; o++ {
+					q4dot16(t, chunks, w.Packed[o*chunks*q4Chunk/2:(o+1)*chunks*q4Chunk/2], d.scales[o*chunks:(o+1)*chunks], xq, ldx, y[o:], out, d.tables)
+				}
+			}
+			n := float64(b.N * out * chunks * t)
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/chunk-row")
+			if runtime.GOMAXPROCS(0) == 1 {
+				b.ReportMetric((threadCPU()-c0)*1e9/n, "cpu-ns/chunk-row")
+			}
+		})
+	}
+}
+
+// BenchmarkQ4Stream: the one- and two-row int16 kernels over a weight far larger than the caches (24
 // of Qwen2.5-0.5B's 4864×896 up projections, 55 MB of codes and scales) beside a plain Go
 // loop that reads the same bytes, the anchor: cpu-GB/s of the two in the same run say how
 // close the kernel streams to what one core reads.
@@ -132,13 +166,18 @@ func BenchmarkQ4Stream(b *testing.B) {
 	}
 	d := NewQ4Dot(w)
 	chunks := in / q4Chunk
-	xq := make([]int16, chunks*q4X16Len)
-	quantX16(xq, randn(in, 2))
-	y := make([]float32, out)
+	ldx := chunks * q4X16Len
+	xq := make([]int16, 2*ldx)
+	quantX16(xq, randn(2*in, 2))
+	y := make([]float32, 2*out)
 	bytes := len(w.Packed) + 4*len(d.scales)
 	b.Run("read", func(b *testing.B) { benchBytes(b, bytes, func() { readBytes(w.Packed); readBytes(bytesOf(d.scales)) }) })
 	b.Run("nf4-int16", func(b *testing.B) {
 		benchBytes(b, bytes, func() { q4rowInt16(1, out, chunks, w.Packed, d.scales, xq, 0, y, 0, d.tables) })
+	})
+	// Two rows of x (q4row16x2: two sequences), the weight still read once.
+	b.Run("nf4-int16x2", func(b *testing.B) {
+		benchBytes(b, bytes, func() { q4rowInt16(2, out, chunks, w.Packed, d.scales, xq, ldx, y, out, d.tables) })
 	})
 }
 

@@ -39,7 +39,7 @@ func row16X(in int, seed uint64) []float32 {
 // check16 checks y = x·Wᵀ from the int16 path against x·dequantize(W)ᵀ in float64: the error
 // of each output must be within the quantization's bound, Σ over its products of
 // s·(|code|·scale_x/2 + 2^-15·|x| + 2^-16·scale_x) (s the chunk's scale, scale_x =
-// max|x in the chunk|/32767; from code16 = code·2^14 + e, x16 = x/scale_x + e', |e|, |e'| ≤
+// max|x in the chunk|/x16Max; from code16 = code·2^14 + e, x16 = x/scale_x + e', |e|, |e'| ≤
 // 1/2), plus 1e-6 of Σ|products| for the float32 sums. It returns the first violation.
 func check16(d *Q4Dot, x, y []float32) error {
 	w := d.W
@@ -50,7 +50,7 @@ func check16(d *Q4Dot, x, y []float32) error {
 	sx := make([]float64, chunks)
 	for c := range sx {
 		for _, v := range x[c*q4Chunk : (c+1)*q4Chunk] {
-			sx[c] = max(sx[c], math.Abs(float64(v))/32767)
+			sx[c] = max(sx[c], math.Abs(float64(v))/x16Max)
 		}
 	}
 	for o := 0; o < out; o++ {
@@ -142,8 +142,8 @@ func TestQ4Row16MatchesDequantized(t *testing.T) {
 }
 
 // TestQ4Row16CheckFails: the checks above fail on the likely slips, run through the kernels
-// themselves: the int16 code book's byte planes swapped, x quantized to ±32768 (a scale one
-// step too small: the maximum wraps to -32768), x in the wrong order (the exact one-row
+// themselves: the int16 code book's byte planes swapped, x quantized to ±32768 under the
+// factor for ±x16Max (the maximum wraps to -32768), x in the wrong order (the exact one-row
 // kernel's), and the factor without its 2^-14.
 func TestQ4Row16CheckFails(t *testing.T) {
 	kernels := testKernels()
@@ -172,7 +172,7 @@ func TestQ4Row16CheckFails(t *testing.T) {
 		for name, y := range map[string][]float32{
 			"planes swapped":      run(swapped, good),
 			"x to ±32768":         run(d.tables, requant(32768, &q4Row16)),
-			"x in q4row1's order": run(d.tables, requant(32767, &q4Row1AVX2)),
+			"x in q4row1's order": run(d.tables, requant(x16Max, &q4Row1AVX2)),
 			"factor ×2^14":        run(d.tables, noShift),
 		} {
 			if check16(d, x, y) == nil {
@@ -222,4 +222,79 @@ func newRow16Slips(d *Q4Dot, x []float32, chunks int) row16Slips {
 		}
 	}
 	return row16Slips{good: good, noShift: noShift, swapped: swapped, requant: requant}
+}
+
+// TestQ4Row16WorstCaseSums: the int16 kernels' int32 lanes at their bound (gen_q4dot.go's
+// emitRow16): every code ±1 (code16 ±16384) against x all equal (x16 = x16Max), so that each
+// lane sums 8 products of ±16384·16383 = ±2,147,221,504, for 1, 2, 4 and 8 rows of x. Each row
+// must be within check16's bound. The same x quantized to ±32767 (the factor to match) must
+// fail it on the assembly, whose lanes then wrap; the Go reference sums in int64 and does not.
+func TestQ4Row16WorstCaseSums(t *testing.T) {
+	kernels := testKernels()
+	defer func(k string, on bool) { q4dotKernel, q4row16On = k, on }(q4dotKernel, q4row16On)
+	q4row16On = true
+	const out, in = 3, 128
+	chunks := in / q4Chunk
+	for _, sign := range []float32{1, -1} {
+		wf := make([]float32, out*in)
+		for i := range wf {
+			wf[i] = sign
+		}
+		w, err := quant.Quantize(wf, out, in, "", quant.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewQ4Dot(w)
+		for q := range w.Packed {
+			if c := d.tables.code16[w.Packed[q]>>4]; c != int16(sign*(1<<14)) {
+				t.Fatalf("sign %v: code16 %d, want ±16384", sign, c)
+			}
+		}
+		x := make([]float32, 8*in)
+		for i := range x {
+			x[i] = 0.5
+		}
+		// wide: x to ±32767 with its factor, which the assembly's lanes cannot hold.
+		wide := make([]int16, 8*chunks*q4X16Len)
+		for i := range wide {
+			if i%q4X16Len < q4Chunk {
+				wide[i] = 32767
+				continue
+			}
+			b := math.Float32bits(float32(0.5 / 32767 / (1 << 14)))
+			wide[i] = int16(uint16(b >> (16 * (i % 2))))
+		}
+		for _, k := range kernels {
+			q4dotKernel = k
+			for _, rows := range []int{1, 2, 4, 8} {
+				y := make([]float32, rows*out)
+				d.MulTSampled(y, x[:rows*in], rows)
+				for i := 0; i < rows; i++ {
+					if err := check16(d, x[:in], y[i*out:(i+1)*out]); err != nil {
+						t.Fatalf("%s, sign %v, %d rows, row %d: %v", k, sign, rows, i, err)
+					}
+				}
+				// The slip, through the kernels themselves.
+				clear(y)
+				ldx := chunks * q4X16Len
+				for o := 0; o < out; o++ {
+					p, s := w.Packed[o*chunks*q4Chunk/2:(o+1)*chunks*q4Chunk/2], d.scales[o*chunks:(o+1)*chunks]
+					if rows <= 2 {
+						q4rowInt16(rows, 1, chunks, p, s, wide, ldx, y[o:], out, d.tables)
+					} else {
+						q4dot16(rows, chunks, p, s, wide, ldx, y[o:], out, d.tables)
+					}
+				}
+				for i := 0; i < rows; i++ {
+					err := check16(d, x[:in], y[i*out:(i+1)*out])
+					if k == "go" && err != nil {
+						t.Fatalf("go, sign %v, %d rows, x to ±32767: the int64 reference fails: %v", sign, rows, err)
+					}
+					if k != "go" && err == nil {
+						t.Errorf("%s, sign %v, %d rows, x to ±32767: check16 passes on row %d", k, sign, rows, i)
+					}
+				}
+			}
+		}
+	}
 }

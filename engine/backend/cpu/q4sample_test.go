@@ -161,7 +161,7 @@ func TestQ4Dot16CheckFails(t *testing.T) {
 			for name, ys := range map[string][][]float32{
 				"planes swapped":      run(tk, swapped, good),
 				"x to ±32768":         run(tk, d.tables, requant(32768, &q4Row16)),
-				"x in q4row1's order": run(tk, d.tables, requant(32767, &q4Row1AVX2)),
+				"x in q4row1's order": run(tk, d.tables, requant(x16Max, &q4Row1AVX2)),
 				"factor ×2^14":        run(tk, d.tables, noShift),
 			} {
 				for i, y := range ys {
