@@ -86,30 +86,86 @@ func (b *Backend) q4Linear(sampled bool, y, res, x backend.Buf, w *backend.Q4, b
 	if a.err != nil {
 		return a.err
 	}
-	t := make([]float32, rows*n)
+	tp := xScratch.Get().(*[]float32)
+	defer xScratch.Put(tp)
+	if cap(*tp) < rows*n {
+		*tp = make([]float32, rows*n)
+	}
+	t := (*tp)[:rows*n]
 	if err := b.q4MulT(sampled, backend.HostF32(t), x, w, rows); err != nil {
 		return err
 	}
-	For(rows, 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			for j := 0; j < n; j++ {
-				v := t[i*n+j]
-				if bv != nil {
-					v += bv[j]
-				}
-				if xv != nil {
-					var s float32
-					for k := 0; k < r; k++ {
-						s += xv[i*ldxa+k] * lv[j*r+k]
-					}
-					v += scale * s
-				}
-				if rv != nil {
-					v = rv[i*n+j] + v
-				}
-				yv[i*n+j] = v
+	// The epilogue split over the cores by output columns: with an adapter it is rows·n·r
+	// multiply-adds, which on one core would rival the product's own time at one row.
+	rank := 0
+	if xv != nil {
+		rank = r
+	}
+	For(n, max(64, (1<<13)/(rows*(rank+1))), func(lo, hi int) {
+		for i := 0; i < rows; i++ {
+			var xr []float32
+			if xv != nil {
+				xr = xv[i*ldxa : i*ldxa+r]
 			}
+			linearEpilogue(yv[i*n:(i+1)*n], t[i*n:(i+1)*n], optRow(rv, i*n, n), bv, xr, lv, scale, lo, hi)
 		}
 	})
 	return nil
+}
+
+// optRow is v[o:o+n], or nil for an absent v.
+func optRow(v []float32, o, n int) []float32 {
+	if v == nil {
+		return nil
+	}
+	return v[o : o+n]
+}
+
+// linearEpilogue sets y[j] = res[j] + (t[j] + bias[j] + scale·Σₖ xa[k]·lb[j·r+k]) for j in
+// [lo, hi), each term optional (nil; r = len(xa)), in the order of the unfused ops. The
+// adapter's sums run four columns at a time: four independent chains, each still summed
+// over k in order.
+func linearEpilogue(y, t, res, bias, xa, lb []float32, scale float32, lo, hi int) {
+	r := len(xa)
+	j := lo
+	if xa != nil {
+		for ; j+4 <= hi; j += 4 {
+			b0, b1 := lb[j*r:j*r+r], lb[(j+1)*r:(j+1)*r+r]
+			b2, b3 := lb[(j+2)*r:(j+2)*r+r], lb[(j+3)*r:(j+3)*r+r]
+			var s0, s1, s2, s3 float32
+			for k, v := range xa {
+				s0 += v * b0[k]
+				s1 += v * b1[k]
+				s2 += v * b2[k]
+				s3 += v * b3[k]
+			}
+			for q, s := range [4]float32{s0, s1, s2, s3} {
+				y[j+q] = epilogue(t[j+q], res, bias, j+q, scale, s, true)
+			}
+		}
+	}
+	for ; j < hi; j++ {
+		var s float32
+		if xa != nil {
+			bj := lb[j*r : j*r+r]
+			for k, v := range xa {
+				s += v * bj[k]
+			}
+		}
+		y[j] = epilogue(t[j], res, bias, j, scale, s, xa != nil)
+	}
+}
+
+// epilogue is one output of linearEpilogue from its product v and adapter sum s.
+func epilogue(v float32, res, bias []float32, j int, scale, s float32, lora bool) float32 {
+	if bias != nil {
+		v += bias[j]
+	}
+	if lora {
+		v += scale * s
+	}
+	if res != nil {
+		v = res[j] + v
+	}
+	return v
 }

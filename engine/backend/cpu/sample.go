@@ -37,15 +37,16 @@ func repetitionPenalty(row []float32, seen []int32, pen float32) {
 // the most likely), as Hugging Face's logits warpers apply them.
 func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, topK int, topP, minP float32) (int, float32) {
 	V := len(logits)
+	if temperature == 0 {
+		// LogSoftmax's value at best alone: the row is not written out
+		best := argmax(logits)
+		mx, lse := logSumExp(logits, 1)
+		return best, float32(float64(logits[best]-mx) - lse)
+	}
 	if cap(s.logp) < V {
 		s.logp = make([]float32, V)
 	}
 	s.logp = s.logp[:V]
-	if temperature == 0 {
-		best := argmax(logits)
-		LogSoftmax(s.logp, logits, 1)
-		return best, s.logp[best]
-	}
 	LogSoftmax(s.logp, logits, 1/temperature)
 	k := topK
 	if k <= 0 || k > V {

