@@ -141,17 +141,29 @@ func q4LinearsOps(e *env) {
 		opt    quant.Options
 	}
 	nf4 := quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true}
-	for _, c := range pick(e, []struct {
+	type group struct {
 		in, rows int
 		ls       []lin
 		y        role
-	}{
-		{90, 1, []lin{{70, 4, true, nf4}, {30, 4, true, nf4}, {30, 4, true, nf4}}, act},
-		{128, 7, []lin{{112, 16, true, nf4}, {16, 0, false, nf4}, {16, 16, true, quant.Options{Type: quant.FP4, BlockSize: 128, DoubleQuant: true}}}, act},
-		{96, 17, []lin{{130, 8, false, nf4}, {64, 8, true, nf4}}, stream},
-		{64, 64, []lin{{48, 16, true, nf4}, {80, 16, false, nf4}, {33, 16, true, nf4}}, act},
-		{80, 9, []lin{{40, 8, true, nf4}, {24, 4, true, nf4}}, act},
-	}) {
+		whole    bool // xa exactly as wide as the ranks (a device's 16-byte loads of them), not a slice of a wider buffer
+	}
+	groups := pick(e, []group{
+		{90, 1, []lin{{70, 4, true, nf4}, {30, 4, true, nf4}, {30, 4, true, nf4}}, act, false},
+		{128, 7, []lin{{112, 16, true, nf4}, {16, 0, false, nf4}, {16, 16, true, quant.Options{Type: quant.FP4, BlockSize: 128, DoubleQuant: true}}}, act, false},
+		{96, 17, []lin{{130, 8, false, nf4}, {64, 8, true, nf4}}, stream, false},
+		{64, 64, []lin{{48, 16, true, nf4}, {80, 16, false, nf4}, {33, 16, true, nf4}}, act, false},
+		{80, 9, []lin{{40, 8, true, nf4}, {24, 4, true, nf4}}, act, false},
+	})
+	// Long rows, as a model's widths give them (in 896, 4,864, 14,336: a device splits them
+	// over more warps), and one not a multiple of 16 (a device's scalar loads), at 1 to 40 rows.
+	groups = append(groups,
+		group{14336, 16, []lin{{40, 16, false, nf4}}, stream, true},
+		group{4864, 40, []lin{{24, 16, true, nf4}, {20, 16, true, nf4}}, stream, true},
+		group{896, 1, []lin{{33, 16, true, nf4}, {16, 16, true, nf4}, {16, 16, true, nf4}}, act, true},
+		group{4864, 7, []lin{{18, 16, false, nf4}}, stream, true},
+		group{1000, 17, []lin{{24, 8, true, nf4}}, act, false},
+	)
+	for _, c := range groups {
 		shape := fmt.Sprintf("in=%d rows=%d linears=%v", c.in, c.rows, c.ls)
 		n := len(c.ls)
 		dense, biases, bs := make([][]float32, n), make([][]float32, n), make([][]float32, n)
@@ -171,6 +183,9 @@ func q4LinearsOps(e *env) {
 			}
 		}
 		ldxa := width + 3 // the group's xa as a slice of a wider buffer
+		if c.whole {
+			ldxa = width
+		}
 		x, xa := e.randn(c.rows*c.in, 1), e.randn(c.rows*ldxa, 1)
 		const scale = 0.75
 		e.check("Q4Linears", shape, func() {

@@ -112,6 +112,13 @@ func fewRowOps(e *env) {
 		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: coef[0], beta: coef[1], pad: 3 * (i % 2), actB: true}
 		e.check("GEMM", "x·Aᵀ of a decode step: "+g.String(), func() { g.run() })
 	}
+	// An 8B model's widths (k 4,096 and 14,336: a device's kernel loops over k several times),
+	// rows 9, 17 and 40, n odd (a device's block of columns cut short); pad 0
+	// keeps 8-value loads possible, pad 3 not.
+	for _, c := range [][4]int{{9, 17, 14336, 0}, {17, 48, 4096, 3}, {40, 16, 4864, 0}} {
+		g := gemmCase{e: e, tb: true, m: c[0], n: c[1], k: c[2], alpha: 1, beta: 0.5, pad: c[3], actB: true}
+		e.check("GEMM", "x·Aᵀ of a decode step: "+g.String(), func() { g.run() })
+	}
 }
 
 // int16Bound is the largest error of the CPU reference's product of one or two rows of x

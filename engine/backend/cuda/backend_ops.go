@@ -326,8 +326,9 @@ const (
 	narrowMax  = 256
 )
 
-// gemmNTFew queues gemm_nt_few (kernels/step.cu): a block per column of C and 8 rows of A,
-// its warps (one per 128 of k, 1 to 8) splitting k.
+// gemmNTFew queues gemm_nt_few (kernels/step.cu): a block per 2 columns of C and 8 rows of
+// A, its warps (one per 256 of k, 1 to 16) splitting k, 8 values a load where the operands'
+// layout allows (vec).
 func (b *Backend) gemmNTFew(m, n, k int, alpha float32, a Buf, lda int, bb Buf, ldb int, beta float32, c Buf, ldc int) error {
 	isF32 := func(x Buf) int32 {
 		if x.DType() == F32 {
@@ -335,12 +336,22 @@ func (b *Backend) gemmNTFew(m, n, k int, alpha float32, a Buf, lda int, bb Buf, 
 		}
 		return 0
 	}
-	warps := min(max(ceilDiv(k, 128), 1), 8)
-	d := dims{grid: [3]uint32{uint32(n), uint32(ceilDiv(m, 8)), 1}, block: [3]uint32{uint32(32 * warps), 1, 1}}
+	vec := int32(0)
+	if k%8 == 0 && lda%8 == 0 && ldb%8 == 0 && a.Addr()%16 == 0 && bb.Addr()%16 == 0 {
+		vec = 1
+	}
+	d := gemmNTFewDims(m, n, k)
 	return b.queue(nil, func(o *owner) error {
 		return o.gemmNtFew(d, devptr[uint8](c.Addr()), isF32(c), int32(ldc), devptr[uint8](a.Addr()), isF32(a), int32(lda),
-			devptr[uint8](bb.Addr()), isF32(bb), int32(ldb), int32(m), int32(k), alpha, beta)
+			devptr[uint8](bb.Addr()), isF32(bb), int32(ldb), int32(m), int32(n), int32(k), alpha, beta, vec)
 	})
+}
+
+// gemmNTFewDims is gemm_nt_few's launch (GNT_N = 2 columns and GNT_M = 8 rows a block, up to
+// GNT_WARPS = 16 warps).
+func gemmNTFewDims(m, n, k int) dims {
+	warps := min(max(ceilDiv(k, 256), 1), 16)
+	return dims{grid: [3]uint32{uint32(ceilDiv(n, 2)), uint32(ceilDiv(m, 8)), 1}, block: [3]uint32{uint32(32 * warps), 1, 1}}
 }
 
 // scaleRows sets C = beta·C over batch items of m rows of n values (ld apart).

@@ -179,7 +179,12 @@ func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32
 	}
 	d := q4LinearDims(blocks, rows, cols)
 	if tc {
-		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{256, 1, 1}}
+		if q4RanksVec(ms, xa, ldxa, r) {
+			vec |= 2
+		}
+		tiles := blocks * ceilDiv(rows, 16)
+		w := b.q4TcWarps(tiles, cols)
+		d = dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 16)), 1}, block: [3]uint32{uint32(32 * w), 1, 1}, shared: uint32(w << 10)}
 	}
 	w := func(i int) devptr[uint64] {
 		if m[i].st == nil {
@@ -208,9 +213,33 @@ func (b *Backend) q4Linears(ms []q4Member, x, xa Buf, ldxa, r int, scale float32
 	})
 }
 
+// q4RanksVec says whether the tensor-core kernel may read the LoRA terms' ranks 8 at a time
+// (16-byte loads of xa's rows and B's): rank, ldxa and every member's offset multiples of 8,
+// xa and the B's 16-byte aligned.
+func q4RanksVec(ms []q4Member, xa Buf, ldxa, r int) bool {
+	if r%8 != 0 || ldxa%8 != 0 || xa.Addr()%16 != 0 {
+		return false
+	}
+	for _, m := range ms {
+		if !m.lb.Nil() && (m.off%8 != 0 || m.lb.Addr()%16 != 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// q4TcWarps is a block's warps in a tensor-core launch of q4_linears (tiles blocks over cols
+// columns, each warp's 16 × 16 tile 1 KB of shared memory): enough that each walks at most 8 of
+// the 16-column steps, up to 32, but no more in all than the device holds at once (SMs × 64
+// warps) — a wide output's many blocks keep its warps busy as they are — and 8 at least.
+func (b *Backend) q4TcWarps(tiles, cols int) int {
+	w := min(ceilDiv(cols, 16*8), 32, 64*max(1, b.d.Info.SMs)/max(tiles, 1))
+	return max(w, 8)
+}
+
 // q4LinearDims is q4_linears' launch: blocks (one per 2 output features) by 8 rows of x, its
-// warps splitting the cols columns, one warp per 512 (a thread takes 16 weights a step), 1 to 8.
+// warps splitting the cols columns, one warp per 256 (a thread takes 8 weights a step), 1 to 8.
 func q4LinearDims(blocks, rows, cols int) dims {
-	warps := min(max(ceilDiv(cols, 512), 1), 8)
+	warps := min(max(ceilDiv(cols, 256), 1), 8)
 	return dims{grid: [3]uint32{uint32(blocks), uint32(ceilDiv(rows, 8)), 1}, block: [3]uint32{uint32(warps * 32), 1, 1}}
 }

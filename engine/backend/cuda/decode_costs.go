@@ -19,7 +19,7 @@ func init() {
 		return c
 	}
 	kernelCosts["gemm_nt_few"] = func(a *costArgs) Count {
-		m, n, k := a.i("m"), int64(a.d.grid[0]), a.i("k")
+		m, n, k := a.i("m"), a.i("n"), a.i("k")
 		size := func(flag string) int64 { return 2 + 2*a.i(flag) } // bf16 or float32
 		c := Count{Read: m*k*size("aF32") + n*k*size("bF32"), Written: m * n * size("cF32"), Flops: 2 * m * n * k}
 		if a.f("beta") != 0 {

@@ -98,7 +98,7 @@ func TestKernelNorms(t *testing.T) {
 	d := device(t)
 	b := &Backend{d: d}
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, sh := range []struct{ rows, dim int }{{1, 7}, {19, 333}, {64, 1024}} {
+	for _, sh := range []struct{ rows, dim int }{{1, 7}, {19, 333}, {64, 1024}, {3, 4096}, {2, 8200}} {
 		for _, stream := range []DType{F32, BF16} { // the residual stream's type
 			rows, dim := sh.rows, sh.dim
 			x := randn(rng, rows*dim, 1.5)
@@ -119,6 +119,9 @@ func TestKernelNorms(t *testing.T) {
 				o32, _ := b.Alloc(F32, rows*dim)
 				must(t, b.RMSNormForward(o32, rstd, in, wp, rows, dim, 1e-5, 0))
 				closeTo(t, "rmsnorm to f32", down(t, b, o32), want, 1e-5, 1e-5)
+			}
+			if dim > normEach*1024 { // the forward's walked row (a decode norm longer than its block holds); the weight gradients' shared sums stop at 6,144
+				continue
 			}
 
 			dout, doutr := upStream(t, b, stream, randn(rng, rows*dim, 1))

@@ -108,7 +108,7 @@ func q4LinearChain(a *costArgs, _ Count) int64 {
 	cols, threads := a.i("cols"), a.threads()
 	step := threads
 	if a.i("vec") != 0 {
-		step *= 16
+		step *= 8
 	}
 	n := 1 + ceilDiv64(cols, step)
 	if a.sz("xa") > 0 {
@@ -126,15 +126,19 @@ func biasOrRes(a *costArgs) bool {
 	return a.szOpt("bias")+a.szOpt("res")+a.szOpt("bias0")+a.szOpt("res0") > 0
 }
 
-// q4LinearTcChain: a warp's share of the 16-column steps (its block's Q4TC_WARPS = 8 warps
-// take them in turn; no stores: unrolled), the tiles' sum through shared memory, then a
-// thread's one output element: its LoRA loop over the rank (unrolled) and the bias and
-// residual.
+// q4LinearTcChain: a warp's share of the 16-column steps (its block's warps take them in
+// turn; no stores: unrolled), the tiles' sum through shared memory, then a thread's one output
+// element: its LoRA loop over the rank, 8 ranks a load when vec's bit 2 says so (unrolled), and
+// the bias and residual.
 func q4LinearTcChain(a *costArgs, _ Count) int64 {
 	warps := max(a.threads()/32, 1)
 	n := 1 + ceilDiv64(ceilDiv64(ceilDiv64(a.i("cols"), 16), warps), unrollTrips)
 	if a.sz("xa") > 0 {
-		n += ceilDiv64(max(a.i("rank"), 1), unrollTrips)
+		each := int64(1)
+		if a.i("vec")&2 != 0 {
+			each = 8
+		}
+		n += ceilDiv64(ceilDiv64(max(a.i("rank"), 1), each), unrollTrips)
 	}
 	if biasOrRes(a) {
 		n++
@@ -142,11 +146,16 @@ func q4LinearTcChain(a *costArgs, _ Count) int64 {
 	return n
 }
 
-// gemmNTFewChain is gemm_nt_few's (kernels/step.cu): its threads' loop over k (a row of B and
-// the 8 rows of A, unconditional: one round trip an iteration; runtime-bounded, no stores:
-// unrolled), then C read (beta ≠ 0) and written by the first threads (1).
+// gemmNTFewChain is gemm_nt_few's (kernels/step.cu): its threads' loop over k, 8 values a
+// load with vec (the block's GNT_N rows of B and GNT_M rows of A, unconditional: one round
+// trip an iteration; runtime-bounded, no stores: unrolled), then C read (beta ≠ 0) and written
+// by the first threads (1).
 func gemmNTFewChain(a *costArgs, _ Count) int64 {
-	return 1 + ceilDiv64(ceilDiv64(a.i("k"), a.threads()), unrollTrips) + 1
+	each := a.threads()
+	if a.i("vec") != 0 {
+		each *= 8
+	}
+	return 1 + ceilDiv64(ceilDiv64(a.i("k"), each), unrollTrips) + 1
 }
 
 // normChain is an RMSNorm's chain over a row of dim values shared by `threads` threads (a
@@ -158,8 +167,14 @@ func normChain(dim, threads, rowsEach int64) int64 {
 	return rowsEach * (ceilDiv64(each, unrollTrips) + each + 1)
 }
 
+// rmsnormChain: a block per row holding the row in registers (at most normEach values a
+// thread) loads its values and weights at once (1), then stores the scaled row and the
+// statistic (1); a longer row is walked (normChain).
 func rmsnormChain(a *costArgs, _ Count) int64 {
 	rows, grid := a.i("rows"), int64(a.d.grid[0])
+	if grid >= rows && a.i("dim") <= normEach*a.threads() {
+		return 2
+	}
 	if grid >= rows { // a block per row
 		return normChain(a.i("dim"), a.threads(), 1)
 	}

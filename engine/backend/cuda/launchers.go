@@ -322,7 +322,7 @@ var kernelArgs = [numKernels]int{
 	28,
 	28,
 	28,
-	13,
+	15,
 }
 
 // kernelParams are the kernels' parameters as the launchers name them, by ID: what the
@@ -429,7 +429,7 @@ var kernelParams = [numKernels][]kparam{
 	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 4}, {"y1", pOut, 4}, {"y2", pOut, 4}, {"res0", pIn, 4}, {"res1", pIn, 4}, {"res2", pIn, 4}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
 	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 2}, {"y1", pOut, 2}, {"y2", pOut, 2}, {"res0", pIn, 2}, {"res1", pIn, 2}, {"res2", pIn, 2}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
 	{{"w0", pIn, 8}, {"w1", pIn, 8}, {"w2", pIn, 8}, {"y0", pOut, 4}, {"y1", pOut, 4}, {"y2", pOut, 4}, {"res0", pIn, 4}, {"res1", pIn, 4}, {"res2", pIn, 4}, {"bias0", pIn, 4}, {"bias1", pIn, 4}, {"bias2", pIn, 4}, {"lb0", pIn, 2}, {"lb1", pIn, 2}, {"lb2", pIn, 2}, {"off0", pInt, 4}, {"off1", pInt, 4}, {"off2", pInt, 4}, {"x", pIn, 2}, {"ldx", pInt, 4}, {"xa", pIn, 2}, {"ldxa", pInt, 4}, {"rank", pInt, 4}, {"scale", pFloat, 4}, {"cols", pInt, 4}, {"m", pInt, 4}, {"feats", pInt, 4}, {"vec", pInt, 4}},
-	{{"c", pOut, 1}, {"cF32", pInt, 4}, {"ldc", pInt, 4}, {"a", pIn, 1}, {"aF32", pInt, 4}, {"lda", pInt, 4}, {"b", pIn, 1}, {"bF32", pInt, 4}, {"ldb", pInt, 4}, {"m", pInt, 4}, {"k", pInt, 4}, {"alpha", pFloat, 4}, {"beta", pFloat, 4}},
+	{{"c", pOut, 1}, {"cF32", pInt, 4}, {"ldc", pInt, 4}, {"a", pIn, 1}, {"aF32", pInt, 4}, {"lda", pInt, 4}, {"b", pIn, 1}, {"bF32", pInt, 4}, {"ldb", pInt, 4}, {"m", pInt, 4}, {"n", pInt, 4}, {"k", pInt, 4}, {"alpha", pFloat, 4}, {"beta", pFloat, 4}, {"vec", pInt, 4}},
 }
 
 // attnSoftmaxForward launches attn_softmax_forward(float* probs, const float* scores, int heads, int n, int L, int pos0, int window, float softcap).
@@ -1906,8 +1906,8 @@ func (o *owner) q4LinearsTcF32(d dims, w0 devptr[uint64], w1 devptr[uint64], w2 
 	return o.launch(kQ4LinearsTcF32, d)
 }
 
-// gemmNtFew launches gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m, int k, float alpha, float beta).
-func (o *owner) gemmNtFew(d dims, c devptr[uint8], cF32 int32, ldc int32, a devptr[uint8], aF32 int32, lda int32, b devptr[uint8], bF32 int32, ldb int32, m int32, k int32, alpha float32, beta float32) error {
+// gemmNtFew launches gemm_nt_few(u8* c, int c_f32, int ldc, const u8* a, int a_f32, int lda, const u8* b, int b_f32, int ldb, int m, int n, int k, float alpha, float beta, int vec).
+func (o *owner) gemmNtFew(d dims, c devptr[uint8], cF32 int32, ldc int32, a devptr[uint8], aF32 int32, lda int32, b devptr[uint8], bF32 int32, ldb int32, m int32, n int32, k int32, alpha float32, beta float32, vec int32) error {
 	s := &o.args.slots
 	s[0] = uint64(c)
 	s[1] = uint64(uint32(cF32))
@@ -1919,8 +1919,10 @@ func (o *owner) gemmNtFew(d dims, c devptr[uint8], cF32 int32, ldc int32, a devp
 	s[7] = uint64(uint32(bF32))
 	s[8] = uint64(uint32(ldb))
 	s[9] = uint64(uint32(m))
-	s[10] = uint64(uint32(k))
-	s[11] = uint64(math.Float32bits(alpha))
-	s[12] = uint64(math.Float32bits(beta))
+	s[10] = uint64(uint32(n))
+	s[11] = uint64(uint32(k))
+	s[12] = uint64(math.Float32bits(alpha))
+	s[13] = uint64(math.Float32bits(beta))
+	s[14] = uint64(uint32(vec))
 	return o.launch(kGemmNtFew, d)
 }

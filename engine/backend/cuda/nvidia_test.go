@@ -110,7 +110,10 @@ func launchBlock(kernel string) int {
 	switch kernel {
 	case "logprob_forward", "logprob_backward":
 		return 512
-	case "sample_rows", "sum_f32", "rope_forward", "attn_expand_kv", "attn_reduce_kv":
+	case "gemm_nt_few":
+		return 512
+	case "sample_rows", "sum_f32", "rope_forward", "attn_expand_kv", "attn_reduce_kv",
+		"rmsnorm_forward", "rmsnorm_forward_f32", "rmsnorm_forward_bf16", "q4_linears_tc_bf16", "q4_linears_tc_f32":
 		return 1024 // fixed at 1024, or as large as a head (up to 1024)
 	}
 	return threads

@@ -160,7 +160,7 @@ func (o *owner) embedBack(dwte, dwpe devptr[float32], dout devptr[float32], ids,
 func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32], rows, dim int, eps, offset float32) error {
 	d := warpRows(rows)
 	if rows <= fewRows { // a block per row (kernels/norm.cu): a decode step's few rows
-		d = grid1(rows, 256)
+		d = grid1(rows, normRowThreads(dim))
 	}
 	switch {
 	case in.DType() == F32 && out.DType() == BF16:
@@ -176,6 +176,19 @@ func (o *owner) rmsnorm(out Buf, rstd devptr[float32], in Buf, w devptr[float32]
 	}
 	defer release()
 	return o.rmsnormForwardF32(d, f32(out), rstd, in32, w, int32(rows), int32(dim), eps, offset)
+}
+
+// normEach is NORM_EACH (kernels/norm.cu): the values a thread of a block-per-row norm holds.
+const normEach = 8
+
+// normRowThreads is the block of a block-per-row norm: enough warps that each thread holds at
+// most normEach of the row's dim values (up to 1,024 threads), or 256 for a longer row, which
+// the block then walks.
+func normRowThreads(dim int) int {
+	if dim > normEach*1024 {
+		return 256
+	}
+	return 32 * max(1, ceilDiv(dim, 32*normEach))
 }
 
 // normBackDims spreads rows over a few blocks per multiprocessor when weight gradients are

@@ -62,10 +62,10 @@ extern "C" __global__ void dequant4_f32(float* out, const u8* packed, const floa
 
 // q4_rows_dot adds to acc[q][mi] this lane's share of W[r0 + q]·x[mi] for R output features of a
 // 4-bit weight expanded in registers (never stored) and m ≤ M rows of x: the inner loop of the
-// decode products gemv4_bf16 and q4_linear_t. Each thread takes 16 weights (8 bytes) of a row a
-// step, so a warp reads 256 contiguous bytes of each row; vec selects 16-byte loads of x. slot
+// decode products gemv4_bf16 and q4_linear_t. Each thread takes 8 weights (4 bytes) of a row a
+// step, so a warp reads 128 contiguous bytes of each row; vec selects 16-byte loads of x. slot
 // is the thread's place among nslots threads sharing the rows (a warp's lanes, or the lanes of
-// every warp of a block when the columns are split over warps), which take the row's 16-weight
+// every warp of a block when the columns are split over warps), which take the row's 8-weight
 // pieces (single weights when not vec) in turn. Each step loads x's M rows unconditionally (row
 // min(mi, m − 1): m ≥ 1) before the weights, so that the step waits once, not once per row.
 template <int R, int M>
@@ -73,40 +73,41 @@ __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, i
                                             const u8* qabsmax, const float* nested_absmax, const float* ncode, const float* code,
                                             float offset, int r0, int rows, int cols, int block_shift, int vec, int slot, int nslots) {
     if (vec) {
-        for (int c = slot * 16; c < cols; c += nslots * 16) {
+        for (int c = slot * 8; c < cols; c += nslots * 8) {
             // x's m rows first, all at once (a missing row repeats the last; its sums are not
-            // stored), so that they and the weights below go out as one round trip.
-            u32 xs[M][8];
+            // stored), with the weights' packed bytes and scales, so that they go out as one
+            // round trip; each feature's 8 weights are expanded only when its products run.
+            // 8 weights a step, not 16: x's 8 rows of 16 then took 64 registers of the 167
+            // q4_linears held a thread (12 warps an SM at 256 threads); now 32.
+            u32 xs[M][4];
 #pragma unroll
             for (int mi = 0; mi < M; mi++) {
-                const u32x4* xp = (const u32x4*)(x + (i64)min(mi, m - 1) * ldx + c);
-                u32x4 a = xp[0], b = xp[1];
+                u32x4 a = *(const u32x4*)(x + (i64)min(mi, m - 1) * ldx + c);
                 xs[mi][0] = a.x, xs[mi][1] = a.y, xs[mi][2] = a.z, xs[mi][3] = a.w;
-                xs[mi][4] = b.x, xs[mi][5] = b.y, xs[mi][6] = b.z, xs[mi][7] = b.w;
             }
-            float w[R][16];
+            u32 p[R];
+            float sc[R];
 #pragma unroll
             for (int q = 0; q < R; q++) {
                 int r = min(r0 + q, rows - 1);  // a missing last row repeats one; its result is not stored
                 i64 j = (i64)r * cols + c;
-                float s = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
-                u32x2 p = *(const u32x2*)(packed + (j >> 1));
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    u32 b0 = (p.x >> (8 * k)) & 0xff, b1 = (p.y >> (8 * k)) & 0xff;
-                    w[q][2 * k] = code[b0 >> 4] * s;
-                    w[q][2 * k + 1] = code[b0 & 15] * s;
-                    w[q][8 + 2 * k] = code[b1 >> 4] * s;
-                    w[q][8 + 2 * k + 1] = code[b1 & 15] * s;
-                }
+                sc[q] = block_scale(j >> block_shift, absmax, qabsmax, nested_absmax, ncode, offset);
+                p[q] = *(const u32*)(packed + (j >> 1));
             }
 #pragma unroll
-            for (int mi = 0; mi < M; mi++) {
+            for (int q = 0; q < R; q++) {
+                float w[8];
 #pragma unroll
-                for (int q = 0; q < R; q++) {
+                for (int k = 0; k < 4; k++) {
+                    u32 b = (p[q] >> (8 * k)) & 0xff;
+                    w[2 * k] = code[b >> 4] * sc[q];
+                    w[2 * k + 1] = code[b & 15] * sc[q];
+                }
+#pragma unroll
+                for (int mi = 0; mi < M; mi++) {
                     float t = 0.f;
 #pragma unroll
-                    for (int k = 0; k < 8; k++) t += lo_bf16(xs[mi][k]) * w[q][2 * k] + hi_bf16(xs[mi][k]) * w[q][2 * k + 1];
+                    for (int k = 0; k < 4; k++) t += lo_bf16(xs[mi][k]) * w[2 * k] + hi_bf16(xs[mi][k]) * w[2 * k + 1];
                     acc[q][mi] += t;
                 }
             }
@@ -135,10 +136,10 @@ __device__ __forceinline__ void q4_rows_dot(float (&acc)[R][M], const bf16* x, i
 
 // y[m, rows] = x[m, cols]·Wᵀ for the few rows of a decode step (m ≤ 8), the 4-bit weight
 // expanded in registers and never stored. Each warp computes GEMV_ROWS output features
-// (each x load serves them all); each lane takes 16 weights (8 bytes) of a row a step, so
-// a warp reads 256 contiguous bytes of each row. vec (cols a multiple of 16, x 16-byte
+// (each x load serves them all); each lane takes 8 weights (4 bytes) of a row a step, so
+// a warp reads 128 contiguous bytes of each row. vec (cols a multiple of 16, x 16-byte
 // aligned, ldx a multiple of 8) selects 16-byte loads of x; otherwise one value at a time.
-extern "C" __global__ void gemv4_bf16(bf16* y, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
+extern "C" __global__ void __launch_bounds__(256, 2) gemv4_bf16(bf16* y, int ldy, const bf16* x, int ldx, const u8* packed, const float* absmax, const u8* qabsmax,
                                       const float* nested_absmax, const float* nested_code, const float* code16, float offset,
                                       int rows, int cols, int m, int block_shift, int vec) {
     __shared__ float code[16];
