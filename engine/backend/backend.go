@@ -400,7 +400,8 @@ type Q4Out struct {
 	Scale      float32
 }
 
-// Q4LinearsOps is Q4Linears as one Q4Linear a linear: the CPU's, and a fallback.
+// Q4LinearsOps is Q4Linears as one Q4Linear a linear: a fallback (the CPU runs it where its
+// few-row kernels do not take every weight).
 func Q4LinearsOps(b Backend, ls []Q4Out, x, xa Buf, ldxa int, rows int) error {
 	for _, l := range ls {
 		var xl Buf

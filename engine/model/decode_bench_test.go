@@ -23,10 +23,9 @@ import (
 var qwen05Shape = Config{ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2,
 	Hidden: 4864, MaxPos: 32768, NormEps: 1e-6, RopeTheta: 1e6, TieEmbed: true, BOS: -1}
 
-// BenchmarkDecodeNF4 times one decode step (the forward of one new token per sequence over a
-// key/value cache, the logits of the vocabulary and a greedy draw: what Generate does per
-// token) of a random Qwen2.5-0.5B-shaped model whose values are bf16, as in the released
-// checkpoint, with NF4 linears (blocks of 64, double quantization; the tied embedding and LM
+// BenchmarkDecodeNF4 times one decode step (Generate's decoder: the forward of one new token
+// per sequence over a key/value cache, the logits of the vocabulary and a greedy draw) of a
+// random Qwen2.5-0.5B-shaped model whose values are bf16, as in the released checkpoint, with NF4 linears (blocks of 64, double quantization; the tied embedding and LM
 // head held in bf16, as bitsandbytes leaves them unquantized in the checkpoint's dtype) and of
 // the same model in float32, at 1, 8 and 32 sequences, with the copy bandwidth of this machine
 // measured between them. Runs are interleaved (copy, then each batch size with both models,
@@ -99,7 +98,7 @@ func BenchmarkDecodeNF4(b *testing.B) {
 					prompts[i][j] = rng.IntN(qwen05Shape.Vocab)
 				}
 			}
-			c := mm.m.NewCache(B, promptLen+steps)
+			c := mm.m.NewCache(B, promptLen+steps+1)
 			if err := mm.m.prefill(c, prompts, AdaptersOn, func(_ backend.Buf, _ *pass) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
@@ -110,15 +109,45 @@ func BenchmarkDecodeNF4(b *testing.B) {
 			runs[fmt.Sprint(mm.name, B)] = &run{mm.m, c, feed}
 		}
 	}
-	// step returns the wall and CPU (user + system, all threads) seconds of one decode step.
+	// step returns the wall and CPU (user + system, all threads) seconds of one decode step:
+	// Generate's own (its decoder, readied before the clock starts), or with
+	// RLHFSTATION_DECODE_STEP=forward a forward pass and Sample (the figures before session 9).
+	forwardStep := os.Getenv("RLHFSTATION_DECODE_STEP") == "forward"
 	step := func(r *run) (wall, cpu float64) {
 		for i := range r.cache.Len {
 			r.cache.Len[i] = promptLen
+		}
+		var d *decoder
+		if !forwardStep {
+			seqs, ids := make([]int, len(r.feed)), make([]int32, len(r.feed))
+			for i, f := range r.feed {
+				seqs[i], ids[i] = i, int32(f[0])
+			}
+			var err error
+			if d, err = r.m.newDecoder(r.cache, seqs, ids, GenerateOptions{Adapters: AdaptersOn}, backend.Buf{}, func(int) []int { return nil }); err != nil {
+				b.Fatal(err)
+			}
+			defer d.free()
+			if _, _, _, err := d.step(nil); err != nil { // its first step makes its scratch
+				b.Fatal(err)
+			}
+			for i := range r.cache.Len {
+				r.cache.Len[i]++
+			}
 		}
 		u := make([]float64, len(r.feed))
 		c0 := processCPU()
 		t0 := time.Now()
 		for range steps {
+			if d != nil {
+				if _, _, _, err := d.step(nil); err != nil {
+					b.Fatal(err)
+				}
+				for i := range r.cache.Len {
+					r.cache.Len[i]++
+				}
+				continue
+			}
 			lg, p, err := r.m.forward(r.cache, r.feed, true, AdaptersOn)
 			if err != nil {
 				b.Fatal(err)

@@ -78,6 +78,34 @@ func (t *timed) Q4Linear(y, res, x backend.Buf, w *backend.Q4, bias, xa backend.
 	kind := fmt.Sprintf("4-bit linear %d×%d", w.Rows, w.Cols)
 	return t.time(kind, func() error { return t.Backend.Q4Linear(y, res, x, w, bias, xa, ldxa, lb, r, scale, rows) })
 }
+func (t *timed) Q4Linears(ls []backend.Q4Out, x, xa backend.Buf, ldxa int, rows int) error {
+	var kind strings.Builder
+	kind.WriteString("4-bit group ")
+	for i, l := range ls {
+		if i > 0 {
+			kind.WriteString("+")
+		}
+		fmt.Fprintf(&kind, "%d", l.W.Rows)
+	}
+	fmt.Fprintf(&kind, "×%d", ls[0].W.Cols)
+	return t.time(kind.String(), func() error { return t.Backend.Q4Linears(ls, x, xa, ldxa, rows) })
+}
+
+// Sampling times the decode step's backend for its 4-bit linears (backend.SamplingOf).
+func (t *timed) Sampling() backend.Backend {
+	return &timed{Backend: backend.SamplingOf(t.Backend), parts: t.parts}
+}
+func (t *timed) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, vocab int, temperature float32, topK int, topP float32, pen backend.Penalties) error {
+	return t.time("sampler", func() error {
+		return t.Backend.SampleInto(tokens, logp, logits, uniforms, rows, vocab, temperature, topK, topP, pen)
+	})
+}
+func (t *timed) AttentionRows(out, q, k, v, seq, pos backend.Buf, rows int, a backend.Attention, seqStride int) error {
+	return t.time("attention", func() error { return t.Backend.AttentionRows(out, q, k, v, seq, pos, rows, a, seqStride) })
+}
+func (t *timed) AppendKV(kc, vc, k, v, seq, pos backend.Buf, rows, width, seqStride int) error {
+	return t.time("copies (KV rows)", func() error { return t.Backend.AppendKV(kc, vc, k, v, seq, pos, rows, width, seqStride) })
+}
 func (t *timed) RoPEForward(x, pos backend.Buf, heads int, r *backend.RoPETable) error {
 	return t.time("rope", func() error { return t.Backend.RoPEForward(x, pos, heads, r) })
 }
@@ -121,7 +149,9 @@ func (t *timed) Free(x backend.Buf) error {
 // "between ops" is the step's time outside the backend's ops (the model's own code). Each op
 // is timed with two getrusage calls (about 3 µs each on these machines), which the table
 // counts in. RLHFSTATION_DECODE_TOKENS tokens (40 by default); RLHFSTATION_DECODE_LORA=r adds
-// a rank-r adapter on every linear.
+// a rank-r adapter on every linear; RLHFSTATION_DECODE_STEP=decoder times Generate's decode
+// step (the decoder: q, k and v, gate and up each one Q4Linears, the draw on the backend)
+// instead of a forward pass and Sample.
 // run: go test ./engine/model -run '^$' -bench DecodeParts -benchtime 1x -v
 func BenchmarkDecodeParts(b *testing.B) {
 	tokens := 40
@@ -155,7 +185,7 @@ func BenchmarkDecodeParts(b *testing.B) {
 	if err := m.prefill(c, [][]int{prompt}, AdaptersOn, func(backend.Buf, *pass) error { return nil }); err != nil {
 		b.Fatal(err)
 	}
-	step := func() {
+	step, restart := func() {
 		lg, p, err := m.forward(c, [][]int{{prompt[0]}}, true, AdaptersOn)
 		if err != nil {
 			b.Fatal(err)
@@ -163,16 +193,39 @@ func BenchmarkDecodeParts(b *testing.B) {
 		if _, _, err := m.b.Sample(lg, []float64{0}, len(p.runs), m.Config.Vocab, 0, 0, 0); err != nil {
 			b.Fatal(err)
 		}
+	}, func() {}
+	if os.Getenv("RLHFSTATION_DECODE_STEP") == "decoder" {
+		var d *decoder
+		step = func() {
+			if _, _, _, err := d.step(nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		restart = func() { // a decoder from c.Len[0] on (nil after the last round)
+			if d != nil {
+				d.free()
+			}
+			if c.Len[0] < 0 {
+				d = nil
+				return
+			}
+			var err error
+			if d, err = m.newDecoder(c, []int{0}, []int32{int32(prompt[0])}, GenerateOptions{Adapters: AdaptersOn}, backend.Buf{}, func(int) []int { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	for range 3 {
 		c.Len[0] = promptLen
+		restart()
 		step()
 	}
 	var wall, cpuT float64
 	for b.Loop() {
-		tb.parts = map[string]*partTimes{}
+		clear(tb.parts)
 		gemm.Probe.On.Store(true)
 		c.Len[0] = promptLen
+		restart()
 		c0, t0 := processCPU(), time.Now()
 		for range tokens {
 			step()
@@ -180,6 +233,8 @@ func BenchmarkDecodeParts(b *testing.B) {
 		wall, cpuT = time.Since(t0).Seconds(), processCPU()-c0
 		gemm.Probe.On.Store(false)
 	}
+	c.Len[0] = -1
+	restart()
 	n := float64(tokens)
 	var tab strings.Builder
 	fmt.Fprintf(&tab, "%d tokens, one sequence, GOMAXPROCS %d: %.2f ms wall, %.2f ms CPU a token\n", tokens, runtime.GOMAXPROCS(0), 1e3*wall/n, 1e3*cpuT/n)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"rlhfstation/engine/backend"
@@ -106,6 +107,78 @@ func TestGreedyLogProbBits(t *testing.T) {
 		LogSoftmax(want, row, 1)
 		if tok != argmax(row) || math.Float32bits(lp) != math.Float32bits(want[tok]) {
 			t.Fatalf("greedy over %d logits: token %d, log-prob %v; want %d, %v", len(row), tok, lp, argmax(row), want[argmax(row)])
+		}
+	}
+}
+
+// TestQ4LinearsGroupBits: a group of 4-bit linears sharing x (a block's q, k and v: one
+// large and two small weights, biases, an adapter on two of them) run as one parallel region
+// gives the bits of one linear at a time, each its product (MulT, or MulTSampled in the
+// decode step's backend) and then its epilogue over all its columns, at 1 to 9 rows of x and
+// with 1 to 4 cores, whose pieces then fall across the weights' boundaries.
+func TestQ4LinearsGroupBits(t *testing.T) {
+	const in, r, ld = 256, 4, 12
+	outs := []int{320, 64, 64}
+	b := New()
+	ws := make([]*backend.Q4, len(outs))
+	for i, n := range outs {
+		w, err := quant.Quantize(randn(n*in, uint64(20+i)), n, in, "", quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws[i], err = b.UploadQ4(w); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ws[i].State.(*Q4Dot); !ok {
+			t.Fatal("UploadQ4 gave no few-row form")
+		}
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 3, 4} {
+		runtime.GOMAXPROCS(procs)
+		for _, rows := range []int{1, 2, 3, 9} {
+			x, xa := randn(rows*in, 30), randn(rows*ld, 31)
+			for _, sampled := range []bool{false, true} {
+				var sb backend.Backend = b
+				if sampled {
+					sb = b.Sampling()
+				}
+				ls := make([]backend.Q4Out, len(outs))
+				want := make([][]float32, len(outs))
+				for i, n := range outs {
+					ls[i] = backend.Q4Out{W: ws[i], Y: backend.HostF32(make([]float32, rows*n)), Bias: backend.HostF32(randn(n, uint64(40+i)))}
+					if i > 0 {
+						ls[i].B, ls[i].R, ls[i].Off, ls[i].Scale = backend.HostF32(randn(n*r, uint64(50+i))), r, 4*i, 0.5
+					}
+					p := make([]float32, rows*n)
+					d := ws[i].State.(*Q4Dot)
+					if sampled {
+						d.MulTSampled(p, x, rows)
+					} else {
+						d.MulT(p, x, rows)
+					}
+					want[i] = make([]float32, rows*n)
+					bias := ls[i].Bias.F32()
+					for k := 0; k < rows; k++ {
+						var xr, lb []float32
+						if i > 0 {
+							xr, lb = xa[k*ld+4*i:k*ld+4*i+r], ls[i].B.F32()
+						}
+						linearEpilogue(want[i][k*n:(k+1)*n], p[k*n:(k+1)*n], nil, bias, xr, lb, 0.5, 0, n)
+					}
+				}
+				if err := sb.Q4Linears(ls, backend.HostF32(x), backend.HostF32(xa), ld, rows); err != nil {
+					t.Fatal(err)
+				}
+				for i := range outs {
+					got := ls[i].Y.F32()
+					for j := range want[i] {
+						if math.Float32bits(got[j]) != math.Float32bits(want[i][j]) {
+							t.Fatalf("%d cores, rows=%d sampled=%v: linear %d y[%d] = %v, want %v", procs, rows, sampled, i, j, got[j], want[i][j])
+						}
+					}
+				}
+			}
 		}
 	}
 }

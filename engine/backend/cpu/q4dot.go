@@ -77,7 +77,11 @@ var (
 )
 
 // MulT sets y[rows, W.Rows] = x[rows, W.Cols]·Wᵀ for rows ≤ q4DotMaxRows.
-func (d *Q4Dot) MulT(y, x []float32, rows int) {
+func (d *Q4Dot) MulT(y, x []float32, rows int) { d.mulT(false, y, x, rows) }
+
+// mulT is MulT, or MulTSampled when sampled: x readied once (q4X), then the output rows split
+// over the cores, about 64k decoded values a piece at least.
+func (d *Q4Dot) mulT(sampled bool, y, x []float32, rows int) {
 	w := d.W
 	in, out := w.Cols, w.Rows
 	if rows <= 0 {
@@ -87,18 +91,82 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 		panic("cpu: Q4Dot.MulT takes at most 64 rows")
 	}
 	_, _ = x[rows*in-1], y[rows*out-1]
-	if rows <= 2 && q4row16On && d.tables.has16 {
-		d.mulT16(y, x, rows)
+	i16 := d.use16(rows, sampled)
+	var p q4X
+	p.ready(x, rows, in, i16)
+	clear(y[:rows*out])
+	ForPieces(out, q4PieceGrain(in), 4, func(lo, hi int) { d.rowsInto(y, &p, i16, lo, hi) })
+	p.release()
+}
+
+// q4PieceGrain is the fewest output rows of width in worth a piece of their own (ForPieces):
+// about 64k decoded values.
+func q4PieceGrain(in int) int { return max(1, (1<<16)/in) }
+
+// use16 reports whether rows of x take the int16 kernels' approximation on d: one or two rows
+// always (where the kernels run and the code book allows), up to q4DotMaxRows when sampled.
+func (d *Q4Dot) use16(rows int, sampled bool) bool {
+	return q4row16On && d.tables.has16 && (rows <= 2 || sampled)
+}
+
+// q4X is x [rows, in] readied for the few-row kernels, once for every weight that shares it:
+// reordered for the float32 kernels (xp), quantized for the int16 ones (xq, ldx apart).
+type q4X struct {
+	rows, in int
+	bp       *[]float32
+	xp       []float32
+	bq       *[]int16
+	xq       []int16
+	ldx      int
+}
+
+// ready readies x for the int16 kernels (i16) or the float32 ones, unless done already.
+func (p *q4X) ready(x []float32, rows, in int, i16 bool) {
+	p.rows, p.in = rows, in
+	if i16 {
+		if p.bq == nil {
+			p.bq = x16Scratch.Get().(*[]int16)
+			p.ldx = in / q4Chunk * q4X16Len
+			p.xq = quantRows(p.bq, x, rows, in, p.ldx)
+		}
 		return
 	}
-	// The kernels want each 16 values of x as the 8 even ones then the 8 odd ones: a byte
-	// holds value 2k in its high nibble and 2k+1 in its low, and the two are decoded apart.
-	bp := xScratch.Get().(*[]float32)
+	if p.bp == nil {
+		p.bp = xScratch.Get().(*[]float32)
+		p.xp = reorderX(p.bp, x, rows, in)
+	}
+}
+
+// release returns the scratch.
+func (p *q4X) release() {
+	if p.bp != nil {
+		xScratch.Put(p.bp)
+	}
+	if p.bq != nil {
+		x16Scratch.Put(p.bq)
+	}
+	*p = q4X{}
+}
+
+// rowsInto adds to y [rows, W.Rows] the output rows lo..hi-1 of x·Wᵀ, from p readied for
+// the int16 kernels (i16) or the float32 ones.
+func (d *Q4Dot) rowsInto(y []float32, p *q4X, i16 bool, lo, hi int) {
+	if i16 {
+		d.rows16(y, p.xq, p.ldx, p.rows, lo, hi)
+	} else {
+		d.rowsRange(y, p.xp, p.rows, lo, hi, d.tables)
+	}
+}
+
+// reorderX returns x [rows, in] in the float32 kernels' order, in *bp. They want each 16
+// values of x as the 8 even ones then the 8 odd ones: a byte holds value 2k in its high
+// nibble and 2k+1 in its low, and the two are decoded apart. The last row of an odd count
+// goes to the one-row kernel, which has its own order.
+func reorderX(bp *[]float32, x []float32, rows, in int) []float32 {
 	if cap(*bp) < rows*in {
 		*bp = make([]float32, rows*in)
 	}
 	xp := (*bp)[:rows*in]
-	// The last row of an odd count goes to the one-row kernel, which has its own order.
 	many := rows &^ 1
 	for g := 0; g < many*in; g += 16 {
 		src, dst := x[g:g+16:g+16], xp[g:g+16:g+16]
@@ -115,35 +183,60 @@ func (d *Q4Dot) MulT(y, x []float32, rows int) {
 			}
 		}
 	}
-	clear(y[:rows*out])
-	code := d.tables
-	// Split by output rows: about 64k decoded values a piece at least.
-	ForPieces(out, max(1, (1<<16)/in), 4, func(lo, hi int) { d.rowsRange(y, xp, rows, lo, hi, code) })
-	xScratch.Put(bp)
+	return xp
 }
 
-// mulT16 sets y = x·Wᵀ for one or two rows of x, by the int16 kernels (q4row16, q4row16x2).
-func (d *Q4Dot) mulT16(y, x []float32, rows int) {
-	w := d.W
-	in, out := w.Cols, w.Rows
-	chunks := in / q4Chunk
-	ldx := chunks * q4X16Len
-	bp := x16Scratch.Get().(*[]int16)
+// quantRows returns x [rows, in] quantized for the int16 kernels (quantX16), ldx apart, in
+// *bp: on the caller for one or two rows, over the cores for more.
+func quantRows(bp *[]int16, x []float32, rows, in, ldx int) []int16 {
 	if cap(*bp) < rows*ldx {
 		*bp = make([]int16, rows*ldx)
 	}
 	xq := (*bp)[:rows*ldx]
-	for i := 0; i < rows; i++ {
-		quantX16(xq[i*ldx:(i+1)*ldx], x[i*in:(i+1)*in])
+	q := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			quantX16(xq[i*ldx:(i+1)*ldx], x[i*in:(i+1)*in])
+		}
 	}
-	clear(y[:rows*out])
-	ForPieces(out, max(1, (1<<16)/in), 4, func(lo, hi int) {
-		fewRowBlocks(1, chunks, lo, hi, max(1, (64<<10)/in), func(_, r0, r1 int) {
+	if rows <= 2 {
+		q(0, rows)
+	} else {
+		For(rows, 1, q)
+	}
+	return xq
+}
+
+// rows16 adds to y [rows, W.Rows] the output rows lo..hi-1 by the int16 kernels, from x
+// quantized (quantRows): one or two rows of x in one call a block of weight rows (q4row16,
+// q4row16x2), more in groups of 8, 4 and 2 (q4dot16x8, q4dot16x4, q4row16x2) a span of
+// chunks, as fewRowBlocks walks them.
+func (d *Q4Dot) rows16(y []float32, xq []int16, ldx, rows, lo, hi int) {
+	w := d.W
+	in, out := w.Cols, w.Rows
+	chunks := in / q4Chunk
+	code := d.tables
+	rb := max(1, (64<<10)/in)
+	if rows <= 2 {
+		fewRowBlocks(1, chunks, lo, hi, rb, func(_, r0, r1 int) {
 			c0, c1 := r0*chunks, r1*chunks
-			q4rowInt16(rows, r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1], xq, ldx, y[r0:], out, d.tables)
+			q4rowInt16(rows, r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1], xq, ldx, y[r0:], out, code)
 		}, nil, nil)
-	})
-	x16Scratch.Put(bp)
+		return
+	}
+	fewRowBlocks(rows, chunks, lo, hi, rb,
+		func(i0, r0, r1 int) {
+			c0, c1 := r0*chunks, r1*chunks
+			q4rowInt16(1, r1-r0, chunks, w.Packed[c0*q4Chunk/2:c1*q4Chunk/2], d.scales[c0:c1], xq[i0*ldx:], ldx, y[i0*out+r0:], out, code)
+		},
+		func(t, i0, r, k0, n int) {
+			c := r*chunks + k0
+			p, s, xs, ys := w.Packed[c*q4Chunk/2:(c+n)*q4Chunk/2], d.scales[c:c+n], xq[i0*ldx+k0*q4X16Len:], y[i0*out+r:]
+			if t == 2 {
+				q4rowInt16(2, 1, n, p, s, xs, ldx, ys, out, code)
+			} else {
+				q4dot16(t, n, p, s, xs, ldx, ys, out, code)
+			}
+		}, nil)
 }
 
 // rowsRange adds to y the output rows lo..hi-1, 32 KB of codes a block (fewRowBlocks).

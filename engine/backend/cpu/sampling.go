@@ -15,5 +15,5 @@ func (s sampling) Q4Linear(y, res, x backend.Buf, w *backend.Q4, bias, xa backen
 }
 
 func (s sampling) Q4Linears(ls []backend.Q4Out, x, xa backend.Buf, ldxa int, rows int) error {
-	return backend.Q4LinearsOps(s, ls, x, xa, ldxa, rows)
+	return s.q4LinearsOf(s, true, ls, x, xa, ldxa, rows)
 }
