@@ -101,3 +101,16 @@ func TestPrintKernelsResident(t *testing.T) {
 		}
 	}
 }
+
+// A launch's dynamic shared memory is counted in the ledger over its blocks (Count.Shared),
+// for the kernel's occupancy.
+func TestLedgerDynamicShared(t *testing.T) {
+	o := &owner{args: &launchArgs{}}
+	id := kernelID(0)
+	o.recordKernel(id, dims{grid: [3]uint32{3, 2, 1}, block: [3]uint32{256, 1, 1}, shared: 4096})
+	o.recordKernel(id, dims{grid: [3]uint32{4, 1, 1}, block: [3]uint32{64, 1, 1}})
+	c := o.ledger.Kernels[kernelNames[id]]
+	if c.N != 2 || c.Blocks != 10 || c.Warps != 6*8+4*2 || c.Shared != 6*4096 {
+		t.Errorf("two launches of %s: %+v, want 10 blocks, 56 warps, 24,576 B of dynamic shared memory", kernelNames[id], c)
+	}
+}
