@@ -411,9 +411,10 @@ func BenchmarkDecodeAttention(b *testing.B) {
 			must(b, be.queue(nil, attn))
 			must(b, be.Sync())
 			var launch Count
+			var kernel string
 			for name, c := range be.Ledger().Kernels {
 				if strings.HasPrefix(name, "attn_rows") {
-					launch = c
+					launch, kernel = c, name
 				}
 			}
 			if launch.N != 1 {
@@ -439,8 +440,8 @@ func BenchmarkDecodeAttention(b *testing.B) {
 			b.ReportMetric(float64(bytes)/ta/1e9, "GB/s")
 			b.ReportMetric(float64(bytes)/tc/1e9, "copy-GB/s")
 			b.ReportMetric(float64(launch.Chain), "chain")
-			b.ReportMetric(H100.KernelTime(launch)*1e6, "est-H100-µs")
-			b.ReportMetric(H200.KernelTime(launch)*1e6, "est-H200-µs")
+			b.ReportMetric(H100.KernelTime(kernel, launch)*1e6, "est-H100-µs")
+			b.ReportMetric(H200.KernelTime(kernel, launch)*1e6, "est-H200-µs")
 		})
 	}
 }

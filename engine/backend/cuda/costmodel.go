@@ -18,10 +18,11 @@ import (
 //	GPU time = kernels × Node + max(bandwidth time, latency time),
 //	bandwidth time = max(product bytes / Bandwidth, product flops / BF16) + other bytes / Bandwidth,
 //	latency time = Σ over kernels of Latency × chain × max(1, warps / resident) (latency.go),
+//	resident = the warps of the kernel the card holds at once (occupancy.go),
 //
 // as the host queues work while the GPU runs it, and waits at each sync. Launch, Node, Sync,
 // Bandwidth and BF16 are the floors issue 31 sets, so that the estimate cannot be tuned by
-// them; SMs and WarpsPerSM are the card's; Latency was calibrated once, for every kernel
+// them; SMs, WarpsPerSM and Limits are the card's; Latency was calibrated once, for every kernel
 // alike, on an H200's measured decode kernels (TestCostModelH200).
 
 // Card is a GPU's constants.
@@ -35,6 +36,7 @@ type Card struct {
 	SMs        int     // streaming multiprocessors
 	WarpsPerSM int     // the most warps an SM holds
 	Latency    float64 // seconds per dependent memory round trip of a warp (latency.go)
+	Limits     smRules // an SM's limits on resident blocks (occupancy.go)
 }
 
 // latency is the round trip every card is given: calibrated on the H200's decode kernels
@@ -44,33 +46,42 @@ const latency = 0.45e-6
 
 // The cards of the estimate. H200: 4.8 TB/s, 989 TFLOP/s dense bf16 (its data sheet), 132 SMs.
 var (
-	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency}
-	H200    = Card{Name: "H200", Bandwidth: 4.8e12, BF16: 989e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency}
-	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 128, WarpsPerSM: 48, Latency: latency}
+	H100    = Card{Name: "H100 SXM", Bandwidth: 3.0e12, BF16: 800e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency, Limits: sm90}
+	H200    = Card{Name: "H200", Bandwidth: 4.8e12, BF16: 989e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 132, WarpsPerSM: 64, Latency: latency, Limits: sm90}
+	RTX4090 = Card{Name: "RTX 4090", Bandwidth: 1.0e12, BF16: 165e12, Launch: 4e-6, Node: 1.5e-6, Sync: 10e-6, SMs: 128, WarpsPerSM: 48, Latency: latency, Limits: sm89}
 )
 
 // Cards are the cards an estimate is printed for.
 var Cards = []Card{H100, H200, RTX4090}
 
 func (c Card) String() string {
-	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a kernel or graph node at the least, %.0f µs a sync, %d SMs × %d warps resident, %.2f µs a dependent memory round trip",
-		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6, c.SMs, c.WarpsPerSM, c.Latency*1e6)
+	return fmt.Sprintf("%s: %.1f TB/s, %.0f TFLOP/s bf16, %.1f µs a launch, copy or cuBLAS call outside a graph, %.1f µs a kernel or graph node at the least, %.0f µs a sync, %d SMs × %d warps resident, %.2f µs a dependent memory round trip, %s occupancy (%d blocks, %d KB shared an SM)",
+		c.Name, c.Bandwidth/1e12, c.BF16/1e12, c.Launch*1e6, c.Node*1e6, c.Sync*1e6, c.SMs, c.WarpsPerSM, c.Latency*1e6, c.Limits.Arch, c.Limits.Blocks, c.Limits.Shared>>10)
 }
 
-func (c Card) resident() float64 { return float64(max(c.SMs*c.WarpsPerSM, 1)) }
-
-// KernelTime is the time on c of a kernel's launches k: each launch's floor, then the
+// KernelTime is the time on c of kernel name's launches k: each launch's floor, then the
 // longer of its bandwidth (or product) time and its latency term; for launches counted
 // together (one name's), exact when they are in one regime (all within the resident warps,
-// or all beyond them).
-func (c Card) KernelTime(k Count) float64 {
-	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, c.chainTime(float64(k.Chain), float64(k.WarpChain)))
+// or all beyond them) and of one block shape.
+func (c Card) KernelTime(name string, k Count) float64 {
+	r, ok := kernelResources[name]
+	return c.kernelTime(k, r, ok)
+}
+
+// kernelTime is KernelTime for a kernel of resources r (ok: known; else the card's full
+// residency).
+func (c Card) kernelTime(k Count, r kernelResource, ok bool) float64 {
+	return float64(k.N)*c.Node + max(float64(k.Bytes())/c.Bandwidth, float64(k.Flops)/c.BF16, c.countChainTime(k, r, ok))
+}
+
+func (c Card) countChainTime(k Count, r kernelResource, ok bool) float64 {
+	return c.chainTime(float64(k.Chain), float64(k.WarpChain), c.resident(r, ok, float64(k.Warps), float64(k.Blocks), float64(k.Shared)))
 }
 
 // chainTime is the latency term of launches whose chains sum to chain and, weighted by their
-// warps, to warpChain.
-func (c Card) chainTime(chain, warpChain float64) float64 {
-	return c.Latency * max(chain, warpChain/c.resident())
+// warps, to warpChain, of a kernel the card holds resident warps of at once.
+func (c Card) chainTime(chain, warpChain, resident float64) float64 {
+	return c.Latency * max(chain, warpChain/resident)
 }
 
 // The phases of a step.
@@ -312,16 +323,28 @@ type Calls struct {
 	Chains             map[string]Chains
 }
 
-// Chains is a kernel's launches and their chains, summed (Count's N, Chain, WarpChain).
-type Chains struct{ N, Chain, WarpChain float64 }
+// Chains is a kernel's launches, their chains and their shape, summed (Count's N, Chain,
+// WarpChain, Warps, Blocks, Shared).
+type Chains struct{ N, Chain, WarpChain, Warps, Blocks, Shared float64 }
+
+func chainsOf(k Count) Chains {
+	return Chains{float64(k.N), float64(k.Chain), float64(k.WarpChain), float64(k.Warps), float64(k.Blocks), float64(k.Shared)}
+}
+
+func (a Chains) plus(b Chains) Chains {
+	return Chains{a.N + b.N, a.Chain + b.Chain, a.WarpChain + b.WarpChain, a.Warps + b.Warps, a.Blocks + b.Blocks, a.Shared + b.Shared}
+}
+
+func (a Chains) times(f float64) Chains {
+	return Chains{a.N * f, a.Chain * f, a.WarpChain * f, a.Warps * f, a.Blocks * f, a.Shared * f}
+}
 
 // CallsOf reads a ledger's calls.
 func CallsOf(l Ledger) Calls {
 	c := Calls{Host: float64(l.HostCalls()), Nodes: float64(l.GraphNodes()), Syncs: float64(l.Syncs),
 		Kernels: float64(l.Launches() + l.BLAS.N + l.GraphNodes()), Chains: map[string]Chains{}}
 	add := func(name string, k Count) {
-		v := c.Chains[name]
-		c.Chains[name] = Chains{v.N + float64(k.N), v.Chain + float64(k.Chain), v.WarpChain + float64(k.WarpChain)}
+		c.Chains[name] = c.Chains[name].plus(chainsOf(k))
 	}
 	for k, n := range l.Kernels {
 		add(k, n)
@@ -339,16 +362,17 @@ func CallsOf(l Ledger) Calls {
 func (c Calls) Scale(f float64) Calls {
 	r := Calls{c.Host * f, c.Nodes * f, c.Syncs * f, c.Kernels * f, map[string]Chains{}}
 	for k, v := range c.Chains {
-		r.Chains[k] = Chains{v.N * f, v.Chain * f, v.WarpChain * f}
+		r.Chains[k] = v.times(f)
 	}
 	return r
 }
 
-// Latency is the calls' latency term on card.
+// Latency is the calls' latency term on card, each kernel at its own occupancy.
 func (c Calls) Latency(card Card) float64 {
 	var t float64
-	for _, v := range c.Chains {
-		t += card.chainTime(v.Chain, v.WarpChain)
+	for k, v := range c.Chains {
+		r, ok := kernelResources[k]
+		t += card.chainTime(v.Chain, v.WarpChain, card.resident(r, ok, v.Warps, v.Blocks, v.Shared))
 	}
 	return t
 }
@@ -373,7 +397,8 @@ func (c Calls) withKeys(keys int) Calls {
 // they were).
 func (a Chains) atKeys(d int64, keys int) Chains {
 	f := a.N * float64(attnSplitChain(d, int64(keys))) / a.Chain
-	return Chains{a.N, a.Chain * f, a.WarpChain * f}
+	a.Chain, a.WarpChain = a.Chain*f, a.WarpChain*f
+	return a
 }
 
 // PhaseEstimate is one phase's estimated time on a card.
@@ -495,8 +520,8 @@ func seconds(s float64) string {
 }
 
 // PrintKernels writes each kernel's share of l's time on c (graph nodes and launches alike,
-// cuBLAS calls as one), most first: calls, warps and chain a launch, bytes, time and its
-// bound. keys > 0 takes attn_rows*' chains at keys keys a row (see Calls.withKeys).
+// cuBLAS calls as one), most first: calls, warps a launch, the warps the card holds at once
+// (occupancy.go), chain a launch, bytes, time and its bound. keys > 0 takes attn_rows*' chains at keys keys a row (see Calls.withKeys).
 func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	type row struct {
 		name string
@@ -515,27 +540,29 @@ func (c Card) PrintKernels(out io.Writer, l Ledger, keys int) {
 	var total float64
 	for k, n := range all {
 		if d, ok := rowsKernels[k]; ok && keys > 0 && n.Chain > 0 {
-			a := Chains{float64(n.N), float64(n.Chain), float64(n.WarpChain)}.atKeys(d, keys)
+			a := chainsOf(n).atKeys(d, keys)
 			n.Chain, n.WarpChain = int64(a.Chain), int64(a.WarpChain)
 		}
-		t := c.KernelTime(n)
+		t := c.KernelTime(k, n)
 		total += t
 		rows = append(rows, row{k, n, t})
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.t, a.t) })
 	fmt.Fprintf(out, "  on %s, kernel by kernel (each at least %.1f µs, then the longer of bandwidth and %.2f µs a round trip × chain):\n", c.Name, c.Node*1e6, c.Latency*1e6)
-	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s %6s  %s\n", "kernel", "calls", "warps/call", "chain/call", "bytes", "time", "share", "bound")
+	fmt.Fprintf(out, "  %-26s %7s %12s %9s %12s %10s %10s %6s  %s\n", "kernel", "calls", "warps/call", "resident", "chain/call", "bytes", "time", "share", "bound")
 	for _, r := range rows {
 		n := float64(r.k.N)
 		bound := "latency"
-		if float64(r.k.Bytes())/c.Bandwidth >= c.chainTime(float64(r.k.Chain), float64(r.k.WarpChain)) {
+		res, ok := kernelResources[r.name]
+		resident := c.resident(res, ok, float64(r.k.Warps), float64(r.k.Blocks), float64(r.k.Shared))
+		if float64(r.k.Bytes())/c.Bandwidth >= c.countChainTime(r.k, res, ok) {
 			bound = "bandwidth"
 		}
 		if n*c.Node >= r.t/2 {
 			bound = "floor"
 		}
-		fmt.Fprintf(out, "  %-26s %7.0f %12.0f %12.1f %10s %10s %5.1f%%  %s\n", r.name, n, float64(r.k.Warps)/n, float64(r.k.Chain)/n,
+		fmt.Fprintf(out, "  %-26s %7.0f %12.0f %9.0f %12.1f %10s %10s %5.1f%%  %s\n", r.name, n, float64(r.k.Warps)/n, resident, float64(r.k.Chain)/n,
 			siCount(float64(r.k.Bytes())), seconds(r.t), 100*r.t/total, bound)
 	}
-	fmt.Fprintf(out, "  %-26s %7s %12s %12s %10s %10s\n", "in all", "", "", "", "", seconds(total))
+	fmt.Fprintf(out, "  %-26s %7s %12s %9s %12s %10s %10s\n", "in all", "", "", "", "", "", seconds(total))
 }

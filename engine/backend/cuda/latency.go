@@ -9,10 +9,16 @@ package cuda
 // a launch as
 //
 //	Node + max(bytes / Bandwidth, flops / BF16, Latency × chain × max(1, warps / resident)),
-//	resident = SMs × WarpsPerSM,
+//	resident = SMs × blocks an SM × warps a block,
 //
 // the last term being Little's law with the bytes a warp has in flight those of one link of
-// its chain: a launch of more warps than the card holds runs in rounds.
+// its chain: a launch of more warps than the card holds runs in rounds. The blocks an SM holds
+// are the kernel's occupancy (occupancy.go): the least that its registers a thread, its shared
+// memory a block (static from kernel_resources.go, dynamic from the launch), its warps a block
+// and the SM's block limit allow. The rounds stay fractional (warps / resident, not ⌈blocks /
+// (SMs × blocks an SM)⌉): launches of one kernel are summed in the ledger, and the term was
+// calibrated so. A kernel not in kernel_resources.go (cuBLAS's, the 8fa3b91 kernels that
+// TestCostModelH200 rebuilds without their own table) is given the card's full SMs × WarpsPerSM.
 //
 // A chain counts, in program order, each point where a warp waits for loads it issued:
 //   - the loads of straight-line code (a loop with constant bounds under #pragma unroll) go

@@ -14,13 +14,15 @@ import (
 // written, floating-point operations; and, for kernels, the launches' shapes that the cost
 // model's latency term needs (latency.go): warps and blocks launched, and each launch's
 // chain, the dependent memory round trips its longest warp makes, summed (Chain) and
-// weighted by the launch's warps (WarpChain).
+// weighted by the launch's warps (WarpChain); and the dynamic shared memory the launches
+// asked for, summed over their blocks (Shared), for the kernel's occupancy (occupancy.go).
 type Count struct {
 	N                int64
 	Read, Written    int64
 	Flops            int64
 	Warps, Blocks    int64
 	Chain, WarpChain int64
+	Shared           int64
 }
 
 func (c *Count) add(x Count) { *c = c.plus(x, 1) }
@@ -30,12 +32,12 @@ func (c Count) sub(x Count) Count { return c.plus(x, -1) }
 // plus is c + f·x.
 func (c Count) plus(x Count, f int64) Count {
 	return Count{c.N + f*x.N, c.Read + f*x.Read, c.Written + f*x.Written, c.Flops + f*x.Flops,
-		c.Warps + f*x.Warps, c.Blocks + f*x.Blocks, c.Chain + f*x.Chain, c.WarpChain + f*x.WarpChain}
+		c.Warps + f*x.Warps, c.Blocks + f*x.Blocks, c.Chain + f*x.Chain, c.WarpChain + f*x.WarpChain, c.Shared + f*x.Shared}
 }
 
 // Div is c's share of n identical rounds (each count divided, rounding down).
 func (c Count) Div(n int64) Count {
-	return Count{c.N / n, c.Read / n, c.Written / n, c.Flops / n, c.Warps / n, c.Blocks / n, c.Chain / n, c.WarpChain / n}
+	return Count{c.N / n, c.Read / n, c.Written / n, c.Flops / n, c.Warps / n, c.Blocks / n, c.Chain / n, c.WarpChain / n, c.Shared / n}
 }
 
 // Bytes is what the calls move through device memory.
@@ -327,6 +329,7 @@ func (o *owner) recordKernel(id kernelID, d dims) {
 	c.Blocks = int64(d.grid[0]) * int64(d.grid[1]) * int64(d.grid[2])
 	threads := int64(d.block[0]) * int64(d.block[1]) * int64(d.block[2])
 	c.Warps = c.Blocks * ((threads + 31) / 32)
+	c.Shared = c.Blocks * int64(d.shared)
 	c.Chain = kernelChain(o, id, d, c)
 	c.WarpChain = c.Chain * c.Warps
 	o.hint, o.attnHint = 0, attnVolume{}
