@@ -397,22 +397,7 @@ func emitRow16(w *bytes.Buffer) {
 	p("MOVQ R8, DI")
 	p("VXORPS Y0, Y0, Y0")
 	p("VXORPS Y1, Y1, Y1")
-	p("CMPQ CX, $2")
-	p("JLT one16")
-	fmt.Fprintf(w, "two16:\n")
-	// The loop's arithmetic delays its loads enough that the hardware prefetcher alone keeps
-	// too few lines in flight: streamed from memory, the kernel read at 80% of a plain Go
-	// read loop's rate, and at the loop's rate with this hint (BenchmarkQ4Dot's "read").
-	p("PREFETCHT0 %d(SI)", row16Ahead)
-	chunk(0)
-	chunk(1)
-	p("ADDQ $64, SI")
-	p("ADDQ $8, DX")
-	p("ADDQ $320, DI")
-	p("SUBQ $2, CX")
-	p("CMPQ CX, $2")
-	p("JGE two16")
-	fmt.Fprintf(w, "one16:\n")
+	emitPairLoop16(w, p, "", chunk)
 	p("TESTQ CX, CX")
 	p("JZ sum16")
 	chunk(0)
@@ -736,19 +721,7 @@ func emitRow16AVX512(w *bytes.Buffer) {
 	p("MOVQ R8, DI")
 	p("VXORPS Z0, Z0, Z0")
 	p("VXORPS Z1, Z1, Z1")
-	p("CMPQ CX, $2")
-	p("JLT one16z")
-	fmt.Fprintf(w, "two16z:\n")
-	p("PREFETCHT0 %d(SI)", row16Ahead)
-	chunk(0)
-	chunk(1)
-	p("ADDQ $64, SI")
-	p("ADDQ $8, DX")
-	p("ADDQ $320, DI")
-	p("SUBQ $2, CX")
-	p("CMPQ CX, $2")
-	p("JGE two16z")
-	fmt.Fprintf(w, "one16z:\n")
+	emitPairLoop16(w, p, "z", chunk)
 	p("TESTQ CX, CX")
 	p("JZ sum16z")
 	chunk(0)
@@ -996,4 +969,27 @@ func emitAddToY(p func(string, ...any)) {
 	p("VADDSS (R9), X0, X0")
 	p("VMOVSS X0, (R9)")
 	p("ADDQ $4, R9")
+}
+
+// emitPairLoop16 is the one-row int16 kernels' main loop: two chunks a pass (chunk(0) and
+// chunk(1) into accumulators 0 and 1) while two are left, then the label one16<suffix> where
+// the kernel takes its last chunk. CX counts the chunks; SI, DX and DI walk the codes, the
+// scales and x's quantized pairs. The loop's arithmetic delays its loads enough that the
+// hardware prefetcher alone keeps too few lines in flight: streamed from memory, the kernel
+// read at 80% of a plain Go read loop's rate, and at the loop's rate with this hint
+// (BenchmarkQ4Dot's "read").
+func emitPairLoop16(w *bytes.Buffer, p func(string, ...any), suffix string, chunk func(int)) {
+	p("CMPQ CX, $2")
+	p("JLT one16%s", suffix)
+	fmt.Fprintf(w, "two16%s:\n", suffix)
+	p("PREFETCHT0 %d(SI)", row16Ahead)
+	chunk(0)
+	chunk(1)
+	p("ADDQ $64, SI")
+	p("ADDQ $8, DX")
+	p("ADDQ $320, DI")
+	p("SUBQ $2, CX")
+	p("CMPQ CX, $2")
+	p("JGE two16%s", suffix)
+	fmt.Fprintf(w, "one16%s:\n", suffix)
 }
