@@ -162,13 +162,14 @@ grep -E '^Benchmark|FAIL|panic' "$out/kernels.log" | tee -a "$summary"
 fi
 pack
 
-# 7. The host's CPU: the AVX-512 one-row 4-bit kernel (opt-in until it has run; GPU hosts
-#    usually have AVX-512) against the dequantized reference, and its speed beside AVX2.
+# 7. The host's CPU: the AVX-512 one-row 4-bit kernels, exact and int16 (opt-in until they have
+#    run; GPU hosts usually have AVX-512), against the dequantized reference and, for the int16
+#    one, against the interpreter bit for bit; their speed beside AVX2's.
 say "== CPU 4-bit one-row kernel, AVX-512 against AVX2 (the host's CPU)"
 t=$(stage 60)
 if [ "$t" -eq 0 ]; then skip; else
-(cd engine/backend/cpu && timeout "$t" "../../../$bin/cpu.test" -test.run 'Q4Row512|Q4Dot|TestConformance' -test.v -test.bench 'Q4Row512' -test.benchtime 20x) > "$out/cpu512.log" 2>&1
-grep -E -- '^--- (FAIL|SKIP)|^--- PASS: TestQ4Row512|^Benchmark|^(ok|FAIL|PASS)$' "$out/cpu512.log" | head -12 | tee -a "$summary"
+(cd engine/backend/cpu && timeout "$t" "../../../$bin/cpu.test" -test.run 'Q4Row512|Q4Row16On512|Q4Dot|TestConformance' -test.v -test.bench 'Q4Row512' -test.benchtime 20x) > "$out/cpu512.log" 2>&1
+grep -E -- '^--- (FAIL|SKIP)|^--- PASS: TestQ4Row(512|16On512)|^Benchmark|^(ok|FAIL|PASS)$' "$out/cpu512.log" | head -12 | tee -a "$summary"
 fi
 pack
 

@@ -19,6 +19,7 @@ func TestBlocksPerSM(t *testing.T) {
 		{sm90, 128, 4160, 256, 2, "4,096 a warp: 16 warps, two blocks"},
 		{sm90, 32, 0, 1024, 2, "32 warps a block: 64 warps, and 1,024 a warp's registers, allow two"},
 		{sm90, 33, 0, 256, 6, "33 rounds up to 40: 1,280 a warp, 51 warps, 6 blocks (7 unrounded)"},
+		{sm90, 85, 0, 768, 0, "85 rounds up to 88: 2,816 a warp, 23 warps, not a block of 24 (85 × 768 = 65,280 would fit unrounded)"},
 		{sm90, 20, 0, 256, 8, "the 64 warps: 8 blocks of 8"},
 		{sm90, 20, 0, 32, 32, "the 32 blocks an SM"},
 		{sm90, 20, 48 << 10, 256, 4, "228 KB / (48 KB + 1 KB reserved): 4"},
