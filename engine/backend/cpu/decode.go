@@ -67,11 +67,17 @@ func (b *Backend) q4LinearsOf(sb backend.Backend, sampled bool, ls []backend.Q4O
 	if rows == 0 || len(ls) == 0 {
 		return nil
 	}
-	js := make([]q4Job, len(ls))
 	in := ls[0].W.Cols
 	for i, l := range ls {
+		// They share x: another width would read its rows at the wrong stride, fused or not.
+		if l.W.Cols != in {
+			return fmt.Errorf("cpu: Q4Linears: linear %d takes %d inputs, linear 0 %d", i, l.W.Cols, in)
+		}
+	}
+	js := make([]q4Job, len(ls))
+	for i, l := range ls {
 		d, ok := l.W.State.(*Q4Dot)
-		if !ok || d.W != l.W.W || rows > q4DotMaxRows || l.W.Cols != in {
+		if !ok || d.W != l.W.W || rows > q4DotMaxRows {
 			return backend.Q4LinearsOps(sb, ls, x, xa, ldxa, rows)
 		}
 		var xl backend.Buf

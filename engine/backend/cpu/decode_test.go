@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 
 	"rlhfstation/engine/backend"
@@ -97,10 +98,12 @@ func TestQ4LinearIntoItsResidual(t *testing.T) {
 }
 
 // TestGreedyLogProbBits: a greedy draw's log-prob, computed without writing the row's
-// log-softmax, has the bits of LogSoftmax at the drawn token (a vocabulary's row, and one
-// whose largest logit repeats: the lowest id).
+// log-softmax, has the bits of LogSoftmax at the drawn token (a vocabulary's row, one whose
+// largest logit repeats: the lowest id; and the edges: masked -inf logits, all equal, a
+// vocabulary of one, all masked and NaN, where both give NaN).
 func TestGreedyLogProbBits(t *testing.T) {
-	for _, row := range [][]float32{randn(151936, 13), {0.5, 3, -1, 3, 2}} {
+	inf, nan := float32(math.Inf(-1)), float32(math.NaN())
+	for _, row := range [][]float32{randn(151936, 13), {0.5, 3, -1, 3, 2}, {inf, 1, inf, -2}, {2, 2, 2, 2}, {7}, {inf, inf}, {nan, 1}, {1, nan, 3}} {
 		var s sampler
 		tok, lp := s.sampleMinP(row, 0.3, 0, 0, 0, 0)
 		want := make([]float32, len(row))
@@ -114,10 +117,12 @@ func TestGreedyLogProbBits(t *testing.T) {
 // TestQ4LinearsGroupBits: a group of 4-bit linears sharing x (a block's q, k and v: one
 // large and two small weights, biases, an adapter on two of them) run as one parallel region
 // gives the bits of one linear at a time, each its product (MulT, or MulTSampled in the
-// decode step's backend) and then its epilogue over all its columns, at 1 to 9 rows of x and
+// decode step's backend) and then its epilogue over all its columns, at 1 to 64 rows of x and
 // with 1 to 4 cores, whose pieces then fall across the weights' boundaries.
 func TestQ4LinearsGroupBits(t *testing.T) {
-	const in, r, ld = 256, 4, 12
+	// in = 512: a piece's grain is then 128 output rows (q4PieceGrain), so from 2 cores the
+	// 448 rows go in 3 pieces of 150, the last spanning all three weights.
+	const in, r, ld = 512, 4, 12
 	outs := []int{320, 64, 64}
 	b := New()
 	ws := make([]*backend.Q4, len(outs))
@@ -136,7 +141,7 @@ func TestQ4LinearsGroupBits(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, procs := range []int{1, 2, 3, 4} {
 		runtime.GOMAXPROCS(procs)
-		for _, rows := range []int{1, 2, 3, 9} {
+		for _, rows := range []int{1, 2, 3, 9, q4DotMaxRows} {
 			x, xa := randn(rows*in, 30), randn(rows*ld, 31)
 			for _, sampled := range []bool{false, true} {
 				var sb backend.Backend = b
@@ -178,6 +183,33 @@ func TestQ4LinearsGroupBits(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestQ4LinearsWidthsDiffer: linears of a group share x, so one whose input width differs is
+// an error naming it (as on the CUDA backend), not a product that reads x at its own stride,
+// whether the few-row kernels take the group (2 rows) or the GEMM does (65).
+func TestQ4LinearsWidthsDiffer(t *testing.T) {
+	b := New()
+	var ws [2]*backend.Q4
+	for i, in := range []int{256, 512} {
+		w, err := quant.Quantize(randn(64*in, uint64(60+i)), 64, in, "", quant.Options{Type: quant.NF4, BlockSize: 64, DoubleQuant: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws[i], err = b.UploadQ4(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rows := range []int{2, q4DotMaxRows + 1} {
+		ls := []backend.Q4Out{{W: ws[0], Y: backend.HostF32(make([]float32, rows*64))}, {W: ws[1], Y: backend.HostF32(make([]float32, rows*64))}}
+		x := backend.HostF32(randn(rows*512, 61))
+		for _, sb := range []backend.Backend{b, b.Sampling()} {
+			err := sb.Q4Linears(ls, x, backend.Buf{}, 0, rows)
+			if err == nil || !strings.Contains(err.Error(), "linear 1 takes 512 inputs, linear 0 256") {
+				t.Fatalf("rows=%d: Q4Linears over widths 256 and 512 gave %v, want an error naming linear 1", rows, err)
 			}
 		}
 	}

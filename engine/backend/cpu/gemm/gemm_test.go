@@ -383,3 +383,34 @@ func TestParallelFor(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeCounts: with Probe on, every call that splits (n, t > 1) counts once, from any
+// number of goroutines at once (-race checks the counters and the batch's start time), a
+// helped call's start is counted with it, and a call made with Probe off counts nothing.
+func TestProbeCounts(t *testing.T) {
+	const callers, calls = 4, 50
+	c0, h0 := Probe.Calls.Load(), Probe.Helped.Load()
+	Probe.On.Store(true)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				var s atomic.Int64
+				parallelFor(8, 3, func(i int) { s.Add(int64(i)) })
+				parallelFor(1, 3, func(int) {}) // one item: no split, not counted
+			}
+		})
+	}
+	wg.Wait()
+	Probe.On.Store(false)
+	parallelFor(8, 3, func(int) {})
+	if c := Probe.Calls.Load() - c0; c != callers*calls {
+		t.Fatalf("Probe counted %d calls, want %d", c, callers*calls)
+	}
+	if h := Probe.Helped.Load() - h0; h < 0 || h > callers*calls {
+		t.Fatalf("Probe counted %d helped calls of %d", h, callers*calls)
+	}
+	if Probe.CallerNs.Load() <= 0 || Probe.TailNs.Load() < 0 || Probe.StartNs.Load() < 0 {
+		t.Fatalf("Probe's times: caller %d ns, tail %d ns, start %d ns", Probe.CallerNs.Load(), Probe.TailNs.Load(), Probe.StartNs.Load())
+	}
+}
