@@ -62,12 +62,14 @@ func parallelFor(n, t int, f func(int)) {
 	b.f = nil // the helpers keep the last batch; it must not keep the caller's matrices
 }
 
-// helperSpin is how long an idle helper polls for the next call before it sleeps: about the
-// wake-up it saves (spinning as long as the wake-up costs is never more than twice the better
-// choice made knowing the gap). Longer spins burned CPU on a shared machine for little: the
-// decode step's ops follow each other within tens of µs, and its helpers, spinning 1 ms after
-// each, used 18% more CPU a token under load (one sequence, load 7–8) than with 100 µs.
-const helperSpin = 100 * time.Microsecond
+// helperSpin is how long an idle helper polls for the next call before it sleeps. A training
+// step's products come with gaps of up to a millisecond between them (norms, attention, the
+// optimizer), each a wake-up (about 100 µs here) when the helper has gone to sleep: with 100 µs
+// of polling, the 25M-parameter GRPO step took 3.5–11.6% longer on a quiet machine (three
+// alternated pairs, 2026-11-28) and decoding one sequence gained nothing in wall time. The
+// shorter poll used about 10–18% less CPU under load, which a shared machine's other processes
+// would get; the wall time is what a run is waiting on.
+const helperSpin = time.Millisecond
 
 // batch is one parallelFor call.
 type batch struct {
