@@ -416,6 +416,15 @@ func (b *Backend) Q4MulT(y, x backend.Buf, w *backend.Q4, rows int) error {
 	return b.q4MulT(false, y, x, w, rows)
 }
 
+// fewRows is w's few-row form when a product of rows rows takes it: the form made for this
+// weight (a replaced weight's stale one does not count) and at most q4DotMaxRows rows; else nil.
+func fewRows(w *backend.Q4, rows int) *Q4Dot {
+	if d, ok := w.State.(*Q4Dot); ok && d.W == w.W && rows <= q4DotMaxRows {
+		return d
+	}
+	return nil
+}
+
 // q4MulT is Q4MulT, by Q4Dot.MulTSampled when sampled.
 func (*Backend) q4MulT(sampled bool, y, x backend.Buf, w *backend.Q4, rows int) error {
 	if rows == 0 {
@@ -426,7 +435,7 @@ func (*Backend) q4MulT(sampled bool, y, x backend.Buf, w *backend.Q4, rows int) 
 	if a.err != nil {
 		return a.err
 	}
-	if d, ok := w.State.(*Q4Dot); ok && d.W == w.W && rows <= q4DotMaxRows {
+	if d := fewRows(w, rows); d != nil {
 		if sampled {
 			d.MulTSampled(yv, xv, rows)
 		} else {

@@ -76,8 +76,8 @@ func (b *Backend) q4LinearsOf(sb backend.Backend, sampled bool, ls []backend.Q4O
 	}
 	js := make([]q4Job, len(ls))
 	for i, l := range ls {
-		d, ok := l.W.State.(*Q4Dot)
-		if !ok || d.W != l.W.W || rows > q4DotMaxRows {
+		d := fewRows(l.W, rows)
+		if d == nil {
 			return backend.Q4LinearsOps(sb, ls, x, xa, ldxa, rows)
 		}
 		var xl backend.Buf
@@ -117,7 +117,7 @@ func (b *Backend) q4Linear(sampled bool, y, res, x backend.Buf, w *backend.Q4, b
 	if a.err != nil {
 		return a.err
 	}
-	if d, ok := w.State.(*Q4Dot); ok && d.W == w.W && rows <= q4DotMaxRows {
+	if d := fewRows(w, rows); d != nil {
 		xv := a.f32("x", x, rows*w.Cols)
 		if a.err != nil {
 			return a.err
