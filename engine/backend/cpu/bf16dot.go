@@ -53,7 +53,7 @@ func bf16Dot(y, x []float32, w []uint16, rows, in, out int) {
 		}
 	}
 	clear(y[:rows*out])
-	ForPieces(out, max(1, (1<<16)/max(in, 1)), 4, func(lo, hi int) { bf16DotRange(y, xp, x, w, rows, in, out, lo, hi) })
+	ForPieces(out, max(1, (1<<16)/max(in, 1)), func(lo, hi int) { bf16DotRange(y, xp, x, w, rows, in, out, lo, hi) })
 	xScratch.Put(bp)
 }
 

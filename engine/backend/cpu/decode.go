@@ -206,7 +206,7 @@ func q4Linears(sampled bool, js []q4Job, x []float32, rows int) {
 		n := js[k].d.W.Rows
 		js[k].t, t = t[:rows*n], t[rows*n:]
 	}
-	ForPieces(total, q4PieceGrain(in), 4, func(lo, hi int) {
+	ForPieces(total, q4PieceGrain(in), func(lo, hi int) {
 		base := 0
 		for k := range js {
 			j := &js[k]

@@ -44,7 +44,7 @@ func f32Dot(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb i
 		}
 		a, lda = s, k
 	}
-	ForPieces(n, max(1, (1<<15)/max(k, 1)), 4, func(lo, hi int) { f32DotRange(c, a, lda, b, ldb, m, k, ldc, lo, hi) })
+	ForPieces(n, max(1, (1<<15)/max(k, 1)), func(lo, hi int) { f32DotRange(c, a, lda, b, ldb, m, k, ldc, lo, hi) })
 }
 
 // f32DotRange adds the output rows lo..hi-1 to y, 128 KB of weights a block (fewRowBlocks).

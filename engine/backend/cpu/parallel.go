@@ -27,23 +27,26 @@ func For(n, grain int, fn func(lo, hi int)) {
 	gemm.Parallel((n+chunk-1)/chunk, w, func(i int) { fn(i*chunk, min(i*chunk+chunk, n)) })
 }
 
-// ForPieces is For cut finer: up to per pieces a core, each of grain items at least, taken
-// by the cores as they free. The few-row products of decoding run it: a core that another
-// process holds joins late, and with one piece a core the caller would then finish alone
-// and wait on the late core's whole half; with several, the late core takes what is left.
-func ForPieces(n, grain, per int, fn func(lo, hi int)) {
+// ForPieces is For in ranges the cores take as they free, long first and short last
+// (gemm.Ranges), each of grain items at least. The few-row products of decoding run it: a
+// core that another process holds joins late and takes less, and the cores finish within a
+// short range of each other.
+func ForPieces(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	grain = max(grain, 1)
-	w := runtime.GOMAXPROCS(0)
-	pieces := min(w*max(per, 1), n/grain)
-	if w <= 1 || pieces <= 1 {
-		fn(0, n)
+	if gemm.Exp == 1 {
+		w := runtime.GOMAXPROCS(0)
+		pieces := min(w*4, n/grain)
+		if w <= 1 || pieces <= 1 {
+			fn(0, n)
+			return
+		}
+		chunk := (n + pieces - 1) / pieces
+		gemm.Parallel((n+chunk-1)/chunk, w, func(i int) { fn(i*chunk, min(i*chunk+chunk, n)) })
 		return
 	}
-	chunk := (n + pieces - 1) / pieces
-	gemm.Parallel((n+chunk-1)/chunk, w, func(i int) { fn(i*chunk, min(i*chunk+chunk, n)) })
+	gemm.Ranges(n, grain, runtime.GOMAXPROCS(0), fn)
 }
 
 // grainFor returns how many rows of width cols make a goroutine's worth of work

@@ -95,7 +95,7 @@ func (d *Q4Dot) mulT(sampled bool, y, x []float32, rows int) {
 	var p q4X
 	p.ready(x, rows, in, i16)
 	clear(y[:rows*out])
-	ForPieces(out, q4PieceGrain(in), 4, func(lo, hi int) { d.rowsInto(y, &p, i16, lo, hi) })
+	ForPieces(out, q4PieceGrain(in), func(lo, hi int) { d.rowsInto(y, &p, i16, lo, hi) })
 	p.release()
 }
 
@@ -339,22 +339,27 @@ const q4X16Len = q4Chunk + 16
 // be (or ±Inf); an all-zero chunk gets 0.
 func quantX16(dst []int16, x []float32) {
 	for c := 0; c < len(x)/q4Chunk; c++ {
-		xs := x[c*q4Chunk : (c+1)*q4Chunk : (c+1)*q4Chunk]
-		d := dst[c*q4X16Len : (c+1)*q4X16Len : (c+1)*q4X16Len]
-		var m float64
-		for _, v := range xs {
-			a := math.Abs(float64(v))
-			if !(a <= math.MaxFloat32) {
-				m = math.NaN()
-				break
-			}
-			m = max(m, a)
+		xs := (*[q4Chunk]float32)(x[c*q4Chunk:])
+		d := (*[q4X16Len]int16)(dst[c*q4X16Len:])
+		// max|x| from the bits: |x|'s bit patterns order as its values, +Inf's (0x7f800000)
+		// below every NaN's
+		var m0, m1, m2, m3 uint32
+		for i := 0; i < q4Chunk; i += 4 {
+			m0 = max(m0, math.Float32bits(xs[i])&0x7fffffff)
+			m1 = max(m1, math.Float32bits(xs[i+1])&0x7fffffff)
+			m2 = max(m2, math.Float32bits(xs[i+2])&0x7fffffff)
+			m3 = max(m3, math.Float32bits(xs[i+3])&0x7fffffff)
+		}
+		mb := max(m0, m1, m2, m3)
+		m := float64(math.Float32frombits(mb))
+		if mb >= 0x7f800000 {
+			m = math.NaN()
 		}
 		f := float32(0)
 		if m > 0 {
 			inv := x16Max / m // x·inv ≤ x16Max·(1+2^-52): never rounds past x16Max
-			for s, v := range q4Row16 {
-				d[s] = int16(math.Round(float64(xs[v]) * inv))
+			for s, v := range &q4Row16 {
+				d[s] = int16(roundHalfAway(float64(xs[v&(q4Chunk-1)]) * inv))
 			}
 			f = float32(m / x16Max / (1 << 14))
 		} else {
@@ -368,6 +373,14 @@ func quantX16(dst []int16, x []float32) {
 			d[q4Chunk+2*k], d[q4Chunk+2*k+1] = int16(uint16(b)), int16(uint16(b>>16))
 		}
 	}
+}
+
+// roundHalfAway is math.Round(v) as an int32 for |v| < 2^31, without its function: v plus
+// the largest double below ½ (signed as v), truncated. With round-to-nearest-even addition
+// the sum reaches the next integer exactly when v's fraction is ½ or more (½ itself: the tie
+// 1 − 2^-54 rounds to 1).
+func roundHalfAway(v float64) int32 {
+	return int32(v + math.Copysign(0.49999999999999994, v))
 }
 
 // x16Factor is a quantized chunk's factor (quantX16).
