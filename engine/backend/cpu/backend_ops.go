@@ -773,7 +773,7 @@ func (b *Backend) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, v
 			if temperature != 0 {
 				invT = 1 / temperature
 			}
-			mx, lse := logSumExp(raw, invT)
+			mx, lse := logSumExp(raw, invT, true)
 			p = float32(float64(raw[tok]*invT-mx) - lse)
 		}
 		t[r], lp[r] = int32(tok), p

@@ -389,3 +389,123 @@ avx2loop:
 	JNZ avx2loop
 	VZEROUPPER
 	RET
+
+// func expSumAVX2(src *float32, n int, scale, b1 float32, acc *[8]float64)
+// n is a positive multiple of 8. Adds expf(src[j]·scale + b1 + 0) (expAffine's value, bit for
+// bit: the same operations as expAffineAVX2) as float64 into acc[j mod 8], j in order.
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS scale+16(FP), Y13
+	VBROADCASTSS b1+20(FP), Y14
+	MOVQ acc+24(FP), DI
+	VXORPS Y15, Y15, Y15 // b2 = 0
+	VMOVUPD (DI), Y12 // acc[0..3]
+	VMOVUPD 32(DI), Y7 // acc[4..7]
+	VMOVUPS expc<>+896(SB), Y8
+	VMOVUPS expc<>+576(SB), Y9
+	VMOVUPS expc<>+512(SB), Y10
+	VMOVUPS expc<>+832(SB), Y11
+
+sumloop:
+	VMOVUPS (SI), Y0
+	VMULPS Y13, Y0, Y0
+	VADDPS Y14, Y0, Y0
+	VADDPS Y15, Y0, Y0 // x
+	VMULPS expc<>+0(SB), Y0, Y1
+	VANDPS expc<>+768(SB), Y1, Y2
+	VORPS Y10, Y2, Y2
+	VADDPS Y2, Y1, Y1
+	VCVTTPS2DQ Y1, Y1 // n
+	VCVTDQ2PS Y1, Y2 // fn
+	VMULPS expc<>+64(SB), Y2, Y3
+	VSUBPS Y3, Y0, Y3
+	VMULPS expc<>+128(SB), Y2, Y4
+	VSUBPS Y4, Y3, Y3 // r
+	VMULPS expc<>+192(SB), Y3, Y4
+	VADDPS expc<>+256(SB), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS expc<>+320(SB), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS expc<>+384(SB), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS expc<>+448(SB), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS Y10, Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS Y9, Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS Y9, Y4, Y4 // p
+	VPSRAD $1, Y1, Y5
+	VPSUBD Y5, Y1, Y6
+	VPADDD Y11, Y5, Y5
+	VPADDD Y11, Y6, Y6
+	VPSLLD $23, Y5, Y5
+	VPSLLD $23, Y6, Y6
+	VMULPS Y5, Y4, Y4
+	VMULPS Y6, Y4, Y4
+	VCMPPS $0x1e, expc<>+640(SB), Y0, Y5 // x > hi: +Inf
+	VBLENDVPS Y5, Y8, Y4, Y4
+	VCMPPS $0x11, expc<>+704(SB), Y0, Y5 // x < lo: 0
+	VANDNPS Y4, Y5, Y4
+	VCMPPS $0x03, Y0, Y0, Y5 // NaN: x
+	VBLENDVPS Y5, Y0, Y4, Y4
+	VCVTPS2PD X4, Y5
+	VEXTRACTF128 $1, Y4, X6
+	VCVTPS2PD X6, Y6
+	VADDPD Y5, Y12, Y12
+	VADDPD Y6, Y7, Y7
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ sumloop
+	VMOVUPD Y12, (DI)
+	VMOVUPD Y7, 32(DI)
+	VZEROUPPER
+	RET
+
+// func maxAVX2(src *float32, n int, scale float32, out *[16]float32)
+// n is a positive multiple of 32. out[0:8] receives lanes whose largest is the largest
+// src[j]·scale that is not NaN (−Inf if none; which zero is unspecified), out[8:16] lanes
+// that are not all zero bits if any src[j]·scale is NaN. VMAXPS returns its second source
+// (Intel's order; the first here) when either is NaN, so a NaN never enters the maxima.
+TEXT ·maxAVX2(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS scale+16(FP), Y15
+	MOVQ out+24(FP), DI
+	VMOVUPS expc<>+896(SB), Y0
+	VORPS expc<>+768(SB), Y0, Y0 // −Inf
+	VMOVUPS Y0, Y1
+	VMOVUPS Y0, Y2
+	VMOVUPS Y0, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+
+maxloop:
+	VMULPS (SI), Y15, Y8
+	VMULPS 32(SI), Y15, Y9
+	VMULPS 64(SI), Y15, Y10
+	VMULPS 96(SI), Y15, Y11
+	VMAXPS Y0, Y8, Y0
+	VMAXPS Y1, Y9, Y1
+	VMAXPS Y2, Y10, Y2
+	VMAXPS Y3, Y11, Y3
+	VCMPPS $0x03, Y8, Y8, Y8
+	VCMPPS $0x03, Y9, Y9, Y9
+	VCMPPS $0x03, Y10, Y10, Y10
+	VCMPPS $0x03, Y11, Y11, Y11
+	VORPS Y8, Y4, Y4
+	VORPS Y9, Y5, Y5
+	VORPS Y10, Y4, Y4
+	VORPS Y11, Y5, Y5
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JNZ maxloop
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+	VORPS Y5, Y4, Y4
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y4, 32(DI)
+	VZEROUPPER
+	RET

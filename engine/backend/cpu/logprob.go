@@ -1,7 +1,5 @@
 package cpu
 
-import "math"
-
 // LogProbForward computes, per row of logits[rows,vocab], the log-softmax of
 // logits·invTemp at the row's target: logp[r] = log p(targets[r]). Cross-entropy is its
 // negation. When entropy is not nil it also receives −Σ p·log p of the row's distribution.
@@ -11,7 +9,7 @@ func LogProbForward(logp, entropy, logits []float32, targets []int32, rows, voca
 	For(rows, grainFor(vocab)*2, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row := logits[r*vocab : (r+1)*vocab]
-			mx, lse := logSumExp(row, invTemp)
+			mx, lse := logSumExp(row, invTemp, false) // For splits the rows
 			if t := targets[r]; t >= 0 {
 				logp[r] = float32(float64(row[t]*invTemp-mx) - lse)
 			} else {
@@ -55,7 +53,7 @@ func LogProbBackward(dlogits, dlogp, dentropy, logits []float32, targets []int32
 				continue
 			}
 			row, d := logits[r*vocab:(r+1)*vocab], dlogits[r*vocab:(r+1)*vocab]
-			mx, lse := logSumExp(row, invTemp)
+			mx, lse := logSumExp(row, invTemp, false) // For splits the rows
 			var buf [expChunk]float32
 			if ge == 0 {
 				for c := 0; c < len(row); c += expChunk {
@@ -97,29 +95,12 @@ func LogProbBackward(dlogits, dlogp, dentropy, logits []float32, targets []int32
 	})
 }
 
-// LogSoftmax sets out = log softmax(x·invTemp) for one row.
+// LogSoftmax sets out = log softmax(x·invTemp) for one row, a long row on the cores.
 func LogSoftmax(out, x []float32, invTemp float32) {
-	mx, lse := logSumExp(x, invTemp)
-	for j, v := range x {
-		out[j] = float32(float64(v*invTemp-mx) - lse)
-	}
-}
-
-// logSumExp returns the row maximum m of x·invTemp and log Σ exp(x·invTemp − m).
-func logSumExp(x []float32, invTemp float32) (float32, float64) {
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		mx = max(mx, v*invTemp)
-	}
-	var s float64
-	var buf [expChunk]float32
-	for c := 0; c < len(x); c += expChunk {
-		part := x[c:min(c+expChunk, len(x))]
-		p := buf[:len(part)]
-		expAffine(p, part, invTemp, -mx, 0)
-		for _, e := range p {
-			s += float64(e)
+	mx, lse := logSumExp(x, invTemp, true)
+	eachChunk(len(x), true, func(_, lo, hi int) {
+		for j, v := range x[lo:hi] {
+			out[lo+j] = float32(float64(v*invTemp-mx) - lse)
 		}
-	}
-	return mx, math.Log(s)
+	})
 }

@@ -3,14 +3,16 @@ package cpu
 import (
 	"math"
 	"math/bits"
+	"runtime"
 	"sort"
 )
 
 // sampler draws one token from a row of logits; its buffers are reused across calls.
 type sampler struct {
-	logp []float32
-	idx  []int
-	prob []float64
+	logp        []float32
+	idx         []int
+	prob        []float64
+	keys, keys2 []uint64 // sortAll's (key, id) pairs
 }
 
 // repetitionPenalty applies transformers' repetition penalty to row in place: the logit of
@@ -34,19 +36,20 @@ func repetitionPenalty(row []float32, seen []int32, pen float32) {
 // sampleMinP returns a token and its log-probability under softmax(logits/T) (T=1 when
 // greedy), u being the row's uniform draw in [0,1). Temperature, then top-k, then top-p over
 // the top-k renormalised, then min-p (minP > 0: the tokens at least minP times as likely as
-// the most likely), as Hugging Face's logits warpers apply them.
+// the most likely), as Hugging Face's logits warpers apply them. The passes over the whole
+// vocabulary run on the cores; the sums that decide the token are the same sequential
+// float64 sums whatever the cores.
 func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, topK int, topP, minP float32) (int, float32) {
 	V := len(logits)
 	if temperature == 0 {
-		// LogSoftmax's value at best alone: the row is not written out
-		best := argmax(logits)
-		mx, lse := logSumExp(logits, 1)
-		return best, float32(float64(logits[best]-mx) - lse)
+		// LogSoftmax's value at best alone: the row is not written out. One pass for the
+		// maximum, argmax's and the log-sum-exp's.
+		r := maxOf(logits, 1, true)
+		best := argmaxOf(logits, r)
+		lse := lseAt(logits, 1, r.mx, true)
+		return best, float32(float64(logits[best]-r.mx) - lse)
 	}
-	if cap(s.logp) < V {
-		s.logp = make([]float32, V)
-	}
-	s.logp = s.logp[:V]
+	s.logp = grow(s.logp, V)
 	LogSoftmax(s.logp, logits, 1/temperature)
 	k := topK
 	if k <= 0 || k > V {
@@ -54,59 +57,39 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 	}
 	usesTopP := topP > 0 && topP < 1
 	if k == V && !usesTopP {
-		// min-p alone is a threshold on log p: log p_max + log minP (−inf when off)
-		best := argmax(s.logp)
-		thr := math.Inf(-1)
-		if minP > 0 {
-			thr = float64(s.logp[best]) + math.Log(float64(minP))
-		}
-		kept := 1.0
-		if minP > 0 {
-			kept = 0
-			for _, lp := range s.logp {
-				if float64(lp) >= thr {
-					kept += math.Exp(float64(lp))
-				}
-			}
-		}
-		u *= kept
-		var c float64
-		for j, lp := range s.logp {
-			if float64(lp) < thr {
-				continue
-			}
-			c += math.Exp(float64(lp))
-			if u < c {
-				return j, lp
-			}
-		}
-		return best, s.logp[best]
+		return s.drawAll(u, minP)
 	}
 	// Candidates in order of decreasing probability (lowest id first among equals).
-	s.idx = s.idx[:0]
-	for j := 0; j < V; j++ {
-		s.idx = append(s.idx, j)
-	}
 	lp := s.logp
-	less := func(a, b int) bool {
-		if lp[a] != lp[b] {
-			return lp[a] > lp[b]
-		}
-		return a < b
-	}
 	if k < V {
-		selectTop(s.idx, k, less)
-		s.idx = s.idx[:k]
+		s.selectTopK(k)
+		s.prob = grow(s.prob, k)
+		eachChunk(k, true, func(_, lo, hi int) {
+			for i, j := range s.idx[lo:hi] {
+				s.prob[lo+i] = math.Exp(float64(lp[j]))
+			}
+		})
+	} else {
+		// Each key gives back its log-prob (keyLogp), so the exponentials run in sorted order.
+		s.sortAll()
+		s.prob = grow(s.prob, V)
+		eachChunk(V, true, func(_, lo, hi int) {
+			for i, v := range s.keys[lo:hi] {
+				s.prob[lo+i] = math.Exp(float64(keyLogp(uint32(v >> 32))))
+			}
+		})
 	}
-	sort.Slice(s.idx, func(a, b int) bool { return less(s.idx[a], s.idx[b]) })
-	s.prob = s.prob[:0]
+	id := func(i int) int {
+		if k < V {
+			return s.idx[i]
+		}
+		return int(uint32(s.keys[i]))
+	}
 	var total float64
-	for _, j := range s.idx {
-		p := math.Exp(float64(lp[j]))
-		s.prob = append(s.prob, p)
+	for _, p := range s.prob {
 		total += p
 	}
-	n := len(s.idx)
+	n := len(s.prob)
 	if usesTopP {
 		var c float64
 		for i, p := range s.prob {
@@ -130,21 +113,178 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 	for i, p := range s.prob[:n] {
 		c += p
 		if u < c {
-			return s.idx[i], lp[s.idx[i]]
+			return id(i), lp[id(i)]
 		}
 	}
-	return s.idx[n-1], lp[s.idx[n-1]]
+	return id(n - 1), lp[id(n-1)]
 }
 
-// argmax is the index of the largest value, the lowest among equals.
-func argmax(x []float32) int {
-	best := 0
-	for j, v := range x {
-		if v > x[best] {
-			best = j
+// drawAll draws from the whole vocabulary by its cumulative sum in id order, min-p alone
+// being a threshold on log p: log p_max + log minP (−inf when off). The exponentials are
+// taken on the cores a block of chunks at a time, the sums run in id order.
+func (s *sampler) drawAll(u float64, minP float32) (int, float32) {
+	lp := s.logp
+	V := len(lp)
+	best := argmax(lp)
+	thr := math.Inf(-1)
+	if minP > 0 {
+		thr = float64(lp[best]) + math.Log(float64(minP))
+	}
+	s.prob = grow(s.prob, V)
+	exps := func(lo, hi int) { // s.prob[lo:hi], 0 below the threshold
+		eachChunk(hi-lo, true, func(_, a, b int) {
+			for j := lo + a; j < lo+b; j++ {
+				p := 0.0
+				if float64(lp[j]) >= thr || lp[j] != lp[j] { // a NaN is summed, as before
+					p = math.Exp(float64(lp[j]))
+				}
+				s.prob[j] = p
+			}
+		})
+	}
+	kept := 1.0
+	if minP > 0 {
+		exps(0, V)
+		kept = 0
+		for j, p := range s.prob {
+			if float64(lp[j]) >= thr {
+				kept += p
+			}
 		}
 	}
-	return best
+	u *= kept
+	var c float64
+	block := lseChunk * runtime.GOMAXPROCS(0)
+	for lo := 0; lo < V; lo += block {
+		hi := min(lo+block, V)
+		if minP <= 0 {
+			exps(lo, hi)
+		}
+		for j := lo; j < hi; j++ {
+			if float64(lp[j]) < thr {
+				continue
+			}
+			c += s.prob[j]
+			if u < c {
+				return j, lp[j]
+			}
+		}
+	}
+	return best, lp[best]
+}
+
+// descKey maps a log-prob to a key whose ascending order is the log-probs' descending order,
+// −0 as +0 (they compare equal).
+func descKey(v float32) uint32 {
+	b := math.Float32bits(v)
+	switch {
+	case b == 1<<31:
+		return 0x7fffffff
+	case b&(1<<31) != 0:
+		return b
+	}
+	return ^b & 0x7fffffff
+}
+
+// keyLogp is descKey's inverse (−0 comes back as +0).
+func keyLogp(d uint32) float32 {
+	if d&(1<<31) == 0 {
+		d = ^d & 0x7fffffff
+	}
+	return math.Float32frombits(d)
+}
+
+// sortAll sets s.keys to every (key, id) pair, the id in the low 32 bits, in order of
+// decreasing log-prob, the lowest id first among equals: a stable radix sort a byte of the
+// key at a time, passing over a byte that all keys share.
+func (s *sampler) sortAll() {
+	lp := s.logp
+	V := len(lp)
+	a, b := grow(s.keys, V), grow(s.keys2, V)
+	var h [4][256]int32
+	for j, v := range lp {
+		d := descKey(v)
+		a[j] = uint64(d)<<32 | uint64(j)
+		h[0][d&0xff]++
+		h[1][d>>8&0xff]++
+		h[2][d>>16&0xff]++
+		h[3][d>>24]++
+	}
+	for p := range h {
+		shift := uint(32 + 8*p)
+		cnt := &h[p]
+		if cnt[a[0]>>shift&0xff] == int32(V) {
+			continue
+		}
+		var off [256]int32
+		var o int32
+		for d, c := range cnt {
+			off[d] = o
+			o += c
+		}
+		for _, v := range a {
+			d := v >> shift & 0xff
+			b[off[d]] = v
+			off[d]++
+		}
+		a, b = b, a
+	}
+	s.keys, s.keys2 = a, b
+}
+
+const (
+	radixBits = 8
+	radixMask = 1<<radixBits - 1
+)
+
+// selectTopK sets s.idx to the k most likely ids in order of decreasing log-prob, the lowest
+// id first among equals. A histogram of the keys' top 12 bits (an eighth of an octave) finds
+// the bucket the k-th falls in; the ids in it and above are the candidates, whose k best the
+// quickselect and sort then order (the whole vocabulary's radix sort when they are many).
+func (s *sampler) selectTopK(k int) {
+	lp := s.logp
+	V := len(lp)
+	var h [4096]int32
+	for _, v := range lp {
+		h[descKey(v)>>20]++
+	}
+	var bucket, cum int
+	for bucket = range h {
+		if cum += int(h[bucket]); cum >= k {
+			break
+		}
+	}
+	if cum > V/4 {
+		s.sortAll()
+		s.idx = grow(s.idx, k)
+		for i, v := range s.keys[:k] {
+			s.idx[i] = int(uint32(v))
+		}
+		return
+	}
+	s.idx = s.idx[:0]
+	for j, v := range lp {
+		if int(descKey(v)>>20) <= bucket {
+			s.idx = append(s.idx, j)
+		}
+	}
+	less := func(a, b int) bool {
+		if lp[a] != lp[b] {
+			return lp[a] > lp[b]
+		}
+		return a < b
+	}
+	selectTop(s.idx, k, less)
+	s.idx = s.idx[:k]
+	sort.Slice(s.idx, func(a, b int) bool { return less(s.idx[a], s.idx[b]) })
+}
+
+// grow returns buf with length n, reallocated only when its capacity is short.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }
 
 // selectTop reorders idx so that its first k entries are the k smallest under less
