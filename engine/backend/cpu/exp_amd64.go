@@ -47,13 +47,13 @@ func expSumAVX2(src *float32, n int, scale, b1 float32, acc *[8]float64)
 //go:noescape
 func maxAVX2(src *float32, n int, scale float32, out *[16]float32)
 
-// expSumAsm runs the leading multiple of 8 of expSum's loop in assembly and returns how many
-// values it did.
+// expSumAsm runs the leading multiple of 16 of expSum's loop in assembly and returns how
+// many values it did.
 func expSumAsm(src []float32, scale, b1 float32, acc *[8]float64) int {
-	if expKernel == "go" || len(src) < 8 {
+	if expKernel == "go" || len(src) < 16 {
 		return 0
 	}
-	n := len(src) &^ 7
+	n := len(src) &^ 15
 	expSumAVX2(&src[0], n, scale, b1, acc)
 	return n
 }

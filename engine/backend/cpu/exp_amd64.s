@@ -391,75 +391,120 @@ avx2loop:
 	RET
 
 // func expSumAVX2(src *float32, n int, scale, b1 float32, acc *[8]float64)
-// n is a positive multiple of 8. Adds expf(src[j]·scale + b1 + 0) (expAffine's value, bit for
-// bit: the same operations as expAffineAVX2) as float64 into acc[j mod 8], j in order.
+// n is a positive multiple of 16. Adds expf(src[j]·scale + b1 + 0) (expAffine's value, bit for
+// bit: expAffineAVX2's operations) as float64 into acc[j mod 8], j in order. Two vectors at a
+// time, their operations interleaved: one vector's exp is a chain of dependent operations.
 TEXT ·expSumAVX2(SB), NOSPLIT, $0-32
 	MOVQ src+0(FP), SI
 	MOVQ n+8(FP), CX
-	VBROADCASTSS scale+16(FP), Y13
-	VBROADCASTSS b1+20(FP), Y14
+	VBROADCASTSS scale+16(FP), Y12
+	VBROADCASTSS b1+20(FP), Y13
 	MOVQ acc+24(FP), DI
-	VXORPS Y15, Y15, Y15 // b2 = 0
-	VMOVUPD (DI), Y12 // acc[0..3]
-	VMOVUPD 32(DI), Y7 // acc[4..7]
-	VMOVUPS expc<>+896(SB), Y8
-	VMOVUPS expc<>+576(SB), Y9
-	VMOVUPS expc<>+512(SB), Y10
-	VMOVUPS expc<>+832(SB), Y11
+	VXORPS Y14, Y14, Y14 // b2 = 0
+	VMOVUPD (DI), Y10 // acc[0..3]
+	VMOVUPD 32(DI), Y11 // acc[4..7]
+	VMOVUPS expc<>+512(SB), Y15 // 0.5
 
 sumloop:
-	VMOVUPS (SI), Y0
-	VMULPS Y13, Y0, Y0
-	VADDPS Y14, Y0, Y0
-	VADDPS Y15, Y0, Y0 // x
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y5
+	VMULPS Y12, Y0, Y0
+	VMULPS Y12, Y5, Y5
+	VADDPS Y13, Y0, Y0
+	VADDPS Y13, Y5, Y5
+	VADDPS Y14, Y0, Y0 // x (b2 = 0)
+	VADDPS Y14, Y5, Y5 // x (b2 = 0)
 	VMULPS expc<>+0(SB), Y0, Y1
+	VMULPS expc<>+0(SB), Y5, Y6
 	VANDPS expc<>+768(SB), Y1, Y2
-	VORPS Y10, Y2, Y2
+	VANDPS expc<>+768(SB), Y6, Y7
+	VORPS Y15, Y2, Y2
+	VORPS Y15, Y7, Y7
 	VADDPS Y2, Y1, Y1
+	VADDPS Y7, Y6, Y6
 	VCVTTPS2DQ Y1, Y1 // n
+	VCVTTPS2DQ Y6, Y6 // n
 	VCVTDQ2PS Y1, Y2 // fn
+	VCVTDQ2PS Y6, Y7 // fn
 	VMULPS expc<>+64(SB), Y2, Y3
+	VMULPS expc<>+64(SB), Y7, Y8
 	VSUBPS Y3, Y0, Y3
-	VMULPS expc<>+128(SB), Y2, Y4
-	VSUBPS Y4, Y3, Y3 // r
+	VSUBPS Y8, Y5, Y8
+	VMULPS expc<>+128(SB), Y2, Y2
+	VMULPS expc<>+128(SB), Y7, Y7
+	VSUBPS Y2, Y3, Y3 // r
+	VSUBPS Y7, Y8, Y8 // r
 	VMULPS expc<>+192(SB), Y3, Y4
+	VMULPS expc<>+192(SB), Y8, Y9
 	VADDPS expc<>+256(SB), Y4, Y4
+	VADDPS expc<>+256(SB), Y9, Y9
 	VMULPS Y3, Y4, Y4
+	VMULPS Y8, Y9, Y9
 	VADDPS expc<>+320(SB), Y4, Y4
+	VADDPS expc<>+320(SB), Y9, Y9
 	VMULPS Y3, Y4, Y4
+	VMULPS Y8, Y9, Y9
 	VADDPS expc<>+384(SB), Y4, Y4
+	VADDPS expc<>+384(SB), Y9, Y9
 	VMULPS Y3, Y4, Y4
+	VMULPS Y8, Y9, Y9
 	VADDPS expc<>+448(SB), Y4, Y4
+	VADDPS expc<>+448(SB), Y9, Y9
 	VMULPS Y3, Y4, Y4
-	VADDPS Y10, Y4, Y4
+	VMULPS Y8, Y9, Y9
+	VADDPS Y15, Y4, Y4
+	VADDPS Y15, Y9, Y9
 	VMULPS Y3, Y4, Y4
-	VADDPS Y9, Y4, Y4
+	VMULPS Y8, Y9, Y9
+	VADDPS expc<>+576(SB), Y4, Y4
+	VADDPS expc<>+576(SB), Y9, Y9
 	VMULPS Y3, Y4, Y4
-	VADDPS Y9, Y4, Y4 // p
-	VPSRAD $1, Y1, Y5
-	VPSUBD Y5, Y1, Y6
-	VPADDD Y11, Y5, Y5
-	VPADDD Y11, Y6, Y6
-	VPSLLD $23, Y5, Y5
+	VMULPS Y8, Y9, Y9
+	VADDPS expc<>+576(SB), Y4, Y4 // p
+	VADDPS expc<>+576(SB), Y9, Y9 // p
+	VPSRAD $1, Y1, Y2
+	VPSRAD $1, Y6, Y7
+	VPSUBD Y2, Y1, Y1
+	VPSUBD Y7, Y6, Y6
+	VPADDD expc<>+832(SB), Y2, Y2
+	VPADDD expc<>+832(SB), Y7, Y7
+	VPADDD expc<>+832(SB), Y1, Y1
+	VPADDD expc<>+832(SB), Y6, Y6
+	VPSLLD $23, Y2, Y2
+	VPSLLD $23, Y7, Y7
+	VPSLLD $23, Y1, Y1
 	VPSLLD $23, Y6, Y6
-	VMULPS Y5, Y4, Y4
-	VMULPS Y6, Y4, Y4
-	VCMPPS $0x1e, expc<>+640(SB), Y0, Y5 // x > hi: +Inf
-	VBLENDVPS Y5, Y8, Y4, Y4
-	VCMPPS $0x11, expc<>+704(SB), Y0, Y5 // x < lo: 0
-	VANDNPS Y4, Y5, Y4
-	VCMPPS $0x03, Y0, Y0, Y5 // NaN: x
-	VBLENDVPS Y5, Y0, Y4, Y4
-	VCVTPS2PD X4, Y5
-	VEXTRACTF128 $1, Y4, X6
-	VCVTPS2PD X6, Y6
-	VADDPD Y5, Y12, Y12
-	VADDPD Y6, Y7, Y7
-	ADDQ $32, SI
-	SUBQ $8, CX
+	VMULPS Y2, Y4, Y4
+	VMULPS Y7, Y9, Y9
+	VMULPS Y1, Y4, Y4
+	VMULPS Y6, Y9, Y9
+	VCMPPS $0x1e, expc<>+640(SB), Y0, Y2 // x > hi: +Inf
+	VCMPPS $0x1e, expc<>+640(SB), Y5, Y7 // x > hi: +Inf
+	VBLENDVPS Y2, expc<>+896(SB), Y4, Y4
+	VBLENDVPS Y7, expc<>+896(SB), Y9, Y9
+	VCMPPS $0x11, expc<>+704(SB), Y0, Y2 // x < lo: 0
+	VCMPPS $0x11, expc<>+704(SB), Y5, Y7 // x < lo: 0
+	VANDNPS Y4, Y2, Y4
+	VANDNPS Y9, Y7, Y9
+	VCMPPS $0x03, Y0, Y0, Y2 // NaN: x
+	VCMPPS $0x03, Y5, Y5, Y7 // NaN: x
+	VBLENDVPS Y2, Y0, Y4, Y4
+	VBLENDVPS Y7, Y5, Y9, Y9
+	VCVTPS2PD X4, Y1
+	VCVTPS2PD X9, Y6
+	VEXTRACTF128 $1, Y4, X2
+	VEXTRACTF128 $1, Y9, X7
+	VCVTPS2PD X2, Y2
+	VCVTPS2PD X7, Y7
+	VADDPD Y1, Y10, Y10
+	VADDPD Y2, Y11, Y11
+	VADDPD Y6, Y10, Y10
+	VADDPD Y7, Y11, Y11
+	ADDQ $64, SI
+	SUBQ $16, CX
 	JNZ sumloop
-	VMOVUPD Y12, (DI)
-	VMOVUPD Y7, 32(DI)
+	VMOVUPD Y10, (DI)
+	VMOVUPD Y11, 32(DI)
 	VZEROUPPER
 	RET
 
