@@ -97,10 +97,19 @@ func LogProbBackward(dlogits, dlogp, dentropy, logits []float32, targets []int32
 
 // LogSoftmax sets out = log softmax(x·invTemp) for one row, a long row on the cores.
 func LogSoftmax(out, x []float32, invTemp float32) {
-	mx, lse := logSumExp(x, invTemp, true)
+	logSoftmax(out, x, invTemp, nil)
+}
+
+// logSoftmax is LogSoftmax keeping each chunk's sum of exp(x·invTemp − max) in parts (grown
+// to the chunks), which it returns.
+func logSoftmax(out, x []float32, invTemp float32, parts []float64) []float64 {
+	mx := maxOf(x, invTemp, true).mx
+	parts = grow(parts, (len(x)+lseChunk-1)/lseChunk)
+	lse := lseParts(x, invTemp, mx, true, parts)
 	eachChunk(len(x), true, func(_, lo, hi int) {
 		for j, v := range x[lo:hi] {
 			out[lo+j] = float32(float64(v*invTemp-mx) - lse)
 		}
 	})
+	return parts
 }

@@ -127,8 +127,12 @@ func logSumExp(x []float32, invTemp float32, par bool) (float32, float64) {
 
 // lseAt is logSumExp's sum given the row's maximum.
 func lseAt(x []float32, invTemp, mx float32, par bool) float64 {
-	nc := (len(x) + lseChunk - 1) / lseChunk
-	parts := make([]float64, nc)
+	return lseParts(x, invTemp, mx, par, nil)
+}
+
+// lseParts is lseAt keeping each chunk's sum of exponentials in parts (grown to the chunks).
+func lseParts(x []float32, invTemp, mx float32, par bool, parts []float64) float64 {
+	parts = grow(parts, (len(x)+lseChunk-1)/lseChunk)
 	eachChunk(len(x), par, func(c, lo, hi int) { parts[c] = expSum(x[lo:hi], invTemp, -mx) })
 	var s float64
 	for _, p := range parts {

@@ -12,7 +12,8 @@ type sampler struct {
 	logp        []float32
 	idx         []int
 	prob        []float64
-	keys, keys2 []uint64 // sortAll's (key, id) pairs
+	keys, keys2 []uint64  // sortAll's (key, id) pairs
+	parts       []float64 // the log-softmax's sums of exponentials by chunk
 }
 
 // repetitionPenalty applies transformers' repetition penalty to row in place: the logit of
@@ -50,7 +51,7 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 		return best, float32(float64(logits[best]-r.mx) - lse)
 	}
 	s.logp = grow(s.logp, V)
-	LogSoftmax(s.logp, logits, 1/temperature)
+	s.parts = logSoftmax(s.logp, logits, 1/temperature, s.parts)
 	k := topK
 	if k <= 0 || k > V {
 		k = V
@@ -121,7 +122,9 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 
 // drawAll draws from the whole vocabulary by its cumulative sum in id order, min-p alone
 // being a threshold on log p: log p_max + log minP (−inf when off). The exponentials are
-// taken on the cores a block of chunks at a time, the sums run in id order.
+// taken on the cores: without min-p, up to the chunk where the log-softmax's chunk sums put
+// the draw (with a margin) in one go, and further a block of chunks at a time if the exact
+// sum runs on; the sums that decide run in id order.
 func (s *sampler) drawAll(u float64, minP float32) (int, float32) {
 	lp := s.logp
 	V := len(lp)
@@ -142,7 +145,7 @@ func (s *sampler) drawAll(u float64, minP float32) (int, float32) {
 			}
 		})
 	}
-	kept := 1.0
+	kept, done := 1.0, V
 	if minP > 0 {
 		exps(0, V)
 		kept = 0
@@ -151,23 +154,34 @@ func (s *sampler) drawAll(u float64, minP float32) (int, float32) {
 				kept += p
 			}
 		}
+	} else {
+		var total, cum float64
+		for _, p := range s.parts {
+			total += p
+		}
+		end := len(s.parts)
+		for c, p := range s.parts {
+			if cum += p; cum > (u+1e-4)*total {
+				end = c + 1
+				break
+			}
+		}
+		done = min(end*lseChunk, V)
+		exps(0, done)
 	}
 	u *= kept
 	var c float64
-	block := lseChunk * runtime.GOMAXPROCS(0)
-	for lo := 0; lo < V; lo += block {
-		hi := min(lo+block, V)
-		if minP <= 0 {
-			exps(lo, hi)
+	for j := 0; j < V; j++ {
+		if j == done {
+			done = min(done+lseChunk*runtime.GOMAXPROCS(0), V)
+			exps(j, done)
 		}
-		for j := lo; j < hi; j++ {
-			if float64(lp[j]) < thr {
-				continue
-			}
-			c += s.prob[j]
-			if u < c {
-				return j, lp[j]
-			}
+		if float64(lp[j]) < thr {
+			continue
+		}
+		c += s.prob[j]
+		if u < c {
+			return j, lp[j]
 		}
 	}
 	return best, lp[best]

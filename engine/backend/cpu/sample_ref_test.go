@@ -227,3 +227,24 @@ func TestDescKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestDrawAllPastPrediction: when the chunk sums put the draw too early (here: all the mass
+// in the first chunk), the walk takes the exponentials further and still draws sampleRef's
+// token.
+func TestDrawAllPastPrediction(t *testing.T) {
+	row := randn(5*lseChunk+3, 34)
+	for _, u := range []float64{0.2, 0.6, 0.999} {
+		var s, r sampler
+		s.logp = make([]float32, len(row))
+		s.parts = logSoftmax(s.logp, row, 1, nil)
+		for c := range s.parts {
+			s.parts[c] = 0
+		}
+		s.parts[0] = 1
+		tok, lp := s.drawAll(u, 0)
+		wtok, wlp := r.sampleRef(row, u, 1, 0, 0, 0)
+		if tok != wtok || lp != wlp || tok < lseChunk {
+			t.Fatalf("u=%g: token %d log-prob %v; want %d %v (past the first chunk)", u, tok, lp, wtok, wlp)
+		}
+	}
+}
