@@ -724,6 +724,9 @@ func (b *Backend) Sample(logits backend.Buf, uniforms []float64, rows, vocab int
 	if rows == 0 {
 		return nil, nil, nil
 	}
+	if vocab < 1 {
+		return nil, nil, fmt.Errorf("cpu: sampling from a vocabulary of %d", vocab)
+	}
 	var a args
 	l := a.f32("logits", logits, rows*vocab)
 	if a.err != nil {
@@ -743,6 +746,9 @@ func (b *Backend) Sample(logits backend.Buf, uniforms []float64, rows, vocab int
 func (b *Backend) SampleInto(tokens, logp, logits, uniforms backend.Buf, rows, vocab int, temperature float32, topK int, topP float32, pen backend.Penalties) error {
 	if rows == 0 {
 		return nil
+	}
+	if vocab < 1 {
+		return fmt.Errorf("cpu: sampling from a vocabulary of %d", vocab)
 	}
 	var a args
 	t, lp := a.i32("tokens", tokens, rows), a.f32("logp", logp, rows)

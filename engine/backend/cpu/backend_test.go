@@ -207,6 +207,9 @@ func TestSampleGreedyAndTruncated(t *testing.T) {
 			t.Fatalf("top-k 1 with u=%g drew %d", u, tok[0])
 		}
 	}
+	if _, _, err := b.Sample(backend.HostF32(nil), []float64{0.5}, 1, 0, 1, 0, 0); err == nil {
+		t.Fatal("sampling from a vocabulary of 0 must be refused")
+	}
 	// without truncation, u walks the cumulative distribution
 	tok, _, _ = b.Sample(backend.HostF32(logits[:4]), []float64{0.999999}, 1, 4, 1, 0, 0)
 	if tok[0] != 3 {
