@@ -9,10 +9,18 @@ import (
 )
 
 // x16Row is a row of n chunks for quantX16's tests, each chunk of one kind (by its index,
-// so that every length from 9 chunks up holds every kind): normal values at scales from
+// so that every length from 10 chunks up holds every kind): normal values at scales from
 // float32's denormals to near its maximum, all zeros (and ±0 only), NaN, ±Inf, denormals
 // alone, exact ties (x·inv = k+½: max|x| = 16383·2^e, so inv = 2^-e, and the others
-// (k+½)·2^e), and normal values with -0, denormals and an outlier sprinkled in.
+// (k+½)·2^e), normal values with -0, denormals and an outlier sprinkled in, and the near
+// ties of x16NearTies.
+//
+// x16NearTies are pairs (m, x) of float32 bits whose product x·(16383/m) rounds to
+// 0.49999999999999994, the largest double below ½, whatever power of two scales both:
+// roundHalfAway gives 0 there, as math.Round does, where adding ½ before truncating gives 1.
+// (A search of every m in [1, 2) found 56 such pairs.)
+var x16NearTies = [][2]uint32{{0x3f8c3dcf, 0x380c4000}, {0x3fa0fd7c, 0x38210000}, {0x3fb83d1f, 0x38384000}}
+
 func x16Row(n int, seed uint64) []float32 {
 	x := randn(n*q4Chunk, seed)
 	next := func() uint64 {
@@ -23,7 +31,7 @@ func x16Row(n int, seed uint64) []float32 {
 	for c := 0; c < n; c++ {
 		xs := x[c*q4Chunk : (c+1)*q4Chunk]
 		s := scales[next()%uint64(len(scales))]
-		switch c % 9 {
+		switch c % 10 {
 		case 0: // normal values at one scale
 			for i := range xs {
 				xs[i] *= s
@@ -47,7 +55,7 @@ func x16Row(n int, seed uint64) []float32 {
 			}
 		case 5, 6: // ties: inv = 2^-e exactly
 			e := int(next()%41) - 20
-			if c%9 == 6 {
+			if c%10 == 6 {
 				e = int(next()%200) - 140 // into the denormals (the ties then round as ties too)
 			}
 			for i := range xs {
@@ -70,6 +78,17 @@ func x16Row(n int, seed uint64) []float32 {
 		case 8: // one value alone, the largest finite or a denormal
 			clear(xs)
 			xs[next()%q4Chunk] = []float32{-math.MaxFloat32, math.MaxFloat32, math.SmallestNonzeroFloat32, -3}[next()%4]
+		case 9: // near ties: max|x| = m·2^e, some values ±x·2^e
+			pair := x16NearTies[next()%uint64(len(x16NearTies))]
+			e := int(next()%61) - 30
+			m, v := math.Ldexp(float64(math.Float32frombits(pair[0])), e), math.Ldexp(float64(math.Float32frombits(pair[1])), e)
+			for i := range xs {
+				xs[i] *= float32(m / 8)
+				if i%4 == 1 {
+					xs[i] = float32(v * float64(1-2*int(next()%2)))
+				}
+			}
+			xs[next()%q4Chunk] = float32(m * float64(1-2*int(next()%2)))
 		}
 	}
 	return x
