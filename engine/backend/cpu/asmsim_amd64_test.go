@@ -64,7 +64,8 @@ func loadAsmFunc(path, name string) (*asmSim, error) {
 			}
 			r := s.data[sym]
 			if r == nil {
-				r = &simRegion{base: uint64(0x7000_0000 + 0x1000*len(s.data))}
+				// far above the arguments' regions (ptr), whatever their count
+				r = &simRegion{base: uint64(0x7f00_0000_0000 + 0x10_0000*len(s.data))}
 				s.data[sym] = r
 			}
 			for len(r.b) < off+size {

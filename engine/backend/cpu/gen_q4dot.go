@@ -45,6 +45,14 @@ func main() {
 		fmt.Fprintf(&w, "DATA q4c<>+%d(SB)/4, $0x0f0f0f0f\n", 32+4*i)
 	}
 	fmt.Fprintf(&w, "GLOBL q4c<>(SB), RODATA|NOPTR, $64\n")
+	// qx16 (emitQuantX16): x16Max, 2^-14, 0.49999999999999994 and the sign bit as float64,
+	// then the abs mask and the NaN factor (float32(math.NaN()), as Go converts it) as dwords.
+	for i, v := range []uint64{math.Float64bits(16383), math.Float64bits(0x1p-14), math.Float64bits(0.49999999999999994), 1 << 63} {
+		fmt.Fprintf(&w, "DATA qx16<>+%d(SB)/8, $%#x\n", 8*i, v)
+	}
+	fmt.Fprintf(&w, "DATA qx16<>+32(SB)/4, $0x7fffffff\n")
+	fmt.Fprintf(&w, "DATA qx16<>+36(SB)/4, $%#x\n", math.Float32bits(float32(math.NaN())))
+	fmt.Fprintf(&w, "GLOBL qx16<>(SB), RODATA|NOPTR, $40\n")
 	emitRow1(&w)
 	emitRow16(&w)
 	emitRow16x2(&w)
@@ -1019,14 +1027,6 @@ func emitPairLoop16(w *bytes.Buffer, p func(string, ...any), suffix string, chun
 // Y8–Y11, temporaries Y0, Y1, Y3.
 func emitQuantX16(w *bytes.Buffer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
-	// qx16: x16Max, 2^-14, 0.49999999999999994 and the sign as float64, the abs mask and the
-	// NaN factor (float32(math.NaN()), as Go converts it) as dwords.
-	for i, v := range []uint64{math.Float64bits(16383), math.Float64bits(0x1p-14), math.Float64bits(0.49999999999999994), 1 << 63} {
-		fmt.Fprintf(w, "DATA qx16<>+%d(SB)/8, $%#x\n", 8*i, v)
-	}
-	fmt.Fprintf(w, "DATA qx16<>+32(SB)/4, $0x7fffffff\n")
-	fmt.Fprintf(w, "DATA qx16<>+36(SB)/4, $%#x\n", math.Float32bits(float32(math.NaN())))
-	fmt.Fprintf(w, "GLOBL qx16<>(SB), RODATA|NOPTR, $40\n")
 	fmt.Fprintf(w, "\n// func quantX16AVX2(n int, x *float32, dst *int16)\n")
 	fmt.Fprintf(w, "TEXT ·quantX16AVX2(SB), NOSPLIT, $0-24\n")
 	p("MOVQ n+0(FP), CX")

@@ -20,6 +20,13 @@ DATA q4c<>+52(SB)/4, $0x0f0f0f0f
 DATA q4c<>+56(SB)/4, $0x0f0f0f0f
 DATA q4c<>+60(SB)/4, $0x0f0f0f0f
 GLOBL q4c<>(SB), RODATA|NOPTR, $64
+DATA qx16<>+0(SB)/8, $0x40cfff8000000000
+DATA qx16<>+8(SB)/8, $0x3f10000000000000
+DATA qx16<>+16(SB)/8, $0x3fdfffffffffffff
+DATA qx16<>+24(SB)/8, $0x8000000000000000
+DATA qx16<>+32(SB)/4, $0x7fffffff
+DATA qx16<>+36(SB)/4, $0x7fc00000
+GLOBL qx16<>(SB), RODATA|NOPTR, $40
 
 // func q4row1(rows, n int, packed *byte, scales *float32, x *float32, y *float32, code *q4Tables)
 TEXT ·q4row1(SB), NOSPLIT, $0-56
@@ -712,13 +719,6 @@ sum16z:
 	JNZ row16z
 	VZEROUPPER
 	RET
-DATA qx16<>+0(SB)/8, $0x40cfff8000000000
-DATA qx16<>+8(SB)/8, $0x3f10000000000000
-DATA qx16<>+16(SB)/8, $0x3fdfffffffffffff
-DATA qx16<>+24(SB)/8, $0x8000000000000000
-DATA qx16<>+32(SB)/4, $0x7fffffff
-DATA qx16<>+36(SB)/4, $0x7fc00000
-GLOBL qx16<>(SB), RODATA|NOPTR, $40
 
 // func quantX16AVX2(n int, x *float32, dst *int16)
 TEXT ·quantX16AVX2(SB), NOSPLIT, $0-24
