@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu/gemm"
 )
 
 // Attention describes causal multi-head attention with grouped-query heads (backend's).
@@ -285,14 +286,48 @@ func attentionRowsGEMM(out, q []float32, spans []Span, a Attention) {
 			n := p + 1 - k0
 			sc := scores[:group*n]
 			qo := row*qw + kvh*group*hd
-			sgemm(false, true, group, n, hd, a.Scale, q[qo:], hd, s.K[k0*kw+kvh*hd:], kw, 0, sc, n)
+			if !rowKernels(hd) {
+				sgemm(false, true, group, n, hd, a.Scale, q[qo:], hd, s.K[k0*kw+kvh*hd:], kw, 0, sc, n)
+			} else {
+				// one query row against each key: the few-row kernels' one-row form, not a
+				// GEMM of `group` rows whose setup outweighs a decoded token's products
+				clear(sc)
+				for g := 0; g < group; g++ {
+					sg := sc[g*n : (g+1)*n]
+					f32row(hd/q4Chunk, s.K[k0*kw+kvh*hd:], kw, q[qo+g*hd:qo+(g+1)*hd], sg)
+					for j := range sg {
+						sg[j] *= a.Scale
+					}
+				}
+			}
 			if a.Softcap > 0 {
 				capInPlace(sc, a.Softcap)
 			}
 			for g := 0; g < group; g++ {
 				softmaxInPlace(sc[g*n : (g+1)*n])
 			}
-			sgemm(false, false, group, hd, n, 1, sc, n, s.V[k0*kw+kvh*hd:], kw, 0, out[qo:], hd)
+			if !rowKernels(hd) {
+				sgemm(false, false, group, hd, n, 1, sc, n, s.V[k0*kw+kvh*hd:], kw, 0, out[qo:], hd)
+				continue
+			}
+			for g := 0; g < group; g++ {
+				o := out[qo+g*hd : qo+(g+1)*hd]
+				clear(o)
+				axpyRows(sc[g*n:(g+1)*n], s.V[k0*kw+kvh*hd:], kw, o)
+			}
 		}
 	})
+}
+
+// rowKernels reports whether one query row's attention takes the one-row kernels (f32row,
+// axpyRows): heads of whole chunks of 64 values, where the kernels run.
+func rowKernels(hd int) bool { return hd%q4Chunk == 0 && q4dotKernel == "avx2" && gemm.Exp&8 == 0 }
+
+// axpyRowsGo is axpyRows' reference: y[k] += Σⱼ p[j]·v[j·ldv+k] for k < len(y), in key order.
+func axpyRowsGo(p, v []float32, ldv int, y []float32) {
+	for j, pj := range p {
+		for k, vk := range v[j*ldv : j*ldv+len(y)] {
+			y[k] += pj * vk
+		}
+	}
 }
