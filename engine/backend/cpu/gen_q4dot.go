@@ -1010,8 +1010,8 @@ func emitPairLoop16(w *bytes.Buffer, p func(string, ...any), suffix string, chun
 //
 // quantX16Go's contract for n ≥ 1 chunks, bit for bit: the same operations in the same order,
 // only 4 values at a time. In two passes over the row (in L1), so that a chunk's values never
-// wait on its maximum and divisions (some 40 cycles of latency): one pass a chunk took 1.3 to
-// 1.45 times as long (BenchmarkQuantX16).
+// wait on its maximum and divisions (some 40 cycles of latency): one pass a chunk took 1.4
+// times as long (BenchmarkQuantX16's x_go, the median of 12 alternated pairs of runs).
 //
 // The first takes each chunk's max|x| on the bits (VPAND 0x7fffffff, VPMAXUD: the bits of |x|
 // order as its values, +Inf below every NaN), and in float64, as the reference, inv =
