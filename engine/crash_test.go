@@ -50,12 +50,15 @@ func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 	}
 	tinyModelDir(t)
 	out := t.TempDir()
+	// The killed children cannot remove their temporary folders (their model folder, their
+	// t.TempDir): they make them under this test's, which the test removes.
+	tmp := "TMPDIR=" + t.TempDir()
 	rng := rand.New(rand.NewPCG(11, 12))
 	resumed := 0
 	const kills = 20
 	for round := 0; round < kills; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRun$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "RLHFSTATION_CRASH_RUN="+out)
+		cmd.Env = append(os.Environ(), "RLHFSTATION_CRASH_RUN="+out, tmp)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +87,7 @@ func TestKillNineNeverLeavesABadCheckpoint(t *testing.T) {
 		t.Fatal("no checkpoint was ever written: the test did not exercise saving")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRun$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "RLHFSTATION_CRASH_RUN="+out, "RLHFSTATION_CRASH_STEPS="+strconv.Itoa(resumed+2))
+	cmd.Env = append(os.Environ(), "RLHFSTATION_CRASH_RUN="+out, "RLHFSTATION_CRASH_STEPS="+strconv.Itoa(resumed+2), tmp)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("last resume: %v\n%s", err, b)
 	}

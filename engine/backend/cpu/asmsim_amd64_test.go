@@ -64,7 +64,8 @@ func loadAsmFunc(path, name string) (*asmSim, error) {
 			}
 			r := s.data[sym]
 			if r == nil {
-				r = &simRegion{base: uint64(0x7000_0000 + 0x1000*len(s.data))}
+				// far above the arguments' regions (ptr), whatever their count
+				r = &simRegion{base: uint64(0x7f00_0000_0000 + 0x10_0000*len(s.data))}
 				s.data[sym] = r
 			}
 			for len(r.b) < off+size {
@@ -212,6 +213,7 @@ func (s *asmSim) write(op string, b []byte) {
 }
 
 func f32At(b []byte, i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) }
+func f64At(b []byte, i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])) }
 func putF32(b []byte, i int, v float32) {
 	binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 }
@@ -273,7 +275,13 @@ func (s *asmSim) Run(args ...uint64) {
 				clear(s.vec[i][16:])
 			}
 		case "MOVQ":
+			if strings.Contains(ops[0], "(") && !strings.HasSuffix(ops[0], "(FP)") { // a load
+				s.gpr[dst] = binary.LittleEndian.Uint64(s.read(ops[0], 8))
+				break
+			}
 			s.gpr[dst] = s.scalar(ops[0])
+		case "VMOVD": // the low dword of an xmm into a GPR, zero-extended
+			s.gpr[dst] = uint64(binary.LittleEndian.Uint32(s.read(ops[0], 4)))
 		case "LEAQ":
 			s.gpr[dst] = s.addr(ops[0])
 		case "ADDQ":
@@ -321,6 +329,108 @@ func (s *asmSim) Run(args ...uint64) {
 			s.write(dst, s.read(ops[0], n))
 		case "VMOVSS": // a store writes 4 bytes; a load zeroes the rest of the register
 			s.write(dst, s.read(ops[0], 4))
+		case "VMOVSD":
+			s.write(dst, s.read(ops[0], 8))
+		case "VBROADCASTSD":
+			v, out := s.read(ops[0], 8), make([]byte, width)
+			for i := 0; i < width; i += 8 {
+				copy(out[i:], v)
+			}
+			s.write(dst, out)
+		case "VPMAXUD": // per dword, unsigned
+			a, b, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width; i += 4 {
+				binary.LittleEndian.PutUint32(out[i:], max(binary.LittleEndian.Uint32(a[i:]), binary.LittleEndian.Uint32(b[i:])))
+			}
+			s.write(dst, out)
+		case "VPSHUFD": // $imm, src, dst: per 128-bit lane, dword i is the lane's dword (imm >> 2i) & 3
+			k, src, out := s.scalar(ops[0]), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width/4; i++ {
+				j := int(k>>(2*(i%4))) & 3
+				copy(out[4*i:4*i+4], src[16*(i/4)+4*j:])
+			}
+			s.write(dst, out)
+		case "VSHUFPS": // $imm, src2, src1, dst: per 128-bit lane, two dwords of src1 then two of src2
+			k, src2, src1, out := s.scalar(ops[0]), s.read(ops[1], width), s.read(ops[2], width), make([]byte, width)
+			for lane := 0; lane < width; lane += 16 {
+				for i := 0; i < 4; i++ {
+					from := src1
+					if i >= 2 {
+						from = src2
+					}
+					j := int(k>>(2*i)) & 3
+					copy(out[lane+4*i:lane+4*i+4], from[lane+4*j:])
+				}
+			}
+			s.write(dst, out)
+		case "VPACKSSDW": // src2, src1, dst: per 128-bit lane, src1's 4 dwords then src2's as int16, saturated
+			src2, src1, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for lane := 0; lane < width; lane += 16 {
+				for i := 0; i < 8; i++ {
+					from := src1
+					if i >= 4 {
+						from = src2
+					}
+					v := min(max(int32(binary.LittleEndian.Uint32(from[lane+4*(i%4):])), math.MinInt16), math.MaxInt16)
+					binary.LittleEndian.PutUint16(out[lane+2*i:], uint16(int16(v)))
+				}
+			}
+			s.write(dst, out)
+		case "VINSERTI128": // $imm, xmm, src1, dst: src1 with its 128-bit lane imm&1 replaced
+			k, x, out := s.scalar(ops[0]), s.read(ops[1], 16), s.read(ops[2], 32)
+			copy(out[16*(k&1):], x)
+			s.write(dst, out)
+		case "VCVTSS2SD", "VCVTSD2SS", "VMULSD", "VDIVSD": // src2, src1, dst: the low element; the rest of src1's 128 bits kept
+			src1 := s.read(ops[1], 16)
+			switch mn {
+			case "VCVTSS2SD":
+				binary.LittleEndian.PutUint64(src1, math.Float64bits(float64(f32At(s.read(ops[0], 4), 0))))
+			case "VCVTSD2SS":
+				putF32(src1, 0, float32(f64At(s.read(ops[0], 8), 0)))
+			case "VMULSD":
+				binary.LittleEndian.PutUint64(src1, math.Float64bits(f64At(src1, 0)*f64At(s.read(ops[0], 8), 0)))
+			case "VDIVSD":
+				binary.LittleEndian.PutUint64(src1, math.Float64bits(f64At(src1, 0)/f64At(s.read(ops[0], 8), 0)))
+			}
+			s.write(dst, src1)
+		case "VCVTPS2PD": // the source's low floats, each widened to a double (exact)
+			src, out := s.read(ops[0], width/2), make([]byte, width)
+			for i := 0; i < width/8; i++ {
+				binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(float64(f32At(src, i))))
+			}
+			s.write(dst, out)
+		case "VCVTTPD2DQY": // 4 doubles of a ymm to int32, truncated; NaN and out of range: 0x80000000
+			src, out := s.read(ops[0], 32), make([]byte, 16)
+			for i := 0; i < 4; i++ {
+				v, r := math.Trunc(f64At(src, i)), uint32(0x80000000)
+				if v >= math.MinInt32 && v <= math.MaxInt32 {
+					r = uint32(int32(v))
+				}
+				binary.LittleEndian.PutUint32(out[4*i:], r)
+			}
+			s.write(dst, out)
+		case "VMULPD", "VADDPD":
+			a, b, out := s.read(ops[0], width), s.read(ops[1], width), make([]byte, width)
+			for i := 0; i < width/8; i++ {
+				x, y, r := f64At(b, i), f64At(a, i), 0.0
+				if mn == "VMULPD" {
+					r = x * y
+				} else {
+					r = x + y
+				}
+				binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(r))
+			}
+			s.write(dst, out)
+		case "VBLENDVPD": // mask, src2, src1, dst: the sign of mask picks src2 over src1, per double
+			mask, b, a, out := s.read(ops[0], width), s.read(ops[1], width), s.read(ops[2], width), make([]byte, width)
+			for i := 0; i < width; i += 8 {
+				if mask[i+7]&0x80 != 0 {
+					copy(out[i:i+8], b[i:])
+				} else {
+					copy(out[i:i+8], a[i:])
+				}
+			}
+			s.write(dst, out)
 		case "VBROADCASTSS":
 			v, out := s.read(ops[0], 4), make([]byte, width)
 			for i := 0; i < width; i += 4 {
@@ -482,7 +592,7 @@ func (s *asmSim) Run(args ...uint64) {
 			putF32(out, 2, float32(f32At(a, 0)+f32At(a, 1)))
 			putF32(out, 3, float32(f32At(a, 2)+f32At(a, 3)))
 			s.write(dst, out)
-		case "VEXTRACTF128", "VEXTRACTF64X4":
+		case "VEXTRACTF128", "VEXTRACTI128", "VEXTRACTF64X4":
 			n := 16
 			if mn == "VEXTRACTF64X4" {
 				n = 32

@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -90,6 +91,22 @@ func TestAsmSimMatchesTheCPU(t *testing.T) {
 			simSameBits(t, "q4dot", ys, y)
 		})
 	}
+	t.Run("quantX16AVX2", func(t *testing.T) {
+		// every kind of chunk of x16Row: NaN, ±Inf, zeros, denormals, ties and near ties
+		const n = 10
+		x := x16Row(n, 5)
+		got, want := make([]int16, n*q4X16Len), make([]int16, n*q4X16Len)
+		quantX16AVX2(n, &x[0], &want[0])
+		s := simKernel(t, "quantX16AVX2")
+		s.Run(n, s.ptr(bytesOf(x)), s.ptr(bytesOf(got)))
+		if i := slices.Compare(got, want); i != 0 {
+			for j := range want {
+				if got[j] != want[j] {
+					t.Fatalf("chunk %d slot %d = %d under the interpreter, %d on the CPU", j/q4X16Len, j%q4X16Len, got[j], want[j])
+				}
+			}
+		}
+	})
 	// The int16 kernels: x quantized per chunk (quantX16, so every row's factor differs),
 	// the int16 code book.
 	for _, k := range []int{2, 4, 8} {

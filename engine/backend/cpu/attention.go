@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"rlhfstation/engine/backend"
+	"rlhfstation/engine/backend/cpu/gemm"
 )
 
 // Attention describes causal multi-head attention with grouped-query heads (backend's).
@@ -285,14 +286,68 @@ func attentionRowsGEMM(out, q []float32, spans []Span, a Attention) {
 			n := p + 1 - k0
 			sc := scores[:group*n]
 			qo := row*qw + kvh*group*hd
-			sgemm(false, true, group, n, hd, a.Scale, q[qo:], hd, s.K[k0*kw+kvh*hd:], kw, 0, sc, n)
-			if a.Softcap > 0 {
-				capInPlace(sc, a.Softcap)
+			K, V := s.K[k0*kw+kvh*hd:], s.V[k0*kw+kvh*hd:]
+			if !rowKernels(hd) {
+				sgemm(false, true, group, n, hd, a.Scale, q[qo:], hd, K, kw, 0, sc, n)
+				softmaxRows(sc, group, n, a.Softcap)
+				sgemm(false, false, group, hd, n, 1, sc, n, V, kw, 0, out[qo:], hd)
+				continue
 			}
-			for g := 0; g < group; g++ {
-				softmaxInPlace(sc[g*n : (g+1)*n])
+			// One query row against each key: the one-row kernels, not two GEMMs of `group`
+			// rows whose setup outweighs a decoded token's products. The keys go in blocks
+			// that stay in L1 while each of the group's heads reads them.
+			for b := 0; b < n; b += keyBlock {
+				e := min(b+keyBlock, n)
+				for g := 0; g < group; g++ {
+					dotRows(q[qo+g*hd:qo+(g+1)*hd], K[b*kw:], kw, sc[g*n+b:g*n+e])
+				}
 			}
-			sgemm(false, false, group, hd, n, 1, sc, n, s.V[k0*kw+kvh*hd:], kw, 0, out[qo:], hd)
+			for j := range sc {
+				sc[j] *= a.Scale
+			}
+			softmaxRows(sc, group, n, a.Softcap)
+			clear(out[qo : qo+group*hd])
+			for b := 0; b < n; b += keyBlock {
+				e := min(b+keyBlock, n)
+				for g := 0; g < group; g++ {
+					axpyRows(sc[g*n+b:g*n+e], V[b*kw:], kw, out[qo+g*hd:qo+(g+1)*hd])
+				}
+			}
 		}
 	})
+}
+
+// keyBlock is how many keys a decoded row's attention takes at a time: 64 keys of a head of
+// 128 values are 32 KB, an L1's worth, read once from further out and then by every head
+// of the group.
+const keyBlock = 64
+
+// softmaxRows caps (softcap > 0) and softmaxes each of the rows of sc [rows, n].
+func softmaxRows(sc []float32, rows, n int, softcap float32) {
+	if softcap > 0 {
+		capInPlace(sc[:rows*n], softcap)
+	}
+	for g := 0; g < rows; g++ {
+		softmaxInPlace(sc[g*n : (g+1)*n])
+	}
+}
+
+// rowKernels reports whether one query row's attention takes the one-row kernels (dotRows,
+// axpyRows): heads of whole chunks of 64 values, where the kernels run.
+func rowKernels(hd int) bool { return hd%q4Chunk == 0 && q4dotKernel == "avx2" && gemm.Exp&8 == 0 }
+
+// dotRowsGo is dotRows' reference: y[j] = x·w[j·ldw:], summed in order.
+func dotRowsGo(x, w []float32, ldw int, y []float32) {
+	for j := range y {
+		y[j] = dot(x, w[j*ldw:j*ldw+len(x)])
+	}
+}
+
+// axpyRowsGo is axpyRows' reference: y[k] += Σⱼ p[j]·v[j·ldv+k] for k < len(y), in key order.
+func axpyRowsGo(p, v []float32, ldv int, y []float32) {
+	for j, pj := range p {
+		for k, vk := range v[j*ldv : j*ldv+len(y)] {
+			y[k] += pj * vk
+		}
+	}
 }

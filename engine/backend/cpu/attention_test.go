@@ -75,3 +75,54 @@ func TestAttentionBackwardRecomputes(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeAttentionRowKernels: one query row per item through the one-row kernels (f32row,
+// axpyRows) against the per-head reference, on the shapes decoding meets: heads of 64, 128
+// and 256 values (one to four kernel chunks), 1 to 7 query heads a key/value head, windows,
+// soft-capping, spans of several rows, and a head of 80 values that takes the GEMM instead.
+func TestDecodeAttentionRowKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, a := range []Attention{
+		{Heads: 14, KVHeads: 2, HeadDim: 64, Scale: 0.125},
+		{Heads: 8, KVHeads: 8, HeadDim: 128, Scale: 0.09, Window: 7},
+		{Heads: 4, KVHeads: 2, HeadDim: 256, Scale: 0.06, Softcap: 5},
+		{Heads: 6, KVHeads: 2, HeadDim: 80, Scale: 0.11},
+	} {
+		qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+		var spans []Span
+		row := 0
+		for _, sh := range [][2]int{{1, 0}, {1, 40}, {3, 12}, {1, 300}} { // rows, position
+			L := sh[0] + sh[1]
+			spans = append(spans, Span{Row: row, N: sh[0], Pos: sh[1], K: randTensor(rng, 1, L, kw).Data, V: randTensor(rng, 1, L, kw).Data})
+			row += sh[0]
+		}
+		q := randTensor(rng, 1, row, qw).Data
+		want, got := make([]float32, row*qw), make([]float32, row*qw)
+		attentionRowsRef(want, q, spans, a)
+		attentionRowsGEMM(got, q, spans, a)
+		for i := range want {
+			if d := math.Abs(float64(want[i] - got[i])); d > 2e-6*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%+v: value %d: %g, reference %g", a, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestAxpyRows: the kernel against its reference, bit for bit (both one fused or rounded
+// multiply-add a key in key order: compared at a tolerance where Go does not fuse).
+func TestAxpyRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, sh := range [][3]int{{1, 64, 64}, {5, 128, 192}, {300, 64, 128}, {2, 256, 256}} {
+		n, w, ldv := sh[0], sh[1], sh[2]
+		p, v := randTensor(rng, 1, 1, n).Data, randTensor(rng, 1, n, ldv).Data
+		y0 := randTensor(rng, 1, 1, w).Data
+		got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
+		axpyRows(p, v, ldv, got)
+		axpyRowsGo(p, v, ldv, want)
+		for k := range want {
+			if d := math.Abs(float64(got[k] - want[k])); d > 1e-5*(1+math.Abs(float64(want[k]))) {
+				t.Fatalf("n %d width %d: value %d: %g, reference %g", n, w, k, got[k], want[k])
+			}
+		}
+	}
+}

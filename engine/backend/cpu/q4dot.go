@@ -332,12 +332,13 @@ const x16Max = 16383
 // its factor as 8 float32.
 const q4X16Len = q4Chunk + 16
 
-// quantX16 quantizes x (whole chunks) for q4row16: per chunk, with scale_x = max|x|/x16Max,
-// the values round(x/scale_x) (|·| ≤ x16Max) in the order q4Row16, then scale_x/2^14 (the
-// factor that brings Σ code16·x16 back to Σ code·x) 8 times as float32. A chunk holding NaN
-// or ±Inf gets the factor NaN (and zeros), so that the product is NaN as the exact one would
-// be (or ±Inf); an all-zero chunk gets 0.
-func quantX16(dst []int16, x []float32) {
+// quantX16Go is quantX16's reference, and the path where its kernel does not run: it
+// quantizes x (whole chunks) for q4row16: per chunk, with scale_x = max|x|/x16Max, the
+// values round(x/scale_x) (|·| ≤ x16Max) in the order q4Row16, then scale_x/2^14 (the factor
+// that brings Σ code16·x16 back to Σ code·x) 8 times as float32. A chunk holding NaN or ±Inf
+// gets the factor NaN (and zeros), so that the product is NaN as the exact one would be (or
+// ±Inf); an all-zero chunk gets 0. The AVX2 kernel (quantX16AVX2) gives the same bits.
+func quantX16Go(dst []int16, x []float32) {
 	for c := 0; c < len(x)/q4Chunk; c++ {
 		xs := (*[q4Chunk]float32)(x[c*q4Chunk:])
 		d := (*[q4X16Len]int16)(dst[c*q4X16Len:])
@@ -359,7 +360,9 @@ func quantX16(dst []int16, x []float32) {
 		if m > 0 {
 			inv := x16Max / m // x·inv ≤ x16Max·(1+2^-52): never rounds past x16Max
 			for s, v := range &q4Row16 {
-				d[s] = int16(roundHalfAway(float64(xs[v&(q4Chunk-1)]) * inv))
+				// float64(·): the product rounded before the add, as the kernel does; a
+				// compiler may not fuse them (GOAMD64=v3 would, into an FMA)
+				d[s] = int16(roundHalfAway(float64(float64(xs[v&(q4Chunk-1)]) * inv)))
 			}
 			f = float32(m / x16Max / (1 << 14))
 		} else {

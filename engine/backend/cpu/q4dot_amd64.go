@@ -28,6 +28,9 @@ func q4dot16x4(n int, packed *byte, scales *float32, x *int16, ldx int, y *float
 func q4dot16x8(n int, packed *byte, scales *float32, x *int16, ldx int, y *float32, ldy int, code *q4Tables)
 
 //go:noescape
+func quantX16AVX2(n int, x *float32, dst *int16)
+
+//go:noescape
 func q4row16AVX512(rows, n int, packed *byte, scales *float32, x *int16, y *float32, code *q4Tables)
 
 //go:noescape
@@ -95,6 +98,18 @@ var q4row16On = q4dotKernel == "avx2"
 // q4row16, under q4row512's opt-in and for the same reason: its text is checked here under the
 // interpreter only (TestQ4Row16On512UnderTheInterpreter). Tests switch it.
 var q4row16On512 = q4row512 && cpu.X86.HasAVX512BW
+
+// quantX16 quantizes x (whole chunks) for the int16 kernels: quantX16Go's values and bits,
+// by quantX16AVX2 where the kernels run.
+func quantX16(dst []int16, x []float32) {
+	n := len(x) / q4Chunk
+	if q4dotKernel != "avx2" || n == 0 {
+		quantX16Go(dst, x)
+		return
+	}
+	_ = dst[n*q4X16Len-1]
+	quantX16AVX2(n, &x[0], &dst[0])
+}
 
 // q4rowInt16 runs the int16 kernel for t ∈ {1, 2} rows of x (x + i·ldx from quantX16) over
 // rows weight rows of n ≥ 1 chunks each, into y[i·ldy+r].

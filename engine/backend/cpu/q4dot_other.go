@@ -10,6 +10,8 @@ var f32DotOn = false
 // q4row16On: no int16 kernel here; its Go reference runs only in tests.
 var q4row16On = false
 
+func quantX16(dst []int16, x []float32) { quantX16Go(dst, x) }
+
 func q4rowInt16(t, rows, n int, packed []byte, scales []float32, x []int16, ldx int, y []float32, ldy int, code *q4Tables) {
 	for i := 0; i < t; i++ {
 		q4row16Go(n, packed, scales, x[i*ldx:], y[i*ldy:i*ldy+rows], code)
