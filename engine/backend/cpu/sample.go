@@ -65,7 +65,7 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 	if k < V {
 		s.selectTopK(k)
 		s.prob = grow(s.prob, k)
-		eachChunk(k, true, func(_, lo, hi int) {
+		eachPiece(k, mapPiece, true, func(_, lo, hi int) {
 			for i, j := range s.idx[lo:hi] {
 				s.prob[lo+i] = math.Exp(float64(lp[j]))
 			}
@@ -74,7 +74,7 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 		// Each key gives back its log-prob (keyLogp), so the exponentials run in sorted order.
 		s.sortAll()
 		s.prob = grow(s.prob, V)
-		eachChunk(V, true, func(_, lo, hi int) {
+		eachPiece(V, mapPiece, true, func(_, lo, hi int) {
 			for i, v := range s.keys[lo:hi] {
 				s.prob[lo+i] = math.Exp(float64(keyLogp(uint32(v >> 32))))
 			}
@@ -135,7 +135,7 @@ func (s *sampler) drawAll(u float64, minP float32) (int, float32) {
 	}
 	s.prob = grow(s.prob, V)
 	exps := func(lo, hi int) { // s.prob[lo:hi], 0 below the threshold
-		eachChunk(hi-lo, true, func(_, a, b int) {
+		eachPiece(hi-lo, mapPiece, true, func(_, a, b int) {
 			for j := lo + a; j < lo+b; j++ {
 				p := 0.0
 				if float64(lp[j]) >= thr || lp[j] != lp[j] { // a NaN is summed, as before
