@@ -246,11 +246,6 @@ func (s *sampler) sortAll() {
 	s.keys, s.keys2 = a, b
 }
 
-const (
-	radixBits = 8
-	radixMask = 1<<radixBits - 1
-)
-
 // selectTopK sets s.idx to the k most likely ids in order of decreasing log-prob, the lowest
 // id first among equals. A histogram of the keys' top 12 bits (an eighth of an octave) finds
 // the bucket the k-th falls in; the ids in it and above are the candidates, whose k best the
