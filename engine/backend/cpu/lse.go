@@ -7,8 +7,8 @@ import (
 	"rlhfstation/engine/backend/cpu/gemm"
 )
 
-// lseChunk is how many values of a row one core takes at a time in the passes over a
-// vocabulary (its maximum, its sum of exponentials, its log-softmax). A constant, not a
+// lseChunk is how many values of a row one core takes at a time in the reductions over a
+// vocabulary (its maximum, its sum of exponentials). A constant, not a
 // function of the core count: the chunks' sums are added in chunk order, so the bits do not
 // depend on how many cores took the chunks.
 const lseChunk = 8192
@@ -22,7 +22,8 @@ func eachChunk(n int, par bool, f func(c, lo, hi int)) {
 // mapPiece is how many values of a row a core takes at a time in a pass that is a map (each
 // value on its own: the piece does not change the bits). Smaller than a chunk, so that a
 // helper whose thread is taken off its core in the middle of a piece holds the call up for
-// less: math.Exp takes about 20 µs for 1,024 values here.
+// less: math.Exp takes about 20 µs for 1,024 values here. A row of one piece stays on the
+// caller.
 const mapPiece = 1024
 
 // eachPiece runs f over the row's pieces of size values, as eachChunk.
