@@ -556,8 +556,8 @@ func (*Backend) AttentionRows(out, q, k, v, seq, pos backend.Buf, rows int, at b
 	}
 	var a args
 	qw, kw := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
-	if at.KVHeads <= 0 || at.Heads%at.KVHeads != 0 {
-		return fmt.Errorf("cpu: attention of %d heads over %d key/value heads", at.Heads, at.KVHeads)
+	if at.KVHeads <= 0 || at.Heads%at.KVHeads != 0 || at.HeadDim <= 0 {
+		return fmt.Errorf("cpu: attention of %d heads over %d key/value heads of %d", at.Heads, at.KVHeads, at.HeadDim)
 	}
 	o, qv, kv, vv := a.f32("out", out, rows*qw), a.f32("q", q, rows*qw), a.f32("k", k, kw), a.f32("v", v, kw)
 	sq, ps := a.i32("seq", seq, rows), a.i32("pos", pos, rows)

@@ -280,6 +280,14 @@ func TestAttentionRowsMatchesSpans(t *testing.T) {
 		backend.HostI32([]int32{3}), backend.HostI32([]int32{0}), 1, at, stride); err == nil {
 		t.Fatalf("a sequence outside the cache must be refused")
 	}
+	// A head of no values is refused as AttentionForward's spans and the CUDA backend refuse
+	// it (it took the one-row kernels' path, whose bounds check panicked on index -1).
+	bad := at
+	bad.HeadDim = 0
+	if err := b.AttentionRows(backend.HostF32(got), backend.HostF32(q), backend.HostF32(k), backend.HostF32(v),
+		backend.HostI32(seq), backend.HostI32(pos), len(seq), bad, stride); err == nil {
+		t.Fatalf("a head of 0 values must be refused")
+	}
 }
 
 func randSlice(n int, seed uint64) []float32 {

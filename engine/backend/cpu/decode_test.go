@@ -120,9 +120,10 @@ func TestGreedyLogProbBits(t *testing.T) {
 // decode step's backend) and then its epilogue over all its columns, at 1 to 64 rows of x and
 // with 1 to 4 cores, whose pieces then fall across the weights' boundaries.
 func TestQ4LinearsGroupBits(t *testing.T) {
-	// in = 512: a piece's grain is then 128 output rows (q4PieceGrain), so from 2 cores the
-	// 448 rows go in 3 pieces of 150, the last spanning all three weights.
-	const in, r, ld = 512, 4, 12
+	// in = 256: a piece's grain is then 256 output rows (q4PieceGrain), so from 2 cores the
+	// 448 rows go in 2 ranges (gemm.Ranges), [0, 256) and [256, 448), the second spanning all
+	// three weights.
+	const in, r, ld = 256, 4, 12
 	outs := []int{320, 64, 64}
 	b := New()
 	ws := make([]*backend.Q4, len(outs))

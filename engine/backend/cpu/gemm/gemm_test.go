@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // u is float32's unit roundoff.
@@ -413,4 +415,82 @@ func TestProbeCounts(t *testing.T) {
 	if Probe.CallerNs.Load() <= 0 || Probe.TailNs.Load() < 0 || Probe.StartNs.Load() < 0 {
 		t.Fatalf("Probe's times: caller %d ns, tail %d ns, start %d ns", Probe.CallerNs.Load(), Probe.TailNs.Load(), Probe.StartNs.Load())
 	}
+}
+
+// TestRanges checks Ranges' guided scheduling under 1..4 workers: every index runs exactly
+// once, in contiguous ranges that do not overlap, each of grain items at least but the one
+// ending at n, and, in index order, never longer than the one before (what is left over 2t
+// shrinks). One range sleeps so a helper's range is still running when the caller's are done:
+// the counts read after the call would miss it (and -race would flag the read) if Ranges
+// returned before every range was done. Called from a parallelFor item too, where the
+// helpers are busy and plain goroutines take the ranges.
+func TestRanges(t *testing.T) {
+	check := func(t *testing.T, n, grain, workers int) {
+		counts := make([]atomic.Int32, n)
+		var mu sync.Mutex
+		var got [][2]int
+		var slept atomic.Bool
+		Ranges(n, grain, workers, func(lo, hi int) {
+			if lo >= hi || lo < 0 || hi > n {
+				t.Errorf("range [%d, %d) of n=%d", lo, hi, n)
+				return
+			}
+			if lo > 0 && slept.CompareAndSwap(false, true) {
+				time.Sleep(2 * time.Millisecond)
+			}
+			for i := lo; i < hi; i++ {
+				counts[i].Add(1)
+			}
+			mu.Lock()
+			got = append(got, [2]int{lo, hi})
+			mu.Unlock()
+		})
+		for i := range counts {
+			if c := counts[i].Load(); c != 1 {
+				t.Errorf("n=%d grain=%d workers=%d: item %d ran %d times", n, grain, workers, i, c)
+				return
+			}
+		}
+		sort.Slice(got, func(i, j int) bool { return got[i][0] < got[j][0] })
+		next, prev := 0, n+1
+		for _, r := range got {
+			size := r[1] - r[0]
+			if r[0] != next {
+				t.Errorf("n=%d grain=%d workers=%d: ranges %v are not contiguous", n, grain, workers, got)
+				return
+			}
+			if r[1] != n && (size < max(grain, 1) || size > prev) {
+				t.Errorf("n=%d grain=%d workers=%d: range [%d, %d) in %v: want ≥ %d and ≤ the one before", n, grain, workers, r[0], r[1], got, grain)
+				return
+			}
+			next, prev = r[1], size
+		}
+		if workers <= 1 || n <= max(grain, 1) {
+			if n > 0 && len(got) != 1 {
+				t.Errorf("n=%d grain=%d workers=%d: %d ranges, want 1 (no split)", n, grain, workers, len(got))
+				return
+			}
+		}
+	}
+	for workers := 1; workers <= 4; workers++ {
+		for _, n := range []int{0, 1, 2, 3, 7, 8, 9, 63, 64, 65, 100, 1000, 4864} {
+			for _, grain := range []int{-1, 0, 1, 2, 7, 8, 64, 5000} {
+				check(t, n, grain, workers)
+			}
+		}
+	}
+	t.Run("nested", func(t *testing.T) {
+		parallelFor(4, 3, func(int) { check(t, 1000, 8, 3) })
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 20 {
+					check(t, 777, 5, 4)
+				}
+			})
+		}
+		wg.Wait()
+	})
 }
