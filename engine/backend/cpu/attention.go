@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"rlhfstation/engine/backend"
-	"rlhfstation/engine/backend/cpu/gemm"
 )
 
 // Attention describes causal multi-head attention with grouped-query heads (backend's).
@@ -334,7 +333,7 @@ func softmaxRows(sc []float32, rows, n int, softcap float32) {
 
 // rowKernels reports whether one query row's attention takes the one-row kernels (dotRows,
 // axpyRows): heads of whole chunks of 64 values, where the kernels run.
-func rowKernels(hd int) bool { return hd%q4Chunk == 0 && q4dotKernel == "avx2" && gemm.Exp&8 == 0 }
+func rowKernels(hd int) bool { return hd > 0 && hd%q4Chunk == 0 && q4dotKernel == "avx2" }
 
 // dotRowsGo is dotRows' reference: y[j] = x·w[j·ldw:], summed in order.
 func dotRowsGo(x, w []float32, ldw int, y []float32) {

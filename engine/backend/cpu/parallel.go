@@ -35,17 +35,6 @@ func ForPieces(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	if gemm.Exp == 1 {
-		w := runtime.GOMAXPROCS(0)
-		pieces := min(w*4, n/grain)
-		if w <= 1 || pieces <= 1 {
-			fn(0, n)
-			return
-		}
-		chunk := (n + pieces - 1) / pieces
-		gemm.Parallel((n+chunk-1)/chunk, w, func(i int) { fn(i*chunk, min(i*chunk+chunk, n)) })
-		return
-	}
 	gemm.Ranges(n, grain, runtime.GOMAXPROCS(0), fn)
 }
 

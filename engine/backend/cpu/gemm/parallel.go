@@ -259,6 +259,3 @@ func Ranges(n, grain, t int, f func(lo, hi int)) {
 	}
 	run(&batch{n: n, r: f, grain: grain, div: int64(2 * t)}, t)
 }
-
-// Exp is a temporary experiment switch (removed before merge).
-var Exp int
