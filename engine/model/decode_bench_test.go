@@ -217,21 +217,8 @@ func BenchmarkDecodeNF4(b *testing.B) {
 // copyBandwidth copies 256 MB split over the cores, twice, and returns the faster rate in
 // bytes read and written a second.
 func copyBandwidth() float64 {
-	const n = 64 << 20 // floats: 256 MB
 	src, dst := copyBufs()
-	best := 0.0
-	for range 2 {
-		t0 := time.Now()
-		w := runtime.GOMAXPROCS(0)
-		var wg sync.WaitGroup
-		for i := range w {
-			lo, hi := i*n/w, (i+1)*n/w
-			wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
-		}
-		wg.Wait()
-		best = max(best, 2*4*n/time.Since(t0).Seconds())
-	}
-	return best
+	return overCores(2*4*len(src), func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // readBandwidth reads the same 256 MB split over the cores, twice, and returns the faster
@@ -240,8 +227,19 @@ func copyBandwidth() float64 {
 // copyBandwidth's reads plus writes; a plain vector read loop is slower). It is the ceiling
 // a step that only read its weights would meet.
 func readBandwidth() float64 {
-	const n = 64 << 20 // floats: 256 MB
 	src, _ := copyBufs()
+	return overCores(4*len(src), func(lo, hi int) {
+		var buf [1024]float32
+		for o := lo; o < hi; o += len(buf) {
+			copy(buf[:], src[o:min(o+len(buf), hi)])
+		}
+	})
+}
+
+// overCores runs f over copyBufs' 64M floats split over the cores, twice, and returns the
+// faster rate of bytes a run.
+func overCores(bytes int, f func(lo, hi int)) float64 {
+	const n = 64 << 20
 	best := 0.0
 	for range 2 {
 		t0 := time.Now()
@@ -249,15 +247,10 @@ func readBandwidth() float64 {
 		var wg sync.WaitGroup
 		for i := range w {
 			lo, hi := i*n/w, (i+1)*n/w
-			wg.Go(func() {
-				var buf [1024]float32
-				for o := lo; o < hi; o += len(buf) {
-					copy(buf[:], src[o:min(o+len(buf), hi)])
-				}
-			})
+			wg.Go(func() { f(lo, hi) })
 		}
 		wg.Wait()
-		best = max(best, 4*n/time.Since(t0).Seconds())
+		best = max(best, float64(bytes)/time.Since(t0).Seconds())
 	}
 	return best
 }

@@ -104,8 +104,7 @@ func LogSoftmax(out, x []float32, invTemp float32) {
 // to the chunks), which it returns.
 func logSoftmax(out, x []float32, invTemp float32, parts []float64) []float64 {
 	mx := maxOf(x, invTemp, true).mx
-	parts = grow(parts, (len(x)+lseChunk-1)/lseChunk)
-	lse := lseParts(x, invTemp, mx, true, parts)
+	lse, parts := lseParts(x, invTemp, mx, true, parts)
 	eachPiece(len(x), 4*mapPiece, true, func(_, lo, hi int) {
 		for j, v := range x[lo:hi] {
 			out[lo+j] = float32(float64(v*invTemp-mx) - lse)

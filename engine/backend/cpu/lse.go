@@ -13,12 +13,6 @@ import (
 // depend on how many cores took the chunks.
 const lseChunk = 8192
 
-// eachChunk runs f over the chunks of a row of n values, on the cores when there are two
-// chunks or more and par is set (callers already inside For pass false).
-func eachChunk(n int, par bool, f func(c, lo, hi int)) {
-	eachPiece(n, lseChunk, par, f)
-}
-
 // mapPiece is how many values of a row a core takes at a time in a pass that is a map (each
 // value on its own: the piece does not change the bits). Smaller than a chunk, so that a
 // helper whose thread is taken off its core in the middle of a piece holds the call up for
@@ -26,17 +20,19 @@ func eachChunk(n int, par bool, f func(c, lo, hi int)) {
 // caller.
 const mapPiece = 1024
 
-// eachPiece runs f over the row's pieces of size values, as eachChunk.
+// eachPiece runs f over the pieces of size values of a row of n (lseChunk's chunks, or
+// mapPiece's pieces), on the cores when there are two pieces or more and par is set (callers
+// already inside For pass false).
 func eachPiece(n, size int, par bool, f func(c, lo, hi int)) {
 	np := (n + size - 1) / size
 	g := func(c int) { f(c, c*size, min(c*size+size, n)) }
-	if !par || np < 2 || runtime.GOMAXPROCS(0) < 2 {
-		for c := range np {
-			g(c)
-		}
+	if w := runtime.GOMAXPROCS(0); par && np >= 2 && w >= 2 {
+		gemm.Parallel(np, w, g)
 		return
 	}
-	gemm.Parallel(np, runtime.GOMAXPROCS(0), g)
+	for c := range np {
+		g(c)
+	}
 }
 
 // maxNaN returns the largest x[j]·scale that is not NaN (−Inf if none; which zero, when it is
@@ -81,7 +77,7 @@ type rowMax struct {
 func maxOf(x []float32, scale float32, par bool) rowMax {
 	nc := (len(x) + lseChunk - 1) / lseChunk
 	ms, nans := make([]float32, nc), make([]bool, nc)
-	eachChunk(len(x), par, func(c, lo, hi int) { ms[c], nans[c] = maxNaN(x[lo:hi], scale) })
+	eachPiece(len(x), lseChunk, par, func(c, lo, hi int) { ms[c], nans[c] = maxNaN(x[lo:hi], scale) })
 	r := rowMax{top: float32(math.Inf(-1))}
 	nan := false
 	for c, m := range ms {
@@ -134,21 +130,18 @@ func argmax(x []float32) int {
 // the cores, when par is set, for a row of two chunks or more.
 func logSumExp(x []float32, invTemp float32, par bool) (float32, float64) {
 	mx := maxOf(x, invTemp, par).mx
-	return mx, lseAt(x, invTemp, mx, par)
+	lse, _ := lseParts(x, invTemp, mx, par, nil)
+	return mx, lse
 }
 
-// lseAt is logSumExp's sum given the row's maximum.
-func lseAt(x []float32, invTemp, mx float32, par bool) float64 {
-	return lseParts(x, invTemp, mx, par, nil)
-}
-
-// lseParts is lseAt keeping each chunk's sum of exponentials in parts (grown to the chunks).
-func lseParts(x []float32, invTemp, mx float32, par bool, parts []float64) float64 {
+// lseParts is logSumExp's sum given the row's maximum, each chunk's sum of exponentials kept
+// in parts (grown to the chunks), which it returns.
+func lseParts(x []float32, invTemp, mx float32, par bool, parts []float64) (float64, []float64) {
 	parts = grow(parts, (len(x)+lseChunk-1)/lseChunk)
-	eachChunk(len(x), par, func(c, lo, hi int) { parts[c] = expSum(x[lo:hi], invTemp, -mx) })
+	eachPiece(len(x), lseChunk, par, func(c, lo, hi int) { parts[c] = expSum(x[lo:hi], invTemp, -mx) })
 	var s float64
 	for _, p := range parts {
 		s += p
 	}
-	return math.Log(s)
+	return math.Log(s), parts
 }

@@ -47,7 +47,7 @@ func (s *sampler) sampleMinP(logits []float32, u float64, temperature float32, t
 		// maximum, argmax's and the log-sum-exp's.
 		r := maxOf(logits, 1, true)
 		best := argmaxOf(logits, r)
-		lse := lseAt(logits, 1, r.mx, true)
+		lse, _ := lseParts(logits, 1, r.mx, true, nil)
 		return best, float32(float64(logits[best]-r.mx) - lse)
 	}
 	s.logp = grow(s.logp, V)
